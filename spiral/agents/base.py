@@ -1,0 +1,31 @@
+"""The Agent protocol: something that chooses a move for the seat to move.
+
+Scripted agents (random, optimal) read the game State, never the prompt text. Model-backed
+agents (the LLM policy, checkpoints, API models) are also Agents, so evaluation can seat
+anything against anything; the rollout layer batches the model-backed ones.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+from spiral.games.base import State
+from spiral.types import Move
+
+
+class Agent(ABC):
+    """Chooses moves. `act` gets a state where it is this agent's turn; it must not mutate it."""
+
+    name: str = "agent"
+
+    @abstractmethod
+    def act(self, state: State) -> Move:
+        """A legal move for `state.current_player()`."""
+
+    def act_many(self, states: Sequence[State]) -> list[Move]:
+        """One move per state. Model-backed agents override this to batch."""
+        return [self.act(s) for s in states]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"

@@ -1,0 +1,1 @@
+"""algo layer (see DESIGN.md)."""

@@ -1,0 +1,47 @@
+"""The `spiral` command: `spiral <command> key=value ...`, one function per command.
+
+Commands are a small registry of "module:function" targets loaded on demand, so
+`spiral play` does not import torch. Each target takes the list of `key=value` strings.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Sequence
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "train": ("spiral.train.run:main", "self-play training (key=value config; --help lists keys)"),
+    "eval": ("spiral.evaluation.run:main", "evaluate a checkpoint or run folder vs opponents"),
+    "play": ("spiral.agents.human:main", "play a game in the terminal against an agent"),
+    "serve": ("spiral.evaluation.serve:main", "OpenAI-compatible chat endpoint for a checkpoint"),
+    "export": ("spiral.train.export:main", "write a merged standalone model folder"),
+    "bench": ("spiral.bench:main", "benchmarks: games/s, sampling and learner throughput"),
+    "report": ("spiral.report.run_report:main", "plots and a summary for a run folder"),
+}
+
+
+def _usage() -> str:
+    lines = ["usage: spiral <command> key=value ...", "", "commands:"]
+    lines += [f"  {name:<8} {help_}" for name, (_, help_) in COMMANDS.items()]
+    lines += ["", "`spiral <command> --help` lists that command's keys."]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(_usage())
+        return 0
+    name, rest = args[0], args[1:]
+    if name not in COMMANDS:
+        print(f"spiral: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    module_name, _, func_name = COMMANDS[name][0].partition(":")
+    func = getattr(importlib.import_module(module_name), func_name)
+    result = func(rest)
+    return int(result or 0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""engines layer (see DESIGN.md)."""

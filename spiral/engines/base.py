@@ -1,0 +1,77 @@
+"""Sampler and Learner protocols, mirroring Tinker's primitives.
+
+Every backend (local torch, vLLM, Tinker) fits behind these. After an optimiser step the
+loop asks the learner for a *new* sampler, so stale weights cannot be used by accident:
+a sampler carries the `version` of the weights it samples from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from spiral.types import AnswerConstraint, Completion, Datum
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    max_tokens: int = 256
+    temperature: float = 1.0
+    top_p: float = 1.0
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+
+
+@runtime_checkable
+class Sampler(Protocol):
+    version: int
+
+    @property
+    def tokenizer(self) -> Any: ...
+
+    def sample(
+        self,
+        prompts: Sequence[Sequence[int]],
+        params: SamplingParams,
+        constraints: Sequence[AnswerConstraint | None] | None = None,
+    ) -> list[Completion]:
+        """One completion per prompt (token ids in, ids + log-probs + stop reason out)."""
+        ...
+
+    def score(
+        self, prompts: Sequence[Sequence[int]], continuations: Sequence[Sequence[int]]
+    ) -> list[list[float]]:
+        """Log-probs of each continuation's tokens given its prompt (temperature 1)."""
+        ...
+
+
+# A loss maps (new_logp_T, sampler_logp_T, advantages_T, mask_T) tensors to
+# (scalar loss summed over masked tokens, diagnostics). See spiral/algo/losses.py.
+LossFn = Callable[..., tuple[Any, dict[str, float]]]
+
+
+@runtime_checkable
+class Learner(Protocol):
+    version: int
+
+    def forward_backward(self, datums: Sequence[Datum], loss_fn: LossFn) -> dict[str, float]:
+        """Accumulate gradients of `loss_fn` over `datums`; return its diagnostics."""
+        ...
+
+    def optim_step(self, learning_rate: float) -> dict[str, float]:
+        """Apply accumulated gradients (clipped), bump `version`, zero gradients."""
+        ...
+
+    def logprobs(self, datums: Sequence[Datum]) -> list[list[float]]:
+        """Current log-probs of each datum's targets (constraint applied), no grad."""
+        ...
+
+    def sampler(self) -> Sampler:
+        """A sampler bound to the current weights."""
+        ...
+
+    def save(self, path: Path) -> None: ...
+
+    def load(self, path: Path) -> None: ...

@@ -1,0 +1,1 @@
+"""Adapters that expose external game libraries as Spiral States."""

@@ -1,0 +1,165 @@
+"""The State base class every game implements (OpenSpiel-shaped, text observations).
+
+Choices:
+- Moves are canonical strings ("[4]", "[bet]", "[Bid: 3, 5]"). `legal_actions()` is a
+  finite list; for open action spaces (negotiation offers) it is a representative menu
+  and `parse_action()` accepts any well-formed legal move beyond it.
+- Chance (cards, dice, values) comes from `self.rng`, a `random.Random(seed)` owned by the
+  state, so the same seed gives the same game. `clone()` deep-copies everything.
+- Each seat has its own message log, exactly what that seat has been told. Observations
+  are rendered from it in one of two styles, as the original's TextArena wrappers did:
+  "history" (every message, `[GAME] ...` lines) or "latest" (the first message, i.e. the
+  rules, then the latest one, then "Next Action:").
+- A turn limit (`max_turns`, counting moves by both seats) ends the game as a draw with
+  `truncated()` True. Returns are +1 / -1 / 0 for win / loss / draw.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from abc import ABC, abstractmethod
+from typing import Literal
+
+from spiral.types import Move, Seat
+
+ObsStyle = Literal["history", "latest"]
+TERMINAL: Seat = -1
+
+
+class IllegalMoveError(ValueError):
+    """Raised by `apply_action` for a move that is not legal in this state."""
+
+
+def normalize_move_text(text: str) -> str:
+    """Case-fold and collapse whitespace, for tolerant matching against legal moves."""
+    return " ".join(text.replace("[ ", "[").replace(" ]", "]").split()).casefold()
+
+
+class State(ABC):
+    """A game in progress. Subclasses implement the rules hooks marked abstract."""
+
+    game_id: str = ""
+    default_obs_style: ObsStyle = "history"
+    default_max_turns: int | None = None
+
+    def __init__(self, seed: int = 0, max_turns: int | None = None) -> None:
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.max_turns = self.default_max_turns if max_turns is None else max_turns
+        self.move_history: list[tuple[Seat, Move]] = []
+        self._messages: tuple[list[tuple[str, str]], list[tuple[str, str]]] = ([], [])
+        self._truncated = False
+
+    # ---- rules hooks -------------------------------------------------------------
+    @abstractmethod
+    def _current_player(self) -> Seat:
+        """Seat to move; only called while the game is not over."""
+
+    @abstractmethod
+    def _legal_actions(self) -> list[Move]:
+        """Canonical legal moves for the seat to move."""
+
+    @abstractmethod
+    def _apply(self, move: Move) -> None:
+        """Apply a canonical legal move (already validated) and tell the seats."""
+
+    @abstractmethod
+    def _game_over(self) -> bool:
+        """True once the rules end the game (the turn limit is handled here)."""
+
+    @abstractmethod
+    def _returns(self) -> tuple[float, float]:
+        """Per-seat returns of a game the rules ended."""
+
+    # ---- public surface ----------------------------------------------------------
+    def current_player(self) -> Seat:
+        return TERMINAL if self.is_terminal() else self._current_player()
+
+    def legal_actions(self) -> list[Move]:
+        return [] if self.is_terminal() else self._legal_actions()
+
+    def parse_action(self, text: str) -> Move | None:
+        """The canonical legal move that `text` denotes, or None.
+
+        Default: case-insensitive, whitespace-tolerant lookup among `legal_actions()`.
+        Games with open action spaces override this to accept any well-formed move.
+        """
+        wanted = normalize_move_text(text)
+        for move in self.legal_actions():
+            if normalize_move_text(move) == wanted:
+                return move
+        return None
+
+    def apply_action(self, move: Move) -> None:
+        if self.is_terminal():
+            raise IllegalMoveError(f"{self.game_id}: the game is over; no move can be applied")
+        canonical = self.parse_action(move)
+        if canonical is None:
+            legal = ", ".join(self.legal_actions()[:20])
+            raise IllegalMoveError(f"{self.game_id}: {move!r} is not legal here; legal: {legal}")
+        seat = self._current_player()
+        self.move_history.append((seat, canonical))
+        self._apply(canonical)
+        if (
+            not self._game_over()
+            and self.max_turns is not None
+            and len(self.move_history) >= self.max_turns
+        ):
+            self._truncated = True
+            self._broadcast(f"The turn limit ({self.max_turns}) was reached. The game is a draw.")
+
+    def is_terminal(self) -> bool:
+        return self._truncated or self._game_over()
+
+    def truncated(self) -> bool:
+        return self._truncated
+
+    def returns(self) -> tuple[float, float]:
+        if not self.is_terminal():
+            return (0.0, 0.0)
+        return (0.0, 0.0) if self._truncated else self._returns()
+
+    def winner(self) -> Seat | None:
+        r0, r1 = self.returns()
+        if not self.is_terminal() or r0 == r1:
+            return None
+        return 0 if r0 > r1 else 1
+
+    def observation(self, seat: Seat, style: ObsStyle | None = None) -> str:
+        """What `seat` may see, rendered in `style` (the game's default if None)."""
+        style = style or self.default_obs_style
+        messages = self._messages[seat]
+        if style == "history":
+            return "".join(f"\n[{sender}] {text}" for sender, text in messages).lstrip("\n")
+        if not messages:
+            return "Next Action:"
+        first = messages[0][1]
+        last = messages[-1][1] if len(messages) > 1 else ""
+        return f"{first}\n\n{last}\n\nNext Action:" if last else f"{first}\n\nNext Action:"
+
+    def private_info(self, seat: Seat) -> tuple[object, ...]:
+        """This seat's hidden information (cards, dice, values); () for perfect-info games.
+
+        The conformance test uses it: two states with equal public history and equal
+        `private_info(seat)` must give `seat` the same observation.
+        """
+        return ()
+
+    def clone(self) -> State:
+        return copy.deepcopy(self)
+
+    def rules_text(self, seat: Seat) -> str:
+        """The rules message this seat got first (for a system prompt)."""
+        return self._messages[seat][0][1] if self._messages[seat] else ""
+
+    # ---- helpers for subclasses --------------------------------------------------
+    def _tell(self, seat: Seat, text: str, sender: str = "GAME") -> None:
+        self._messages[seat].append((sender, text))
+
+    def _broadcast(self, text: str, sender: str = "GAME") -> None:
+        for seat in (0, 1):
+            self._tell(seat, text, sender)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(seed={self.seed}, moves={self.move_history})"

@@ -1,0 +1,1 @@
+"""prompts layer (see DESIGN.md)."""

@@ -1,0 +1,1 @@
+"""rollout layer (see DESIGN.md)."""

@@ -1,0 +1,74 @@
+"""Keeps the layers pointing one way: a package imports only packages of a lower rank.
+
+Ranks refine DESIGN.md's list so that the training loop can use evaluation and report
+(see docs/architecture.md): types < games < prompts, algo, report < engines < agents
+< rollout < evaluation < train < cli. Same-rank packages must not import each other.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+RANK = {
+    "types": 0,
+    "games": 1,
+    "prompts": 2,
+    "algo": 2,
+    "report": 2,
+    "engines": 3,
+    "agents": 4,
+    "rollout": 5,
+    "evaluation": 6,
+    "train": 7,
+    "bench": 8,
+    "cli": 8,
+}
+ROOT = Path(__file__).resolve().parents[1] / "spiral"
+
+
+def _layer(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[0] != "spiral" or len(parts) < 2:
+        return None
+    return parts[1]
+
+
+def _imports(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.extend(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append(node.module)
+    return found
+
+
+def _package_files() -> list[Path]:
+    return sorted(p for p in ROOT.rglob("*.py") if p.parent != ROOT or p.stem in RANK)
+
+
+@pytest.mark.parametrize("path", _package_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_imports_point_down(path: Path) -> None:
+    rel = path.relative_to(ROOT)
+    own = rel.parts[0] if len(rel.parts) > 1 else rel.stem
+    assert own in RANK, f"{rel}: package {own!r} has no rank; add it to RANK and the docs"
+    for module in _imports(path):
+        target = _layer(module)
+        if target is None or target == own:
+            continue
+        assert target in RANK, f"{rel} imports unknown layer {module}"
+        assert RANK[target] < RANK[own], (
+            f"{rel} (layer {own}, rank {RANK[own]}) imports {module} "
+            f"(layer {target}, rank {RANK[target]}): imports must point to lower layers"
+        )
+
+
+def test_every_layer_exists() -> None:
+    present = {p.name for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith("_")}
+    present |= {p.stem for p in ROOT.glob("*.py") if p.stem in RANK}
+    missing = {name for name in RANK if name not in present and name != "bench"}
+    assert not missing, f"layers named in the rank table but absent: {missing}"
