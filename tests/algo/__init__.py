@@ -1,0 +1,1 @@
+"""Tests of spiral.algo: hand-worked numbers for RAE, losses, datums and statistics."""
