@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
 from spiral.games.base import State
-from spiral.types import Move
+from spiral.types import Move, ParseResult, Turn
 
 
 class Agent(ABC):
@@ -26,6 +26,22 @@ class Agent(ABC):
     def act_many(self, states: Sequence[State]) -> list[Move]:
         """One move per state. Model-backed agents override this to batch."""
         return [self.act(s) for s in states]
+
+    def take_turns(self, states: Sequence[State], seed: int) -> list[Turn]:
+        """One Turn per state (the rollout's entry point). `seed` varies per wave so
+        sampling agents can be deterministic; scripted agents use their own RNG."""
+        del seed
+        moves = self.act_many(states)
+        return [
+            Turn(
+                game_id=s.game_id,
+                seat=s.current_player(),
+                agent=self.name,
+                observation=s.observation(s.current_player()),
+                parse=ParseResult(move=m, answer=m),
+            )
+            for s, m in zip(states, moves, strict=True)
+        ]
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"

@@ -1,0 +1,133 @@
+"""Training checkpoints: atomic folders, an index, and resume.
+
+Layout of a run folder:
+
+    config.json            every config value of the run
+    metrics.jsonl          one row per step (the source of truth)
+    transcripts/           readable games, a few per step
+    checkpoints/index.jsonl        one row per complete checkpoint: {"step", "path", "time"}
+    checkpoints/step_000010/       learner/ (HF/PEFT model folder + optimizer state),
+                                   loop_state.json, COMPLETE
+
+A checkpoint is written into a hidden temporary folder and renamed into place only when
+everything (the COMPLETE marker last) is on disk, so a crash never leaves a folder that
+resume would pick. `loop_state.json` holds the next step, the RAE baselines and the
+config. No RNG state is needed: every seed (games, sampling) is derived from
+(`seed`, step), so a resumed run continues exactly as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+COMPLETE = "COMPLETE"
+INDEX = "index.jsonl"
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that cannot be used, with a message saying what to do."""
+
+
+@dataclass(frozen=True)
+class LoopState:
+    step: int  # the next step to run
+    baselines: dict[str, Any]
+    config: dict[str, Any]
+    extra: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"step": self.step, "baselines": self.baselines, "config": self.config, "extra": self.extra}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> LoopState:
+        return cls(int(data["step"]), data.get("baselines", {}), data.get("config", {}), data.get("extra", {}))
+
+
+def checkpoint_name(step: int) -> str:
+    return f"step_{step:06d}"
+
+
+def _write_json_atomic(path: Path, data: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(data if isinstance(data, str) else json.dumps(data, indent=2))
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def read_index(ckpt_dir: Path) -> list[dict[str, Any]]:
+    """Rows of the index whose folders are complete; a torn or corrupt row is skipped."""
+    path = ckpt_dir / INDEX
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(row, dict) and is_complete(ckpt_dir / str(row.get("path", ""))):
+            rows.append(row)
+    return rows
+
+
+def is_complete(folder: Path) -> bool:
+    return folder.is_dir() and (folder / COMPLETE).exists() and (folder / "loop_state.json").exists()
+
+
+def save_checkpoint(
+    ckpt_dir: Path, state: LoopState, save_learner: Callable[[Path], None], final: bool = False
+) -> Path:
+    """Write a checkpoint atomically and add it to the index; returns its folder."""
+    ckpt_dir.mkdir(parents=True, exist_ok=True)
+    name = checkpoint_name(state.step)
+    target = ckpt_dir / name
+    tmp = ckpt_dir / f".tmp-{name}-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    save_learner(tmp / "learner")
+    _write_json_atomic(tmp / "loop_state.json", state.to_json())
+    (tmp / COMPLETE).write_text(time.strftime("%Y-%m-%dT%H:%M:%S"), encoding="utf-8")
+    if target.exists():
+        # A checkpoint from a run that was resumed from an earlier step: keep it aside.
+        target.rename(ckpt_dir / f"{name}.superseded-{int(time.time())}")
+    os.replace(tmp, target)
+    rows = [r for r in read_index(ckpt_dir) if int(r["step"]) < state.step]
+    rows.append({"step": state.step, "path": name, "time": time.time(), "final": final})
+    _write_json_atomic(ckpt_dir / INDEX, "".join(json.dumps(r) + "\n" for r in rows))
+    return target
+
+
+def load_loop_state(folder: Path) -> LoopState:
+    """Read a checkpoint's loop state; a clear error if the folder is not a checkpoint."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise CheckpointError(f"checkpoint folder {folder} does not exist")
+    if not (folder / COMPLETE).exists():
+        raise CheckpointError(
+            f"checkpoint {folder} is incomplete (no {COMPLETE} marker): it was being written when "
+            f"the run stopped. Use an earlier one listed in {folder.parent / INDEX}."
+        )
+    try:
+        data = json.loads((folder / "loop_state.json").read_text(encoding="utf-8"))
+        return LoopState.from_json(data)
+    except (OSError, json.JSONDecodeError, KeyError, ValueError) as err:
+        raise CheckpointError(f"checkpoint {folder} has a corrupt loop_state.json ({err})") from err
+
+
+def latest_checkpoint(ckpt_dir: Path) -> Path | None:
+    """The newest complete checkpoint by the index, else by scanning the folders."""
+    rows = read_index(ckpt_dir)
+    if rows:
+        return ckpt_dir / str(max(rows, key=lambda r: int(r["step"]))["path"])
+    found = sorted(p for p in ckpt_dir.glob("step_[0-9]*") if is_complete(p) and p.name[5:].isdigit())
+    return found[-1] if found else None

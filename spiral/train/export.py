@@ -1,0 +1,50 @@
+"""`spiral export checkpoint=PATH out=DIR`: a standalone merged model folder.
+
+LoRA checkpoints are merged into their base model; the result loads with plain
+`AutoModelForCausalLM.from_pretrained(out)` and any Hugging Face tool.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from spiral.train.checkpoint import CheckpointError, latest_checkpoint, load_loop_state
+
+USAGE = "usage: spiral export checkpoint=PATH (a checkpoint or run folder) out=DIR"
+
+
+def resolve_checkpoint(path: Path) -> Path:
+    """A checkpoint folder, or a run folder (its newest complete checkpoint)."""
+    if (path / "checkpoints").is_dir():
+        found = latest_checkpoint(path / "checkpoints")
+        if found is None:
+            raise CheckpointError(f"run folder {path} has no complete checkpoint yet")
+        return found
+    load_loop_state(path)  # validates: exists, complete, readable
+    return path
+
+
+def main(argv: Sequence[str]) -> int:
+    args = dict(a.split("=", 1) for a in argv if "=" in a)
+    if "checkpoint" not in args or "out" not in args or any("=" not in a for a in argv):
+        print(USAGE, file=sys.stderr)
+        return 2
+    from spiral.engines.learner import TorchLearner
+    from spiral.engines.loading import ModelConfig
+
+    try:
+        ckpt = resolve_checkpoint(Path(args["checkpoint"]))
+    except CheckpointError as err:
+        print(f"spiral export: {err}", file=sys.stderr)
+        return 2
+    config = load_loop_state(ckpt).config
+    learner = TorchLearner(
+        ModelConfig(model=config.get("model_name", "embedded"), lora_rank=int(config.get("lora_rank", 0)),
+                    lora_alpha=int(config.get("lora_alpha", 0)) or None, device="cpu")
+    )
+    learner.load(ckpt / "learner")
+    learner.export_merged(Path(args["out"]))
+    print(f"exported {ckpt} -> {args['out']}")
+    return 0

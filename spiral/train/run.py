@@ -1,0 +1,47 @@
+"""`spiral train key=value ...`: parse the config, train, print before/after numbers."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from spiral.report.sinks import read_jsonl
+from spiral.train.config import ConfigError, help_text, parse_config
+from spiral.train.loop import train
+from spiral.train.setup import build_setup, make_learner_factory
+
+SUMMARY_KEYS = ("win_rate", "draw_rate", "loss_rate", "invalid_rate")
+
+
+def before_after(metrics_path: Path) -> str:
+    """First vs last evaluation rows: rates vs each eval opponent for each seat."""
+    rows = [r for r in read_jsonl(metrics_path) if any(k.startswith("eval/") for k in r)]
+    if not rows:
+        return "no evaluation rows (eval_every=0?)"
+    first, last = rows[0], rows[-1]
+    lines = [f"evaluation at step {first['step']} -> step {last['step']}:"]
+    for key in sorted(k for k in last if k.startswith("eval/") and k.rsplit("/", 1)[-1] in SUMMARY_KEYS):
+        before = first.get(key)
+        before_s = f"{before:.3f}" if isinstance(before, (int, float)) else "  -  "
+        lines.append(f"  {key[5:]:<52} {before_s} -> {last[key]:.3f}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str]) -> int:
+    args = list(argv)
+    if any(a in ("-h", "--help", "help") for a in args):
+        print(help_text())
+        return 0
+    try:
+        cfg = parse_config(args)
+        setup = build_setup(cfg)
+    except (ConfigError, KeyError) as err:
+        print(f"spiral train: {err}", file=sys.stderr)
+        return 2
+    print(f"run folder: {setup.run_dir}  ({cfg.num_steps} steps, {cfg.games_per_step} games/step)")
+    result = train(cfg, setup, make_learner_factory(cfg))
+    metrics_path = result.run_dir / "metrics.jsonl"
+    if metrics_path.exists():
+        print(before_after(metrics_path))
+    return 130 if result.interrupted else 0

@@ -1,0 +1,126 @@
+"""Turn a TrainConfig into the concrete pieces of a run: prompt spec, invalid-move
+policy, per-game options, the learner, metrics sinks and the in-training evaluation.
+
+This is the only place (with cli.py) that picks concrete engines.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from spiral import games
+from spiral.agents import make as make_agent
+from spiral.agents.llm_policy import LLMPolicy
+from spiral.engines.base import Learner, SamplingParams
+from spiral.evaluation.match import evaluate, results_metrics
+from spiral.prompts.invalid import InvalidMovePolicy, invalid_policy
+from spiral.prompts.spec import PromptSpec
+from spiral.report.sinks import MetricsSink, TensorBoardSink, WandbSink
+from spiral.train.config import ConfigError, TrainConfig
+
+
+@dataclass(frozen=True)
+class RunSetup:
+    run_dir: Path
+    prompt_spec: PromptSpec
+    spec_by_game: dict[str, PromptSpec]
+    invalid_policy: InvalidMovePolicy
+    game_params: dict[str, dict[str, Any]]
+
+
+def default_run_name(cfg: TrainConfig) -> str:
+    """Like the original: model short name, games, batch, lr, time."""
+    model = Path(cfg.model_name.rstrip("/")).name or "model"
+    envs = "+".join(e.rsplit("-v", 1)[0] for e in cfg.env_ids)
+    return f"{model}-{envs}-{cfg.batch_size}batch-{cfg.learning_rate:g}lr-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def build_setup(cfg: TrainConfig) -> RunSetup:
+    """Validate everything that needs the registries, then build the run's pieces."""
+    known = set(games.ids())
+    for game_id in (*cfg.env_ids, *cfg.eval_env_ids):
+        if game_id not in known and ":" not in game_id:
+            games.make(game_id)  # raises KeyError listing the known ids
+    try:
+        spec = PromptSpec(
+            template=cfg.template,
+            answer_format=cfg.answer_format,  # type: ignore[arg-type]
+            system_rules=cfg.system_rules,
+            think_budget=cfg.think_budget,
+        )
+        policy = invalid_policy(cfg.invalid_move_policy)
+    except (KeyError, ValueError) as err:
+        raise ConfigError(str(err)) from err
+    game_params = {g: ({"max_turns": cfg.max_turns} if cfg.max_turns else {}) for g in cfg.env_ids}
+    # The original's per-env `use_llm_obs_wrappers`: True = full history, False = latest.
+    spec_by_game = {
+        game_id: dataclasses.replace(spec, obs_style="history" if full else "latest")
+        for game_id, full in zip(cfg.env_ids, cfg.use_llm_obs_wrappers, strict=False)
+    }
+    run_dir = Path(cfg.log_path) if cfg.log_path else Path("runs") / default_run_name(cfg)
+    return RunSetup(run_dir, spec, spec_by_game, policy, game_params)
+
+
+def make_learner_factory(cfg: TrainConfig) -> Callable[[], Learner]:
+    def build() -> Learner:
+        from spiral.engines.learner import TorchLearner
+        from spiral.engines.loading import ModelConfig
+
+        model_cfg = ModelConfig(
+            model=cfg.model_name,
+            lora_rank=cfg.lora_rank,
+            lora_alpha=cfg.lora_alpha or None,
+            device=cfg.device,
+            dtype=cfg.dtype,
+            seed=cfg.seed,
+        )
+        return TorchLearner(model_cfg, micro_batch_tokens=cfg.micro_batch_tokens, max_grad_norm=cfg.max_grad_norm)
+
+    return build
+
+
+def build_sinks(cfg: TrainConfig, run_dir: Path) -> list[MetricsSink]:
+    sinks: list[MetricsSink] = []
+    if cfg.wandb_project:
+        sinks.append(
+            WandbSink(cfg.wandb_project, cfg.wandb_name or run_dir.name, cfg.to_json(), str(run_dir))
+        )
+    if cfg.tensorboard:
+        sinks.append(TensorBoardSink(run_dir / "tensorboard"))
+    return sinks
+
+
+def make_eval_fn(cfg: TrainConfig, setup: RunSetup) -> Callable[[Learner, int], dict[str, float]]:
+    """Evaluation vs `eval_opponent_names` on `eval_env_ids`, both seats, every call."""
+    env_ids = cfg.eval_env_ids or cfg.env_ids
+
+    def run(learner: Learner, step: int) -> dict[str, float]:
+        t0 = time.perf_counter()
+        params = SamplingParams(max_tokens=cfg.max_tokens, temperature=cfg.eval_temperature, top_p=cfg.top_p)
+        candidate = LLMPolicy(
+            learner.sampler(), setup.prompt_spec, params, name="policy", spec_by_game=setup.spec_by_game
+        )
+        metrics: dict[str, float] = {}
+        for game_id in env_ids:
+            opponents = {
+                name: make_agent(name, game_id=game_id, seed=cfg.seed + 1) for name in cfg.eval_opponent_names
+            }
+            results, _ = evaluate(
+                candidate,
+                opponents,
+                [game_id],
+                cfg.eval_games,
+                setup.invalid_policy,
+                seed=cfg.seed + 10_000,
+                game_params=setup.game_params.get(game_id, {}),
+            )
+            metrics.update(results_metrics(results))
+        metrics["time/eval"] = time.perf_counter() - t0
+        return metrics
+
+    return run
