@@ -1,0 +1,118 @@
+"""Pull answer spans out of model text: `\\boxed{...}` contents and `[...]` spans.
+
+Pure string functions that never raise on any input (a hypothesis test feeds them
+adversarial braces, backslashes and unicode).
+
+Choices, following the original SPIRAL extraction (reference §4) except where noted:
+- `extract_boxed` returns the content of the LAST `\\boxed{...}`, matching braces. If that
+  last `\\boxed` is never closed (a reply cut off mid-answer) the result is None: we do not
+  fall back to an earlier box, since the model had moved past it. `\\fbox` is not an
+  answer. Unlike the original we skip escaped braces (`\\{`, `\\}`) when matching, as LaTeX
+  does, and allow spaces between `\\boxed` and `{`.
+- A content that is exactly `\\text{...}` is unwrapped once.
+- `normalize_answer` turns inner `\\boxed{x}` into `[x]`, collapses whitespace, then
+  wraps a short bracket-free answer ("check" -> "[check]"). The original collapsed last;
+  collapsing first only means "check " gives "[check]" rather than "[check ]".
+"""
+
+from __future__ import annotations
+
+import re
+
+_BOXED = "\\boxed"
+_TEXT = "\\text"
+_MAX_WRAP_WORDS = 5  # the original wraps answers of at most five words in brackets
+_BRACKETED = re.compile(r"\[[^\[\]\n]*\]")
+
+
+def _group_end(text: str, open_index: int) -> int | None:
+    """Index of the `}` closing the `{` at `open_index`, or None if it never closes.
+    A backslash escapes the next character, so `\\{` and `\\}` do not count."""
+    depth = 0
+    i = open_index
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return None
+
+
+def _command_group(text: str, start: int, command: str) -> tuple[int, int] | None:
+    """If `command` at `start` is followed (after optional spaces) by `{`, the span
+    (content_start, content_end) of its brace group; None when absent or unclosed."""
+    i = start + len(command)
+    if i < len(text) and text[i].isalpha():
+        return None  # a longer command name, e.g. \boxedx
+    while i < len(text) and text[i] in " \t":
+        i += 1
+    if i >= len(text) or text[i] != "{":
+        return None
+    end = _group_end(text, i)
+    return None if end is None else (i + 1, end)
+
+
+def _unwrap_text(content: str) -> str:
+    stripped = content.strip()
+    if not stripped.startswith(_TEXT):
+        return content
+    group = _command_group(stripped, 0, _TEXT)
+    if group is None or group[1] != len(stripped) - 1:
+        return content  # \text{...} followed by more material: keep it whole
+    return stripped[group[0] : group[1]]
+
+
+def extract_boxed(text: str) -> str | None:
+    """Content of the last `\\boxed{...}` in `text` (braces matched, `\\text{}` unwrapped),
+    or None when there is none or the last one is unclosed."""
+    pos = text.rfind(_BOXED)
+    while pos != -1:
+        nxt = pos + len(_BOXED)
+        if nxt < len(text) and text[nxt].isalpha():
+            pos = text.rfind(_BOXED, 0, pos)  # \boxedfoo is another command; look earlier
+            continue
+        group = _command_group(text, pos, _BOXED)
+        if group is None:
+            return None
+        return _unwrap_text(text[group[0] : group[1]])
+    return None
+
+
+def _replace_inner_boxed(s: str) -> str:
+    out: list[str] = []
+    i = 0
+    while True:
+        pos = s.find(_BOXED, i)
+        if pos == -1:
+            out.append(s[i:])
+            return "".join(out)
+        group = _command_group(s, pos, _BOXED)
+        if group is None:
+            out.append(s[i : pos + len(_BOXED)])
+            i = pos + len(_BOXED)
+            continue
+        out.append(s[i:pos])
+        out.append(f"[{s[group[0] : group[1]]}]")
+        i = group[1] + 1
+
+
+def normalize_answer(s: str) -> str:
+    """The original normalisation of an extracted answer: inner `\\boxed{x}` -> `[x]`;
+    whitespace runs -> one space, trimmed; no `[`/`]` and at most five words -> wrapped."""
+    s = " ".join(_replace_inner_boxed(s).split())
+    if "[" not in s and "]" not in s and len(s.split()) <= _MAX_WRAP_WORDS:
+        s = f"[{s}]"
+    return s
+
+
+def find_bracketed(text: str) -> list[str]:
+    """Every `[...]` span in order of appearance, brackets included. Spans are innermost
+    (no `[` or `]` inside) and single-line, so "[a [b] c]" yields "[b]"."""
+    return _BRACKETED.findall(text)

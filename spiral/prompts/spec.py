@@ -1,0 +1,67 @@
+"""PromptSpec: how a game state becomes a prompt and how the reply is read back.
+
+One frozen value carries every prompt choice so that the rollout, the evaluator and the
+config agree: the template name, the answer format, the observation style, whether the
+rules go into a system message, and (constrained format only) a free reasoning budget.
+
+Answer formats (a closed set):
+- "boxed": the original SPIRAL convention, reason freely and put the move in the last
+  `\\boxed{...}`.
+- "bracket": a short request for one bracketed move; the last legal `[...]` wins. Small
+  models manage this far more often than `\\boxed{}`.
+- "constrained": the reply is forced to be exactly one legal move right after an answer
+  marker ("\\nMove:"), optionally after `think_budget` free tokens. The sampler enforces
+  it with an `AnswerConstraint` (see spiral/prompts/render.py: constraint_for).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+from spiral.games.base import ObsStyle
+
+AnswerFormat = Literal["boxed", "bracket", "constrained"]
+ANSWER_FORMATS: tuple[AnswerFormat, ...] = get_args(AnswerFormat)
+OBS_STYLES: tuple[str, ...] = get_args(ObsStyle)
+
+
+@dataclass(frozen=True)
+class PromptSpec:
+    """Prompt choices. Defaults: the tokenizer's chat template, bracketed answers, the
+    game's own observation style, rules inside the observation, no reasoning budget."""
+
+    template: str = "chat"
+    answer_format: AnswerFormat = "bracket"
+    obs_style: ObsStyle | None = None  # None: the game's default style
+    system_rules: bool = False  # True: the game's rules text goes in a system message
+    think_budget: int = 0  # constrained only: free reasoning tokens before the marker
+
+    def __post_init__(self) -> None:
+        # Imported here because templates.py imports AnswerFormat from this module.
+        from spiral.prompts.templates import TEMPLATES
+
+        if self.template not in TEMPLATES:
+            raise ValueError(
+                f"PromptSpec.template={self.template!r} is unknown; valid: {', '.join(TEMPLATES)}"
+            )
+        if self.answer_format not in ANSWER_FORMATS:
+            raise ValueError(
+                f"PromptSpec.answer_format={self.answer_format!r} is unknown; "
+                f"valid: {', '.join(ANSWER_FORMATS)}"
+            )
+        if self.obs_style is not None and self.obs_style not in OBS_STYLES:
+            raise ValueError(
+                f"PromptSpec.obs_style={self.obs_style!r} is unknown; "
+                f"valid: None (the game's default), {', '.join(OBS_STYLES)}"
+            )
+        if isinstance(self.think_budget, bool) or not isinstance(self.think_budget, int):
+            raise TypeError(f"PromptSpec.think_budget must be an int, got {self.think_budget!r}")
+        if self.think_budget < 0:
+            raise ValueError(f"PromptSpec.think_budget must be >= 0, got {self.think_budget}")
+        if self.think_budget > 0 and self.answer_format != "constrained":
+            raise ValueError(
+                f"PromptSpec.think_budget={self.think_budget} only applies to "
+                f"answer_format='constrained' (got {self.answer_format!r}); set it to 0 or "
+                "use the constrained format"
+            )
