@@ -1,0 +1,52 @@
+"""Config parsing: original names, presets, clear errors for bad input."""
+
+from __future__ import annotations
+
+import pytest
+
+from spiral.cli import main as cli_main
+from spiral.train.config import PRESETS, ConfigError, parse_config
+from spiral.train.setup import build_setup
+
+
+def test_original_style_command_line() -> None:
+    cfg = parse_config(["model_name=Qwen/Qwen3-4B-Base", "env_ids=TicTacToe-v0,KuhnPoker-v1",
+                        "batch_size=128", "learning_rate=4e-5"])
+    assert cfg.env_ids == ("TicTacToe-v0", "KuhnPoker-v1")
+    assert cfg.games_per_step == 64 and cfg.num_steps == 400  # 51200 // 128, as the original
+    assert cfg.role_baseline_ema_gamma == 0.95 and cfg.loss_fn == "importance_sampling"
+
+
+def test_preset_then_explicit_keys_win() -> None:
+    cfg = parse_config(["preset=embedded-tictactoe", "batch_size=8"])
+    assert cfg.batch_size == 8
+    assert cfg.max_tokens == int(PRESETS["embedded-tictactoe"]["max_tokens"])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["bogus=1"], "bogus"),
+        (["answer_format=xml"], "boxed, bracket, constrained"),
+        (["batch_size=3"], "even"),
+        (["role_baseline_ema_gamma=1.0"], "(0, 1)"),
+        (["preset=nope"], "embedded-tictactoe"),
+        (["lora_rank"], "key=value"),
+        (["use_llm_obs_wrappers=True,False"], "one per env"),
+    ],
+)
+def test_bad_config_says_what_to_do(args: list[str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        parse_config(args)
+
+
+def test_unknown_game_lists_known_ids() -> None:
+    with pytest.raises(KeyError, match="TicTacToe-v0"):
+        build_setup(parse_config(["env_ids=TicTacToe-v9"]))
+
+
+def test_cli_reports_config_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["train", "invalid_move_policy=lenient"]) == 2
+    assert "strict" in capsys.readouterr().err
+    assert cli_main(["train", "--help"]) == 0
+    assert "role_baseline_ema_gamma" in capsys.readouterr().out

@@ -1,0 +1,111 @@
+"""End to end with a tiny model made here: train, checkpoint, resume exactly, export."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+
+from spiral.report.sinks import read_jsonl
+from spiral.train.checkpoint import CheckpointError, latest_checkpoint, load_loop_state, read_index
+from spiral.train.config import parse_config
+from spiral.train.loop import train
+from spiral.train.setup import build_setup, make_learner_factory
+
+VOLATILE = ("time", "time/", "perf/")
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from spiral.engines.tiny import make_tiny_model
+
+    return make_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+
+
+def _run(model: Path, log_path: Path, steps: int, *extra: str) -> None:
+    cfg = parse_config(
+        [
+            f"model_name={model}",
+            "env_ids=TicTacToe-v0,KuhnPokerSingle-v0",
+            "batch_size=4",
+            f"max_steps={steps}",
+            "max_tokens=6",
+            "lora_rank=4",
+            "learning_rate=1e-2",
+            "eval_every=2",
+            "eval_games=2",
+            "save_every=2",
+            "template=chat",
+            f"log_path={log_path}",
+            *extra,
+        ]
+    )
+    train(cfg, build_setup(cfg), make_learner_factory(cfg), log=lambda _: None)
+
+
+def _stable(rows: list[dict]) -> list[dict]:
+    return [{k: v for k, v in r.items() if not k.startswith(VOLATILE)} for r in rows]
+
+
+def _assert_rows_close(a: list[dict], b: list[dict]) -> None:
+    assert len(a) == len(b)
+    for ra, rb in zip(_stable(a), _stable(b), strict=True):
+        assert ra.keys() == rb.keys()
+        for key in ra:
+            va, vb = ra[key], rb[key]
+            if isinstance(va, float):
+                assert math.isclose(va, vb, rel_tol=1e-6, abs_tol=1e-6), (key, va, vb)
+            else:
+                assert va == vb, key
+
+
+def test_train_checkpoint_resume_matches_uninterrupted(tiny_model: Path, tmp_path: Path) -> None:
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    _run(tiny_model, straight, 4)
+    _run(tiny_model, resumed, 2)  # stops after step 2 with a final checkpoint
+    assert load_loop_state(latest_checkpoint(resumed / "checkpoints")).step == 2
+    _run(tiny_model, resumed, 4)  # picks up from the existing log_path
+    rows_a, rows_b = read_jsonl(straight / "metrics.jsonl"), read_jsonl(resumed / "metrics.jsonl")
+    assert [r["step"] for r in rows_a] == [r["step"] for r in rows_b]
+    _assert_rows_close(rows_a, rows_b)
+    # The run folder has what a user expects.
+    config = json.loads((straight / "config.json").read_text())
+    assert config["batch_size"] == 4 and config["env_ids"] == ["TicTacToe-v0", "KuhnPokerSingle-v0"]
+    assert [r["step"] for r in read_index(straight / "checkpoints")] == [2, 4]
+    assert any((straight / "transcripts").rglob("*.txt"))
+    keys = set().union(*rows_a)
+    assert "train/TicTacToe-v0/seat0/invalid_rate" in keys
+    assert any(k.startswith("eval/TicTacToe-v0/random/seat1/win_rate") for k in keys)
+    assert "train/loss" in keys and "time/sample" in keys
+
+
+def test_resume_skips_half_written_checkpoint(tiny_model: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    _run(tiny_model, run, 2)
+    good = latest_checkpoint(run / "checkpoints")
+    # A crash while writing step 4: a hidden tmp folder and an incomplete step folder.
+    (run / "checkpoints" / ".tmp-step_000004-999").mkdir()
+    broken = run / "checkpoints" / "step_000004"
+    shutil.copytree(good, broken)
+    (broken / "COMPLETE").unlink()
+    assert latest_checkpoint(run / "checkpoints") == good
+    with pytest.raises(CheckpointError, match="incomplete"):
+        load_loop_state(broken)
+    _run(tiny_model, run, 3)
+    assert load_loop_state(latest_checkpoint(run / "checkpoints")).step == 3
+
+
+def test_export_loads_with_plain_transformers(tiny_model: Path, tmp_path: Path) -> None:
+    from transformers import AutoModelForCausalLM
+
+    from spiral.train.export import main as export_main
+
+    run = tmp_path / "run"
+    _run(tiny_model, run, 1, "eval_every=0")
+    out = tmp_path / "merged"
+    assert export_main([f"checkpoint={run}", f"out={out}"]) == 0
+    model = AutoModelForCausalLM.from_pretrained(out)
+    assert model.num_parameters() > 0
