@@ -1,0 +1,71 @@
+"""A one-line progress report for the terminal.
+
+    step 12/400 (3%) | invalid 0.125 | draw 0.300 | win@random 0.62 | kl 0.0012 |
+    sample 4.1s train 2.0s | 5.2s/step | ETA 33m38s
+
+(one line in the terminal; wrapped here). Choices made here:
+
+- Plain text, no colour codes, so it reads the same in a terminal, a log file and CI.
+- A short, fixed list of headline metrics, each the mean of the keys that match a
+  pattern (so "win@random" averages every game and seat evaluated against random);
+  a metric with no matching key is simply left out.
+- Every `time/<phase>` key is shown as "<phase> N.Ns", in the order the loop logged them.
+- `step` counts completed steps, so the ETA is elapsed / step * (total - step).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from fnmatch import fnmatchcase
+
+# (label, key pattern, format): the headline metrics, in display order.
+HEADLINE: tuple[tuple[str, str, str], ...] = (
+    ("invalid", "train/overall/invalid_rate", "{:.3f}"),
+    ("draw", "train/overall/draw_rate", "{:.3f}"),
+    ("win@random", "eval/*/random/*win_rate", "{:.2f}"),
+    ("adv_std", "assemble/std_advantage", "{:.3f}"),
+    ("kl", "*approx_kl", "{:.4f}"),
+    ("clip", "*clip_frac", "{:.3f}"),
+    ("tokens", "train/*/seat*/mean_response_tokens", "{:.0f}"),
+)
+
+
+def format_duration(seconds: float) -> str:
+    """Compact duration: 45s, 3m05s, 2h03m."""
+    seconds = max(0.0, seconds)
+    if seconds < 60:
+        return f"{seconds:.0f}s"
+    minutes, secs = divmod(int(round(seconds)), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+def _mean_matching(metrics: Mapping[str, float], pattern: str) -> float | None:
+    values = [float(v) for k, v in metrics.items() if fnmatchcase(k, pattern) and v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def format_progress(step: int, total: int, metrics: Mapping[str, float], elapsed_s: float) -> str:
+    """One plain-text line: progress, headline metrics, time per phase, ETA."""
+    percent = 100.0 * step / total if total > 0 else 0.0
+    parts = [f"step {step}/{total} ({percent:.0f}%)"]
+    for label, pattern, fmt in HEADLINE:
+        value = _mean_matching(metrics, pattern)
+        if value is not None:
+            parts.append(f"{label} {fmt.format(value)}")
+    phases = [
+        f"{key.removeprefix('time/')} {float(value):.1f}s"
+        for key, value in metrics.items()
+        if key.startswith("time/") and value is not None
+    ]
+    if phases:
+        parts.append(" ".join(phases))
+    if step > 0:
+        per_step = elapsed_s / step
+        parts.append(f"{per_step:.1f}s/step")
+        parts.append(f"ETA {format_duration(per_step * max(0, total - step))}")
+    else:
+        parts.append(f"elapsed {format_duration(elapsed_s)}")
+    return " | ".join(parts)

@@ -1,0 +1,130 @@
+"""Readable game transcripts: what each seat saw, what the model wrote, what it meant.
+
+`write_transcripts` writes one text file per game into the run's `transcripts/` folder;
+`episode_to_dict` gives the same game as JSON-able data. Choices made here:
+
+- **Which games**: up to `limit` per call, taken round-robin over game ids in order of
+  first appearance, so a multi-game batch shows every game before repeating one.
+- **File names** are `step<NNNNNN>_<index>_<game id>.txt`, with the game id reduced to
+  safe characters, so listing the folder sorts them by step.
+- **Per turn** the file shows the seat, the agent, the observation exactly as the seat
+  saw it, the full response text (Completion.text) and the parsed move or the failure
+  kind; scripted turns have no response and show just the move.
+- `episode_to_dict` keeps token ids and log-probs (lists, not tuples), so a transcript
+  can be checked against the training rows built from it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from spiral.types import Episode, Turn
+
+RULE = "=" * 72
+THIN = "-" * 72
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def episode_to_dict(episode: Episode) -> dict[str, Any]:
+    """The whole episode as plain JSON-able data (nested dicts and lists)."""
+    data = _jsonable(dataclasses.asdict(episode))
+    assert isinstance(data, dict)
+    return data
+
+
+def _select(episodes: Sequence[Episode], limit: int) -> list[tuple[int, Episode]]:
+    """Up to `limit` (index, episode) pairs, round-robin over game ids."""
+    queues: dict[str, list[tuple[int, Episode]]] = {}
+    for index, episode in enumerate(episodes):
+        queues.setdefault(episode.game_id, []).append((index, episode))
+    chosen: list[tuple[int, Episode]] = []
+    while len(chosen) < limit and any(queues.values()):
+        for queue in queues.values():
+            if queue and len(chosen) < limit:
+                chosen.append(queue.pop(0))
+    return sorted(chosen, key=lambda pair: pair[0])
+
+
+def _result_line(turn: Turn) -> str:
+    parse = turn.parse
+    if parse is None:
+        return "move: (not parsed)"
+    if parse.ok:
+        answer = f" (answer {parse.answer!r})" if parse.answer is not None else ""
+        return f"move: {parse.move}{answer}"
+    failure = parse.failure
+    kind = failure.kind if failure is not None else "unknown"
+    detail = f": {failure.detail}" if failure is not None and failure.detail else ""
+    return f"INVALID ({kind}{detail})"
+
+
+def _format_turn(number: int, turn: Turn) -> list[str]:
+    lines = [
+        THIN,
+        f"turn {number} | seat {turn.seat} | {turn.agent} | policy v{turn.policy_version}",
+    ]
+    lines += ["", "[observation]", turn.observation.rstrip()]
+    completion = turn.completion
+    if completion is not None:
+        lines += [
+            "",
+            f"[response] {len(completion.tokens)} tokens, stop: {completion.stop_reason}",
+            completion.text.rstrip(),
+        ]
+    lines += ["", _result_line(turn), ""]
+    return lines
+
+
+def format_episode(episode: Episode) -> str:
+    """The transcript text of one game."""
+    agents = ", ".join(f"seat {s}: {a}" for s, a in enumerate(episode.agents))
+    returns = ", ".join(f"seat {s}: {r:+g}" for s, r in enumerate(episode.returns))
+    ending: str = episode.outcome
+    if episode.winner is not None:
+        ending += f" (winner seat {episode.winner})"
+    if episode.offender is not None:
+        ending += f" (invalid move by seat {episode.offender})"
+    lines = [
+        RULE,
+        f"game: {episode.game_id} | seed: {episode.seed}",
+        f"agents: {agents}",
+        f"outcome: {ending}",
+        f"returns: {returns}",
+        f"moves: {' '.join(episode.moves) if episode.moves else '(none recorded)'}",
+    ]
+    lines += [f"{key}: {value}" for key, value in sorted(episode.info.items())]
+    lines.append(RULE)
+    for number, turn in enumerate(episode.turns, start=1):
+        lines += _format_turn(number, turn)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "game"
+
+
+def write_transcripts(
+    episodes: Sequence[Episode], folder: Path, step: int, limit: int = 4
+) -> list[Path]:
+    """Write up to `limit` games as text files into `folder`; return their paths."""
+    if limit < 0:
+        raise ValueError(f"limit must be >= 0, got {limit}")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for index, episode in _select(episodes, limit):
+        path = folder / f"step{step:06d}_{index:03d}_{_safe(episode.game_id)}.txt"
+        path.write_text(format_episode(episode), encoding="utf-8")
+        paths.append(path)
+    return paths
