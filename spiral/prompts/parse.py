@@ -30,8 +30,7 @@ from collections.abc import Callable
 
 from spiral.games.base import State
 from spiral.prompts.extract import extract_boxed, find_bracketed, normalize_answer
-from spiral.prompts.render import answer_marker
-from spiral.prompts.spec import AnswerFormat, PromptSpec
+from spiral.prompts.spec import AnswerFormat, PromptSpec, answer_marker
 from spiral.types import ParseFailure, ParseFailureKind, ParseResult
 
 

@@ -38,19 +38,23 @@ from typing import Any
 
 from spiral import games
 from spiral.games.base import State
-from spiral.prompts.spec import ANSWER_FORMATS, PromptSpec
+from spiral.prompts.spec import ANSWER_FORMATS, PromptSpec, answer_marker
 from spiral.prompts.templates import instruction_for, render
 from spiral.types import AnswerConstraint, Seat
 
-ANSWER_MARKER = "\nMove:"
+__all__ = [
+    "answer_marker",
+    "build_prompt",
+    "constraint_for",
+    "encode",
+    "golden_prompts",
+    "main",
+    "prefix_free",
+    "write_golden",
+]
+
 # A message header such as "[GAME] " in the "history" observation style.
 _SENDER_PREFIX = re.compile(r"\[[^\]\n]*\] ")
-
-
-def answer_marker(spec: PromptSpec) -> str:
-    """The text right before the move in the constrained format (same for every spec, so
-    parsers can find it in any reply)."""
-    return ANSWER_MARKER
 
 
 def _without_rules(observation: str, rules: str) -> str:
@@ -76,12 +80,11 @@ def build_prompt(state: State, seat: Seat, spec: PromptSpec, tokenizer: Any = No
     observation = state.observation(seat, spec.obs_style)
     system = None
     if spec.system_rules:
-        system = state.rules_text(seat)
-        observation = _without_rules(observation, system)
+        rules = state.rules_text(seat)
+        observation = _without_rules(observation, rules)
+        system = rules.strip() or None
     instruction = instruction_for(spec.answer_format, legal[0], spec.think_budget)
-    text = render(
-        spec.template, observation, instruction, system=system or None, tokenizer=tokenizer
-    )
+    text = render(spec.template, observation, instruction, system=system, tokenizer=tokenizer)
     if spec.answer_format == "constrained" and spec.think_budget == 0:
         text += answer_marker(spec)
     return text
@@ -164,8 +167,10 @@ GOLDEN_TEMPLATES = ("qwen3", "plain")
 GOLDEN_SEATS: tuple[Seat, ...] = (0, 1)
 
 
-def golden_name(game_id: str, seat: Seat, template: str, answer_format: str) -> str:
-    return f"{game_id}__seat{seat}__{template}__{answer_format}.txt"
+def golden_name(
+    game_id: str, seat: Seat, template: str, answer_format: str, extra: str = ""
+) -> str:
+    return f"{game_id}__seat{seat}__{template}__{answer_format}{extra}.txt"
 
 
 def golden_state(game_id: str, seat: Seat) -> State:
@@ -187,6 +192,10 @@ def golden_prompts(game_id: str) -> dict[str, str]:
             for fmt in ANSWER_FORMATS:
                 spec = PromptSpec(template=template, answer_format=fmt)
                 out[golden_name(game_id, seat, template, fmt)] = build_prompt(state, seat, spec)
+        # One case with the rules moved into a system message.
+        spec = PromptSpec(template="qwen3", answer_format="bracket", system_rules=True)
+        name = golden_name(game_id, seat, "qwen3", "bracket", "__system_rules")
+        out[name] = build_prompt(state, seat, spec)
     return out
 
 

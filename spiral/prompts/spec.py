@@ -24,6 +24,9 @@ from spiral.games.base import ObsStyle
 AnswerFormat = Literal["boxed", "bracket", "constrained"]
 ANSWER_FORMATS: tuple[AnswerFormat, ...] = get_args(AnswerFormat)
 OBS_STYLES: tuple[str, ...] = get_args(ObsStyle)
+# The text right before the move in the constrained format. No trailing space on purpose:
+# BPE tokenizers glue a space to the next word, so " [4]" is the natural continuation.
+ANSWER_MARKER = "\nMove:"
 
 
 @dataclass(frozen=True)
@@ -65,3 +68,9 @@ class PromptSpec:
                 f"answer_format='constrained' (got {self.answer_format!r}); set it to 0 or "
                 "use the constrained format"
             )
+
+
+def answer_marker(spec: PromptSpec) -> str:
+    """The text right before the move in the constrained format. The same for every spec,
+    so a parser finds it in any reply; a function so that a spec may vary it later."""
+    return ANSWER_MARKER

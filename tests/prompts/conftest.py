@@ -170,3 +170,9 @@ def make_menu() -> type[MenuState]:
 def bare_tokenizer() -> Any:
     """Same vocabulary, no chat template and no BOS of its own (like a base model's)."""
     return make_tokenizer(adds_bos=False, chat_template=None)
+
+
+@pytest.fixture(scope="session")
+def llama_tokenizer() -> Any:
+    """Adds "<|begin_of_text|>" as its BOS, as Llama-3 tokenizers do."""
+    return make_tokenizer(bos="<|begin_of_text|>", chat_template=None)
