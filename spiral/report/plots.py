@@ -1,0 +1,113 @@
+"""Learning-curve plots (PNG) from the rows of a run's metrics.jsonl.
+
+Choices made here:
+
+- matplotlib is an optional extra, imported only when a plot is drawn. Figures are built
+  as `matplotlib.figure.Figure` objects and saved through the Agg canvas, never through
+  pyplot, so plotting touches no global state and needs no display.
+- `plot_metrics` draws one line per key against "step"; keys absent from every row are
+  skipped, and a row where a key is missing or null just has no point for that key
+  (evaluation runs every k steps, so its lines join the steps where it ran).
+- `plot_learning_curve` draws a small registry of standard curves (`CURVES`), each a set
+  of key patterns (fnmatch, where `*` also crosses "/"): e.g. every
+  "eval/<game>/random/seat<k>/win_rate" goes on the win-rate-vs-random plot. A curve
+  with no matching key is not drawn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Any
+
+from spiral.report.sinks import read_jsonl
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One standard plot: the file stem, its title and the key patterns it draws."""
+
+    name: str
+    title: str
+    patterns: tuple[str, ...]
+
+
+CURVES: tuple[Curve, ...] = (
+    Curve(
+        "invalid_rate",
+        "Invalid-move rate",
+        ("train/*/seat*/invalid_rate", "train/overall/invalid_rate", "eval/*invalid_rate"),
+    ),
+    Curve(
+        "win_rate_vs_random",
+        "Win rate against the random agent",
+        ("eval/*/random/seat*/win_rate", "eval/*/random/win_rate"),
+    ),
+    Curve("draw_rate", "Draw rate", ("train/*/draw_rate",)),
+    Curve("rae_baselines", "RAE baselines per game and seat", ("rae/*/baseline_updated",)),
+    Curve("response_tokens", "Mean response length (tokens)", ("train/*/mean_response_tokens",)),
+)
+
+
+def _matplotlib_figure() -> Any:
+    try:
+        from matplotlib.figure import Figure
+    except ImportError as err:
+        raise ImportError("plots need matplotlib: pip install 'spiral-selfplay[plots]'") from err
+    return Figure(figsize=(8, 4.5), dpi=100)
+
+
+def matching_keys(rows: Sequence[dict[str, Any]], patterns: Sequence[str]) -> list[str]:
+    """Sorted metric keys (not step/time) that match any of the patterns."""
+    keys = {k for row in rows for k in row if k not in ("step", "time")}
+    return sorted(k for k in keys if any(fnmatchcase(k, p) for p in patterns))
+
+
+def _series(rows: Sequence[dict[str, Any]], key: str) -> tuple[list[float], list[float]]:
+    steps, values = [], []
+    for row in rows:
+        value = row.get(key)
+        if value is not None and "step" in row:
+            steps.append(float(row["step"]))
+            values.append(float(value))
+    return steps, values
+
+
+def plot_metrics(rows: list[dict[str, Any]], keys: list[str], out: Path, title: str = "") -> Path:
+    """One line per key against step, saved as PNG at `out`."""
+    series = {key: _series(rows, key) for key in keys}
+    series = {key: xy for key, xy in series.items() if xy[0]}
+    if not series:
+        raise ValueError(
+            f"none of the keys {keys} has a value in the {len(rows)} rows; "
+            "check the key names against metrics.jsonl"
+        )
+    fig = _matplotlib_figure()
+    ax = fig.subplots()
+    for key, (steps, values) in series.items():
+        marker = "o" if len(steps) <= 30 else None
+        ax.plot(steps, values, label=key, marker=marker, markersize=3, linewidth=1.2)
+    ax.set_xlabel("step")
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, format="png")
+    return out
+
+
+def plot_learning_curve(metrics_jsonl: Path, out_dir: Path) -> list[Path]:
+    """Draw every standard curve that has data; return the PNG paths written."""
+    rows = read_jsonl(metrics_jsonl)
+    written = []
+    for curve in CURVES:
+        keys = matching_keys(rows, curve.patterns)
+        if keys:
+            written.append(
+                plot_metrics(rows, keys, Path(out_dir) / f"{curve.name}.png", curve.title)
+            )
+    return written

@@ -1,0 +1,81 @@
+"""Plots: real matplotlib renders to PNG files that exist and are not blank."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from spiral.report.plots import matching_keys, plot_learning_curve, plot_metrics
+from spiral.report.sinks import JsonlSink
+
+pytest.importorskip("matplotlib")
+
+WIN = "eval/TicTacToe-v0/random/seat{}/win_rate"
+INVALID = "train/TicTacToe-v0/seat{}/invalid_rate"
+
+
+def _assert_real_png(path: Path) -> None:
+    from matplotlib.image import imread
+
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert path.stat().st_size > 5_000
+    pixels = imread(path)
+    assert pixels.shape[:2] == (450, 800)
+    assert float(np.std(pixels)) > 0.01, "the image is blank"
+
+
+def _rows() -> list[dict[str, float | None]]:
+    rows: list[dict[str, float | None]] = []
+    for step in range(1, 11):
+        rows.append(
+            {
+                "step": step,
+                "time": 1000.0 + step,
+                INVALID.format(0): 0.5 / step,
+                INVALID.format(1): 0.4 / step,
+                "train/overall/invalid_rate": 0.45 / step,
+                # Evaluated every other step only; None where it failed.
+                **({WIN.format(0): 0.5 + 0.04 * step} if step % 2 == 0 else {}),
+                WIN.format(1): None if step == 5 else 0.3 + 0.05 * step,
+            }
+        )
+    return rows
+
+
+def test_plot_metrics_renders_a_png(tmp_path: Path) -> None:
+    out = plot_metrics(_rows(), [INVALID.format(0), "no/such/key"], tmp_path / "sub" / "p.png", "t")
+    assert out == tmp_path / "sub" / "p.png"
+    _assert_real_png(out)
+
+
+def test_plot_metrics_without_any_data_fails_loudly(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="none of the keys"):
+        plot_metrics(_rows(), ["no/such/key"], tmp_path / "p.png")
+    assert not (tmp_path / "p.png").exists()
+
+
+def test_matching_keys_globs_across_slashes() -> None:
+    keys = matching_keys(_rows(), ["eval/*/random/seat*/win_rate"])
+    assert keys == [WIN.format(0), WIN.format(1)]
+    assert matching_keys(_rows(), ["train/*/seat*/invalid_rate"]) == [
+        INVALID.format(0),
+        INVALID.format(1),
+    ]
+    assert matching_keys(_rows(), ["step", "time"]) == []
+
+
+def test_learning_curves_from_metrics_jsonl(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    sink = JsonlSink(path)
+    for row in _rows():
+        step = int(row.pop("step") or 0)
+        row.pop("time")
+        sink.log({k: v for k, v in row.items() if v is not None}, step=step)
+    sink.close()
+    paths = plot_learning_curve(path, tmp_path / "report")
+    assert sorted(p.name for p in paths) == ["invalid_rate.png", "win_rate_vs_random.png"]
+    for p in paths:
+        assert p.parent == tmp_path / "report"
+        _assert_real_png(p)
