@@ -1,0 +1,124 @@
+"""`spiral report run=PATH`: plots and a markdown summary of a finished (or running) run.
+
+Reads PATH/metrics.jsonl, draws the standard curves into PATH/report/ and writes
+PATH/report/summary.md (also printed): for each key metric, its first and last value
+and the change. Choices made here:
+
+- The CLI takes key=value pairs like every other `spiral` command; `--help` prints them.
+- Key metrics are chosen by pattern (`SUMMARY_PATTERNS`), so a run over several games
+  lists each game and seat without configuration.
+- "First" and "last" are the first and last rows where the metric has a value, each with
+  its step: evaluation runs only every k steps, so its first value is not at step 1.
+- Without matplotlib the summary is still written and says the plots were skipped and
+  which extra to install.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from spiral.report.plots import matching_keys, plot_learning_curve
+from spiral.report.sinks import read_jsonl
+
+USAGE = """\
+usage: spiral report run=PATH [out=PATH]
+
+  run   a run folder holding metrics.jsonl (written by `spiral train`)
+  out   where to write plots and summary.md (default: PATH/report)
+"""
+
+SUMMARY_PATTERNS: tuple[str, ...] = (
+    "eval/*win_rate",
+    "train/*/seat*/win_rate",
+    "train/*invalid_rate",
+    "train/*/draw_rate",
+    "train/*/seat*/mean_response_tokens",
+    "rae/*/baseline_updated",
+    "assemble/mean_advantage",
+    "*approx_kl",
+)
+
+
+def _parse(args: Sequence[str]) -> dict[str, str]:
+    options: dict[str, str] = {}
+    for arg in args:
+        key, sep, value = arg.partition("=")
+        if not sep or key not in ("run", "out"):
+            raise ValueError(f"unexpected argument {arg!r}")
+        options[key] = value
+    if not options.get("run"):
+        raise ValueError("run=PATH is required")
+    return options
+
+
+def _first_last(rows: Sequence[dict[str, Any]], key: str) -> tuple[tuple[int, float], ...]:
+    points = [(int(r["step"]), float(r[key])) for r in rows if r.get(key) is not None]
+    return (points[0], points[-1]) if points else ()
+
+
+def summarize(rows: Sequence[dict[str, Any]], run: Path, plots: Sequence[Path], note: str) -> str:
+    """The markdown summary of a run's rows."""
+    steps = [int(r["step"]) for r in rows if "step" in r]
+    times = [float(r["time"]) for r in rows if r.get("time") is not None]
+    lines = [f"# Run report: {run.name}", ""]
+    lines.append(f"- folder: `{run}`")
+    lines.append(
+        f"- rows: {len(rows)}, steps {min(steps)} to {max(steps)}" if steps else "- rows: 0"
+    )
+    if len(times) >= 2:
+        lines.append(f"- wall time logged: {(max(times) - min(times)) / 60:.1f} min")
+    lines += ["", "## Key metrics", ""]
+    keys = list(dict.fromkeys(k for p in SUMMARY_PATTERNS for k in matching_keys(rows, [p])))
+    table = []
+    for key in keys:
+        ends = _first_last(rows, key)
+        if ends:
+            (s0, v0), (s1, v1) = ends
+            table.append(
+                f"| `{key}` | {v0:.4g} (step {s0}) | {v1:.4g} (step {s1}) | {v1 - v0:+.4g} |"
+            )
+    if table:
+        lines += ["| metric | first | last | change |", "|---|---|---|---|", *table]
+    else:
+        lines.append("No key metrics found (patterns: " + ", ".join(SUMMARY_PATTERNS) + ").")
+    lines += ["", "## Plots", ""]
+    lines += [f"![{p.stem}]({p.name})" for p in plots] or ["No plots."]
+    if note:
+        lines += ["", note]
+    return "\n".join(lines) + "\n"
+
+
+def main(args: list[str]) -> int:
+    """Entry point for `spiral report`; returns the process exit code."""
+    if any(a in ("-h", "--help", "help") for a in args):
+        print(USAGE, end="")
+        return 0
+    try:
+        options = _parse(args)
+    except ValueError as err:
+        print(f"spiral report: {err}\n{USAGE}", end="", file=sys.stderr)
+        return 2
+    run = Path(options["run"])
+    metrics = run / "metrics.jsonl"
+    if not metrics.is_file():
+        print(
+            f"spiral report: no metrics.jsonl in {run}; pass the run folder that "
+            "`spiral train` wrote (it holds config.json and metrics.jsonl)",
+            file=sys.stderr,
+        )
+        return 1
+    out = Path(options.get("out") or run / "report")
+    out.mkdir(parents=True, exist_ok=True)
+    rows = read_jsonl(metrics)
+    note = ""
+    try:
+        plots = plot_learning_curve(metrics, out)
+    except ImportError as err:
+        plots, note = [], f"Plots skipped: {err}"
+    summary = summarize(rows, run, plots, note)
+    (out / "summary.md").write_text(summary, encoding="utf-8")
+    print(summary, end="")
+    return 0
