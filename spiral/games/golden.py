@@ -10,6 +10,10 @@ Choices:
 - Every turn shows both seats' observations before the move, then the move; the end shows
   returns, truncation and both final observations. Observations are indented by two
   spaces so a transcript line can never be mistaken for a section header.
+- "history" observations only grow, so when a seat's observation extends the one shown
+  for it just before, only the new tail is written (marked "continues"). Any change to
+  any message still changes the file, and the files stay linear rather than quadratic
+  in game length.
 - Regenerate after an intended change with `python -m spiral.games.golden --write
   tests/golden` and review the diff.
 """
@@ -41,6 +45,7 @@ def transcript(game_id: str, seed: int, style: str) -> str:
     state = make(game_id, seed=seed)
     chooser = random.Random(seed)
     out = [f"# {game_id} seed={seed} style={style}"]
+    shown = ["", ""]
     turn = 0
     while not state.is_terminal():
         if turn >= MAX_MOVES:
@@ -48,8 +53,7 @@ def transcript(game_id: str, seed: int, style: str) -> str:
         seat = state.current_player()
         out.append(f"\n=== turn {turn}: seat {seat} to move ===")
         for view in (0, 1):
-            out.append(f"--- observation of seat {view} ---")
-            out.append(_indent(state.observation(view, obs_style)))
+            out += _observation_lines(state.observation(view, obs_style), view, shown)
         move = chooser.choice(state.legal_actions())
         out.append(f">>> seat {seat} plays {move}")
         state.apply_action(move)
@@ -57,9 +61,19 @@ def transcript(game_id: str, seed: int, style: str) -> str:
     out.append(f"\n=== end after {turn} moves ===")
     out.append(f"returns: {state.returns()} truncated: {state.truncated()}")
     for view in (0, 1):
-        out.append(f"--- observation of seat {view} ---")
-        out.append(_indent(state.observation(view, obs_style)))
+        out += _observation_lines(state.observation(view, obs_style), view, shown)
     return "\n".join(out) + "\n"
+
+
+def _observation_lines(obs: str, view: int, shown: list[str]) -> list[str]:
+    """Header and body for one observation; only the new tail if it extends the last one."""
+    previous, shown[view] = shown[view], obs
+    if previous and obs.startswith(previous):
+        tail = obs[len(previous) :]
+        if not tail:
+            return [f"--- observation of seat {view}: unchanged ---"]
+        return [f"--- observation of seat {view} continues ---", _indent(tail)]
+    return [f"--- observation of seat {view} ---", _indent(obs)]
 
 
 def golden_path(folder: Path, game_id: str, style: str) -> Path:
