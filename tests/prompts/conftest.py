@@ -176,3 +176,9 @@ def bare_tokenizer() -> Any:
 def llama_tokenizer() -> Any:
     """Adds "<|begin_of_text|>" as its BOS, as Llama-3 tokenizers do."""
     return make_tokenizer(bos="<|begin_of_text|>", chat_template=None)
+
+
+@pytest.fixture(scope="session")
+def fuzz_states() -> list[State]:
+    """States the fuzz tests read but never change (session scope suits hypothesis)."""
+    return [GridState(), MenuState(POKER_MOVES), MenuState(BID_MOVES)]

@@ -9,7 +9,14 @@ import pytest
 
 from spiral import games
 from spiral.games.base import State
-from spiral.prompts import PromptSpec, answer_marker, build_prompt, constraint_for, encode
+from spiral.prompts import (
+    PromptSpec,
+    answer_marker,
+    build_prompt,
+    constraint_for,
+    encode,
+    parse_move,
+)
 from spiral.prompts.render import GOLDEN_GAMES, golden_prompts, prefix_free
 from spiral.prompts.templates import BOXED_INSTRUCTION, render
 
@@ -182,3 +189,37 @@ def test_golden_prompts(game_id: str) -> None:
             f"the prompt for {name} changed. If the change is intended, regenerate with "
             f"`{REGENERATE}` and review the diff in git."
         )
+
+
+# ---- the real games -----------------------------------------------------------------
+
+
+def _real(game_id: str) -> State:
+    if game_id not in games.ids():
+        pytest.skip(f"{game_id} is not registered in spiral.games yet")
+    return games.make(game_id, seed=0)
+
+
+def test_real_games_parse_the_originals_answers() -> None:
+    boxed = PromptSpec(template="qwen3", answer_format="boxed")
+    ttt = _real("TicTacToe-v0")
+    assert parse_move("Center. \\boxed{4}", ttt, boxed).move == "[4]"
+    assert parse_move("\\boxed{[ 8 ]}", ttt, boxed).move == "[8]"
+    kuhn = _real("KuhnPoker-v1")
+    assert parse_move("\\boxed{Check}", kuhn, boxed).move == "[check]"
+    bracket = PromptSpec(template="qwen3", answer_format="bracket")
+    assert parse_move("I hold a weak card.\n[bet]", kuhn, bracket).move == "[bet]"
+
+
+@pytest.mark.parametrize("game_id", GOLDEN_GAMES)
+def test_real_game_constraint_decodes_to_each_legal_move(game_id: str, tokenizer: Any) -> None:
+    state = _real(game_id)
+    seat = state.current_player()
+    spec = PromptSpec(template="qwen3", answer_format="constrained")
+    constraint = constraint_for(state, spec, tokenizer)
+    assert constraint is not None
+    prompt_ids = encode(build_prompt(state, seat, spec), tokenizer)
+    decoded = [tokenizer.decode(prompt_ids + list(c))[-30:] for c in constraint.choices]
+    assert all(
+        d.endswith(f"Move: {m}") for d, m in zip(decoded, state.legal_actions(), strict=True)
+    )
