@@ -8,7 +8,8 @@
 - Plain text, no colour codes, so it reads the same in a terminal, a log file and CI.
 - A short, fixed list of headline metrics, each the mean of the keys that match a
   pattern (so "win@random" averages every game and seat evaluated against random);
-  a metric with no matching key is simply left out.
+  a metric with no matching key is simply left out. Patterns start with "*" where the
+  loop may add a namespace (it logs assemble's metrics as "train/assemble/...").
 - Every `time/<phase>` key is shown as "<phase> N.Ns", in the order the loop logged them.
 - `step` counts completed steps, so the ETA is elapsed / step * (total - step).
 """
@@ -23,7 +24,7 @@ HEADLINE: tuple[tuple[str, str, str], ...] = (
     ("invalid", "train/overall/invalid_rate", "{:.3f}"),
     ("draw", "train/overall/draw_rate", "{:.3f}"),
     ("win@random", "eval/*/random/*win_rate", "{:.2f}"),
-    ("adv_std", "assemble/std_advantage", "{:.3f}"),
+    ("adv_std", "*assemble/std_advantage", "{:.3f}"),
     ("kl", "*approx_kl", "{:.4f}"),
     ("clip", "*clip_frac", "{:.3f}"),
     ("tokens", "train/*/seat*/mean_response_tokens", "{:.0f}"),

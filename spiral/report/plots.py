@@ -5,9 +5,10 @@ Choices made here:
 - matplotlib is an optional extra, imported only when a plot is drawn. Figures are built
   as `matplotlib.figure.Figure` objects and saved through the Agg canvas, never through
   pyplot, so plotting touches no global state and needs no display.
-- `plot_metrics` draws one line per key against "step"; keys absent from every row are
-  skipped, and a row where a key is missing or null just has no point for that key
-  (evaluation runs every k steps, so its lines join the steps where it ran).
+- `plot_metrics` draws one line per key against "step", with a shaded band where the
+  rows also carry `<key>_low` / `<key>_high` (evaluation's Wilson intervals). Keys absent
+  from every row are skipped, and a row where a key is missing or null just has no point
+  for that key (evaluation runs every k steps, so its lines join the steps where it ran).
 - `plot_learning_curve` draws a small registry of standard curves (`CURVES`), each a set
   of key patterns (fnmatch, where `*` also crosses "/"): e.g. every
   "eval/<game>/random/seat<k>/win_rate" goes on the win-rate-vs-random plot. A curve
@@ -75,6 +76,21 @@ def _series(rows: Sequence[dict[str, Any]], key: str) -> tuple[list[float], list
     return steps, values
 
 
+def _interval(
+    rows: Sequence[dict[str, Any]], key: str
+) -> tuple[list[float], list[float], list[float]] | None:
+    """(steps, low, high) where the rows carry `<key>_low` and `<key>_high` (Wilson)."""
+    points = [
+        (float(r["step"]), float(r[f"{key}_low"]), float(r[f"{key}_high"]))
+        for r in rows
+        if "step" in r and r.get(f"{key}_low") is not None and r.get(f"{key}_high") is not None
+    ]
+    if not points:
+        return None
+    steps, low, high = (list(column) for column in zip(*points, strict=True))
+    return steps, low, high
+
+
 def plot_metrics(rows: list[dict[str, Any]], keys: list[str], out: Path, title: str = "") -> Path:
     """One line per key against step, saved as PNG at `out`."""
     series = {key: _series(rows, key) for key in keys}
@@ -88,7 +104,10 @@ def plot_metrics(rows: list[dict[str, Any]], keys: list[str], out: Path, title: 
     ax = fig.subplots()
     for key, (steps, values) in series.items():
         marker = "o" if len(steps) <= 30 else None
-        ax.plot(steps, values, label=key, marker=marker, markersize=3, linewidth=1.2)
+        (line,) = ax.plot(steps, values, label=key, marker=marker, markersize=3, linewidth=1.2)
+        band = _interval(rows, key)
+        if band is not None:
+            ax.fill_between(*band, color=line.get_color(), alpha=0.15, linewidth=0)
     ax.set_xlabel("step")
     ax.set_title(title)
     ax.grid(True, alpha=0.3)

@@ -37,7 +37,7 @@ SUMMARY_PATTERNS: tuple[str, ...] = (
     "train/*/draw_rate",
     "train/*/seat*/mean_response_tokens",
     "rae/*/baseline_updated",
-    "assemble/mean_advantage",
+    "*assemble/mean_advantage",
     "*approx_kl",
 )
 

@@ -79,3 +79,17 @@ def test_learning_curves_from_metrics_jsonl(tmp_path: Path) -> None:
     for p in paths:
         assert p.parent == tmp_path / "report"
         _assert_real_png(p)
+
+
+def test_wilson_band_is_drawn_and_not_plotted_as_a_line(tmp_path: Path) -> None:
+    from matplotlib.image import imread
+
+    key = WIN.format(0)
+    plain = [{"step": s, key: 0.1 * s} for s in range(1, 6)]
+    banded = [{**r, f"{key}_low": r[key] - 0.05, f"{key}_high": r[key] + 0.05} for r in plain]
+    # The curve patterns pick the rate, not its interval bounds.
+    assert matching_keys(banded, ["eval/*/random/seat*/win_rate"]) == [key]
+    a = plot_metrics(plain, [key], tmp_path / "plain.png")
+    b = plot_metrics(banded, [key], tmp_path / "banded.png")
+    _assert_real_png(b)
+    assert not np.array_equal(imread(a), imread(b)), "the interval band was not drawn"

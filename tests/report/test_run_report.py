@@ -66,6 +66,7 @@ def test_format_progress() -> None:
         "train/overall/invalid_rate": 0.125,
         "eval/TicTacToe-v0/random/seat0/win_rate": 0.5,
         "eval/TicTacToe-v0/random/seat1/win_rate": 0.7,
+        "train/assemble/std_advantage": 0.5,  # as the loop namespaces it
         "time/sample": 4.12,
         "time/train": 2.0,
         "unrelated/key": 3.0,
@@ -73,7 +74,8 @@ def test_format_progress() -> None:
     line = format_progress(10, 40, metrics, elapsed_s=50.0)
     # 5 s per step, 30 steps left -> 150 s.
     assert line == (
-        "step 10/40 (25%) | invalid 0.125 | win@random 0.60 | sample 4.1s train 2.0s"
+        "step 10/40 (25%) | invalid 0.125 | win@random 0.60 | adv_std 0.500"
+        " | sample 4.1s train 2.0s"
         " | 5.0s/step | ETA 2m30s"
     )
     assert format_progress(0, 40, {}, elapsed_s=3.0) == "step 0/40 (0%) | elapsed 3s"
