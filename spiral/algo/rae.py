@@ -97,7 +97,10 @@ def rae_advantages(
 ) -> tuple[dict[tuple[int, int], float], Baselines, dict[str, float]]:
     """Advantages per (episode index, seat), the updated baselines, and metrics.
 
-    Every advantage uses the baseline from before this batch's update. Metrics per game
+    Every advantage uses the baseline from before this batch's update. `trained_agents`
+    names the agent labels (Turn.agent) whose sampled turns are trained on; None means
+    every trainable turn, which would include a frozen checkpoint opponent's turns in
+    fictitious self-play, so pass the policy's label there. Metrics per game
     and seat: `rae/<game>/seat<k>/baseline` (before), `.../baseline_updated` (after),
     `.../mean_return`, `.../count`; overall `rae/mean_advantage` and `rae/num_seats`.
     """
