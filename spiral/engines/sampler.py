@@ -1,0 +1,416 @@
+"""TorchSampler: batched KV-cache sampling with prefix reuse on a transformers model.
+
+Our own decode loop (not `generate`) so that we own the log-probs, the answer constraint
+and the stop rules. One `sample` call:
+
+1. sorts the prompts by their token ids, so prompts sharing a prefix (a game's rules, its
+   earlier turns) sit next to each other, and cuts them into chunks whose total
+   `prompt + new tokens` fits `max_batch_tokens` (the KV cache is the memory bound);
+2. per chunk, runs the chunk's longest common token prefix ONCE (batch 1), repeats its KV
+   cache over the rows, then prefills the differing suffixes as one left-padded batch
+   (layout `[prefix][pads][suffix]`, explicit attention mask and position ids, so pads
+   are invisible and every row sees positions 0..n-1 exactly as an unpadded forward);
+3. decodes one token per step for all live rows, dropping finished rows from the cache.
+
+Log-probs: each sampled token records log_softmax(logits / T) at that token, under the
+constraint's mask when one applies; forced marker tokens record 0.0. With top_p < 1 the
+token is drawn from the nucleus but the recorded log-prob is that of the UNTRUNCATED
+tempered distribution, because that is what the learner recomputes (top_p is then an
+off-policy sampler that the loss's importance ratio does not see; keep top_p = 1 for
+on-policy training). T = 0 means greedy, with log-probs recorded at T = 1.
+
+Determinism: row i draws its uniforms from its own `random.Random(seed, i)` and tokens by
+inverse CDF, so a completion depends only on (seed, its index, its prompt), not on the
+other prompts or on chunking, up to floating-point differences between batch shapes.
+
+Stop reasons: "eos" (an eos token, kept in the tokens), "stop" (a stop string appeared in
+the decoded text: tokens are cut at the token that completes it, and `text` is always
+`decode(tokens)`, so it may run a few characters past the stop string when a token
+straddles it; also a constrained answer that completed), "length" (max_tokens reached).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from spiral.engines.base import SamplingParams
+from spiral.engines.constrained import ConstrainedRow
+from spiral.types import AnswerConstraint, Completion, StopReason
+
+
+class StaleSamplerError(RuntimeError):
+    """A sampler was used after the learner's weights changed."""
+
+
+@contextlib.contextmanager
+def eval_mode(model: Any) -> Iterator[None]:
+    """Run without dropout and without autograd, restoring the previous train flag."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode():
+            yield
+    finally:
+        model.train(was_training)
+
+
+def eos_token_ids(model: Any, tokenizer: Any) -> frozenset[int]:
+    """Tokens that end a completion: the tokenizer's eos plus the generation config's."""
+    ids: set[int] = set()
+    if tokenizer.eos_token_id is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    gen = getattr(model, "generation_config", None)
+    extra = getattr(gen, "eos_token_id", None) if gen is not None else None
+    if isinstance(extra, int):
+        ids.add(extra)
+    elif extra is not None:
+        ids.update(int(t) for t in extra)
+    if not ids:
+        raise ValueError("the tokenizer has no eos token; set tokenizer.eos_token")
+    return frozenset(ids)
+
+
+def common_prefix_len(seqs: Sequence[Sequence[int]]) -> int:
+    first = seqs[0]
+    n = min(len(s) for s in seqs)
+    for other in seqs[1:]:
+        k = 0
+        while k < n and other[k] == first[k]:
+            k += 1
+        n = k
+    return n
+
+
+@dataclass
+class Prefill:
+    """A chunk after prefill: cache, 2-D attention mask, next positions, last outputs."""
+
+    cache: Any
+    mask_BK: torch.Tensor
+    next_pos_B: torch.Tensor
+    out: Any  # the model output of the suffix forward
+    suffix_len: int
+    prefix_len: int
+    computed_tokens: int
+
+
+def prefill(
+    model: Any, seqs: Sequence[Sequence[int]], max_prefix: int, pad_id: int, **kwargs: Any
+) -> Prefill:
+    """Run `seqs` into a fresh KV cache, sharing their common prefix (<= max_prefix)."""
+    from transformers import DynamicCache
+
+    device = model.device
+    rows = len(seqs)
+    cache = DynamicCache(config=model.config)
+    prefix = min(common_prefix_len(seqs), max_prefix) if rows > 1 else 0
+    computed = 0
+    if prefix > 0:
+        ids_1P = torch.tensor([list(seqs[0][:prefix])], device=device)
+        model(input_ids=ids_1P, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        cache.batch_repeat_interleave(rows)
+        computed += prefix
+    lens = [len(s) - prefix for s in seqs]
+    width = max(lens)
+    ids_BS = torch.full((rows, width), pad_id, dtype=torch.long)
+    real_BS = torch.zeros((rows, width), dtype=torch.long)
+    for i, (seq, n) in enumerate(zip(seqs, lens, strict=True)):
+        ids_BS[i, width - n :] = torch.tensor(list(seq[prefix:]), dtype=torch.long)
+        real_BS[i, width - n :] = 1
+    pos_BS = (prefix + torch.cumsum(real_BS, dim=1) - 1).clamp(min=0)
+    mask_BK = torch.cat([torch.ones((rows, prefix), dtype=torch.long), real_BS], dim=1)
+    out = model(
+        input_ids=ids_BS.to(device),
+        attention_mask=mask_BK.to(device),
+        position_ids=pos_BS.to(device),
+        past_key_values=cache,
+        use_cache=True,
+        **kwargs,
+    )
+    computed += sum(lens)
+    next_pos_B = torch.tensor([len(s) for s in seqs], dtype=torch.long)
+    return Prefill(cache, mask_BK.to(device), next_pos_B.to(device), out, width, prefix, computed)
+
+
+@dataclass
+class _Row:
+    index: int
+    rng: random.Random
+    constrained: ConstrainedRow | None
+    tokens: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    stop_reason: StopReason | None = None
+
+
+def _row_budget(params: SamplingParams, constraint: AnswerConstraint | None) -> int:
+    if constraint is None:
+        return params.max_tokens
+    longest = max(len(c) for c in constraint.choices)
+    return min(constraint.think_budget, params.max_tokens) + len(constraint.marker) + longest
+
+
+def chunk_rows(costs: Any, order: Sequence[int], budget: int) -> list[list[int]]:
+    """Cut `order` into consecutive chunks whose summed cost fits `budget` (>= 1 row each)."""
+    chunks: list[list[int]] = []
+    current: list[int] = []
+    used = 0
+    for i in order:
+        if current and used + costs[i] > budget:
+            chunks.append(current)
+            current, used = [], 0
+        current.append(i)
+        used += costs[i]
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+class TorchSampler:
+    """Sampler over a (possibly PEFT-wrapped) transformers causal LM."""
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        version: int = 0,
+        max_batch_tokens: int = 32768,
+        prefix_reuse: bool = True,
+        is_current: Callable[[], bool] | None = None,
+    ) -> None:
+        self.model = model
+        self._tokenizer = tokenizer
+        self.version = version
+        self.max_batch_tokens = max_batch_tokens
+        self.prefix_reuse = prefix_reuse
+        self._is_current = is_current
+        self.eos_ids = eos_token_ids(model, tokenizer)
+        pad = tokenizer.pad_token_id
+        self.pad_id = int(pad if pad is not None else min(self.eos_ids))
+        self.last_stats: dict[str, float] = {}
+
+    @property
+    def tokenizer(self) -> Any:
+        return self._tokenizer
+
+    def _check_current(self) -> None:
+        if self._is_current is not None and not self._is_current():
+            raise StaleSamplerError(
+                f"this sampler was made at policy version {self.version}, but the learner's "
+                "weights have changed since (optim_step or load); call learner.sampler() again"
+            )
+
+    def sample(
+        self,
+        prompts: Sequence[Sequence[int]],
+        params: SamplingParams,
+        constraints: Sequence[AnswerConstraint | None] | None = None,
+    ) -> list[Completion]:
+        """One completion per prompt; see the module docstring for the rules."""
+        self._check_current()
+        if constraints is not None and len(constraints) != len(prompts):
+            raise ValueError(f"{len(constraints)} constraints for {len(prompts)} prompts")
+        if any(len(p) == 0 for p in prompts):
+            raise ValueError("every prompt needs at least one token (e.g. the chat template's)")
+        cons = list(constraints) if constraints is not None else [None] * len(prompts)
+        base_seed = (
+            params.seed if params.seed is not None else random.SystemRandom().getrandbits(62)
+        )
+        rows = [
+            _Row(i, random.Random(base_seed * 1_000_003 + i), self._constrained(c, params))
+            for i, c in enumerate(cons)
+        ]
+        costs = [len(p) + _row_budget(params, c) for p, c in zip(prompts, cons, strict=True)]
+        order = sorted(range(len(prompts)), key=lambda i: list(prompts[i]))
+        self.last_stats = dict.fromkeys(
+            ("prompt_tokens", "prefill_tokens", "prefill_s", "decode_tokens", "decode_s"), 0.0
+        )
+        with eval_mode(self.model):
+            for chunk in chunk_rows(costs, order, self.max_batch_tokens):
+                self._run_chunk([prompts[i] for i in chunk], [rows[i] for i in chunk], params)
+        return [self._completion(r, cons[r.index]) for r in rows]
+
+    def _constrained(self, c: AnswerConstraint | None, params: SamplingParams) -> Any:
+        if c is None:
+            return None
+        return ConstrainedRow(c, self.eos_ids, min(c.think_budget, params.max_tokens))
+
+    def _completion(self, row: _Row, constraint: AnswerConstraint | None) -> Completion:
+        text = self._tokenizer.decode(row.tokens, skip_special_tokens=True)
+        answer_start = None
+        if constraint is not None:
+            answer_start = len(row.tokens) - len(row.constrained.answer) if row.constrained else 0
+        assert row.stop_reason is not None
+        return Completion(
+            tokens=tuple(row.tokens),
+            logprobs=tuple(row.logprobs),
+            stop_reason=row.stop_reason,
+            text=text,
+            answer_start=answer_start,
+            constraint=constraint,
+        )
+
+    def _run_chunk(
+        self, seqs: Sequence[Sequence[int]], rows: list[_Row], params: SamplingParams
+    ) -> None:
+        stats = self.last_stats
+        t0 = time.perf_counter()
+        max_prefix = min(len(s) for s in seqs) - 1 if self.prefix_reuse else 0
+        pre = prefill(self.model, seqs, max_prefix, self.pad_id, logits_to_keep=1)
+        stats["prompt_tokens"] += sum(len(s) for s in seqs)
+        stats["prefill_tokens"] += pre.computed_tokens
+        t1 = time.perf_counter()
+        stats["prefill_s"] += t1 - t0
+        cache, mask_BK, pos_B = pre.cache, pre.mask_BK, pre.next_pos_B
+        logits_BV = pre.out.logits[:, -1, :]
+        live = list(rows)
+        while live:
+            tokens = self._step(logits_BV, live, params)
+            stats["decode_tokens"] += len(live)
+            keep = [k for k, r in enumerate(live) if r.stop_reason is None]
+            if not keep:
+                break
+            if len(keep) < len(live):
+                keep_t = torch.tensor(keep, device=mask_BK.device)
+                cache.batch_select_indices(keep_t)
+                mask_BK, pos_B = mask_BK[keep_t], pos_B[keep_t]
+                tokens = [tokens[k] for k in keep]
+                live = [live[k] for k in keep]
+            ids_B1 = torch.tensor(tokens, device=mask_BK.device).unsqueeze(1)
+            mask_BK = torch.cat([mask_BK, torch.ones_like(mask_BK[:, :1])], dim=1)
+            out = self.model(
+                input_ids=ids_B1,
+                attention_mask=mask_BK,
+                position_ids=pos_B.unsqueeze(1),
+                past_key_values=cache,
+                use_cache=True,
+            )
+            pos_B = pos_B + 1
+            logits_BV = out.logits[:, -1, :]
+        stats["decode_s"] += time.perf_counter() - t1
+
+    def _step(self, logits_BV: torch.Tensor, live: list[_Row], params: SamplingParams) -> list[int]:
+        """Choose one token per live row, record it, update stop reasons."""
+        temperature = params.temperature if params.temperature > 0 else 1.0
+        scaled_BV = logits_BV.float() / temperature
+        for b, row in enumerate(live):
+            allowed = row.constrained.allowed() if row.constrained else None
+            if allowed is not None:
+                keep_V = torch.full_like(scaled_BV[b], float("-inf"))
+                keep_V[list(allowed)] = 0.0
+                scaled_BV[b] = scaled_BV[b] + keep_V
+        logp_BV = torch.log_softmax(scaled_BV, dim=-1)
+        if params.temperature > 0:
+            uniforms = [row.rng.random() for row in live]
+            chosen = sample_inverse_cdf(logp_BV, uniforms, params.top_p)
+        else:
+            chosen = logp_BV.argmax(dim=-1).tolist()
+        tokens: list[int] = []
+        for b, row in enumerate(live):
+            forced = row.constrained.forced_token() if row.constrained else None
+            token = forced if forced is not None else int(chosen[b])
+            row.tokens.append(token)
+            row.logprobs.append(0.0 if forced is not None else float(logp_BV[b, token]))
+            self._advance(row, token, params)
+            tokens.append(token)
+        return tokens
+
+    def _advance(self, row: _Row, token: int, params: SamplingParams) -> None:
+        if row.constrained is not None:
+            row.constrained.push(token)
+            if row.constrained.done:
+                row.stop_reason = "stop"
+            return
+        if token in self.eos_ids:
+            row.stop_reason = "eos"
+        elif params.stop and self._hits_stop(row.tokens, params.stop):
+            row.stop_reason = "stop"
+        elif len(row.tokens) >= params.max_tokens:
+            row.stop_reason = "length"
+
+    def _hits_stop(self, tokens: list[int], stops: tuple[str, ...]) -> bool:
+        # Checked every step, so a new match must end in the newest tokens: decoding a short
+        # tail (longest stop string + slack for tokens that decode to no character) suffices.
+        window = max(len(s) for s in stops) + 8
+        tail = self._tokenizer.decode(tokens[-window:], skip_special_tokens=True)
+        return any(s in tail for s in stops)
+
+    def score(
+        self, prompts: Sequence[Sequence[int]], continuations: Sequence[Sequence[int]]
+    ) -> list[list[float]]:
+        """Log-probs (temperature 1) of each continuation given its prompt, batched.
+
+        Chunks share their prompts' common prefix like `sample` does, so scoring every legal
+        move of one position runs the position's prompt once.
+        """
+        self._check_current()
+        if len(prompts) != len(continuations):
+            raise ValueError(f"{len(prompts)} prompts but {len(continuations)} continuations")
+        if any(len(p) == 0 for p in prompts):
+            raise ValueError("every prompt needs at least one token")
+        result: list[list[float]] = [[] for _ in prompts]
+        todo = [i for i, c in enumerate(continuations) if len(c) > 0]
+        seqs = {i: list(prompts[i]) + list(continuations[i]) for i in todo}
+        order = sorted(todo, key=lambda i: seqs[i])
+        costs = {i: len(seqs[i]) for i in todo}
+        with eval_mode(self.model):
+            for chunk in chunk_rows(costs, order, self.max_batch_tokens):
+                chunk_seqs = [seqs[i] for i in chunk]
+                max_prefix = min(len(prompts[i]) for i in chunk) - 1 if self.prefix_reuse else 0
+                pre = prefill(
+                    self.model, chunk_seqs, max_prefix, self.pad_id,
+                    output_hidden_states=True, logits_to_keep=1,
+                )  # fmt: skip
+                hidden_BSH = pre.out.hidden_states[-1]
+                rows, cols, targets = [], [], []
+                for b, i in enumerate(chunk):
+                    start = pre.suffix_len - len(seqs[i])  # column of absolute position 0
+                    for j, token in enumerate(continuations[i]):
+                        rows.append(b)
+                        cols.append(start + len(prompts[i]) - 1 + j)
+                        targets.append(int(token))
+                logits_NV = hidden_to_logits(self.model, hidden_BSH[rows, cols])
+                target_N1 = torch.tensor(targets, device=logits_NV.device).unsqueeze(1)
+                logp_N = torch.log_softmax(logits_NV, dim=-1).gather(1, target_N1).squeeze(1)
+                values = logp_N.tolist()
+                for i in chunk:
+                    n = len(continuations[i])
+                    result[i], values = values[:n], values[n:]
+        return result
+
+
+def hidden_to_logits(model: Any, hidden_NH: torch.Tensor) -> torch.Tensor:
+    """Final hidden states -> fp32 logits, as the model's own head computes them."""
+    logits_NV = model.get_output_embeddings()(hidden_NH).float()
+    cap = getattr(model.config, "final_logit_softcapping", None)
+    if cap:  # Gemma-2 style soft-capping lives in the CausalLM forward, after the head
+        logits_NV = torch.tanh(logits_NV / cap) * cap
+    return logits_NV
+
+
+def sample_inverse_cdf(logp_BV: torch.Tensor, uniforms: list[float], top_p: float) -> list[int]:
+    """Draw one token per row by inverse CDF with the given uniforms (nucleus if top_p < 1)."""
+    probs_BV = logp_BV.exp()
+    u_B1 = torch.tensor(uniforms, dtype=probs_BV.dtype, device=probs_BV.device).unsqueeze(1)
+    if top_p < 1.0:
+        sorted_BV, index_BV = probs_BV.sort(dim=-1, descending=True)
+        before_BV = sorted_BV.cumsum(dim=-1) - sorted_BV
+        sorted_BV = torch.where(before_BV < top_p, sorted_BV, torch.zeros_like(sorted_BV))
+        cdf_BV = sorted_BV.cumsum(dim=-1)
+        pick_B1 = torch.searchsorted(cdf_BV, u_B1 * cdf_BV[:, -1:], right=True)
+        pick_B1 = pick_B1.clamp(max=probs_BV.shape[-1] - 1)
+        chosen_B = index_BV.gather(1, pick_B1).squeeze(1)
+    else:
+        cdf_BV = probs_BV.cumsum(dim=-1)
+        pick_B1 = torch.searchsorted(cdf_BV, u_B1 * cdf_BV[:, -1:], right=True)
+        chosen_B = pick_B1.clamp(max=probs_BV.shape[-1] - 1).squeeze(1)
+    # Rounding can land on a zero-probability tail token; fall back to the mode then.
+    bad_B = probs_BV.gather(1, chosen_B.unsqueeze(1)).squeeze(1) <= 0
+    chosen_B = torch.where(bad_B, probs_BV.argmax(dim=-1), chosen_B)
+    return [int(t) for t in chosen_B.tolist()]
