@@ -33,6 +33,7 @@ from spiral.prompts.templates import (
     Template,
     get_template,
     instruction_for,
+    render_chat,
     template_names,
 )
 
@@ -70,5 +71,6 @@ __all__ = [
     "normalize_answer",
     "parse_move",
     "prefix_free",
+    "render_chat",
     "template_names",
 ]

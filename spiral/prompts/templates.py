@@ -146,6 +146,13 @@ def render(
     return _CHAT[spec.chat](messages, tokenizer)
 
 
+def render_chat(messages: list[Message], template: str, tokenizer: Any = None) -> str:
+    """Arbitrary chat `messages` ({"role", "content"} dicts) in `template`'s markup, ending
+    with the start of the assistant's reply; the template's content style is not applied
+    (for serving chats and for callers that write their own user message)."""
+    return _CHAT[get_template(template).chat](list(messages), tokenizer)
+
+
 # ---- instructions ------------------------------------------------------------------
 
 

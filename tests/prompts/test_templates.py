@@ -12,6 +12,7 @@ from spiral.prompts.templates import (
     get_template,
     instruction_for,
     render,
+    render_chat,
 )
 
 OBS = "[GAME] You are Player 0.\nAvailable Moves: '[0]', '[4]'\n\nNext Action:"
@@ -105,3 +106,15 @@ def test_instructions_per_format() -> None:
     assert "'Move:'" in thinking and thinking.endswith("e.g. Move: [bet].")
     with pytest.raises(KeyError, match="valid: boxed, bracket, constrained"):
         instruction_for("json")  # type: ignore[arg-type]
+
+
+def test_render_chat_applies_markup_only(tokenizer: Any) -> None:
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "[4]"}]
+    assert render_chat(messages, "chatml") == (
+        "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n[4]<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )
+    assert render_chat(messages[:1], "plain") == "hi\n"
+    assert render_chat(messages[:1], "chat", tokenizer) == (
+        "<s><|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    )
