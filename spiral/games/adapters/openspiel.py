@@ -1,0 +1,165 @@
+"""Any two-player, turn-based OpenSpiel game as a Spiral State (`openspiel:<name>` ids).
+
+Choices:
+- A move is `[<action_to_string>]` for the seat to move, e.g. `[x(1,1)]` in tic_tac_toe or
+  `[Bet]` in kuhn_poker. Should two legal actions print the same, every colliding move gets
+  its action id appended (`[<text> #<id>]`) so canonical strings stay unique per state.
+- Chance nodes are resolved inside the state, at once, by sampling `chance_outcomes()`
+  with `self.rng`, so the same seed deals the same cards; chance outcomes are never told.
+- What a seat is told after every move: the move (as `[Player k] [move]`), then its own
+  view: the information-state string where the game provides one, else the observation
+  string (always the observation string, e.g. the board, in perfect-information games),
+  and for the seat to move an `Available Moves:` line. Default style is "latest":
+  OpenSpiel's per-seat strings already summarise the past.
+- `private_info(seat)` is the seat's whole information-state string for imperfect-
+  information games (coarse but exact: the observation is a function of it) and () for
+  perfect-information games.
+- Returns are OpenSpiel's own (e.g. +-2 after a called bet in Kuhn poker), not clipped to
+  +-1: they are the game's payoffs. Simultaneous-move and n != 2 player games are refused.
+- pyspiel is imported lazily, so this module loads without OpenSpiel installed and only
+  `make` fails, with the install command.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+from typing import Any
+
+from spiral.games.base import State
+from spiral.types import Move, Seat
+
+INSTALL_HINT = "pip install 'spiral-selfplay[openspiel]'"
+
+
+def _pyspiel() -> Any:
+    try:
+        return importlib.import_module("pyspiel")
+    except ModuleNotFoundError as err:
+        raise ModuleNotFoundError(
+            f"the OpenSpiel adapter needs the open-spiel package: {INSTALL_HINT}"
+        ) from err
+
+
+class OpenSpielState(State):
+    """A pyspiel state behind the Spiral State surface; see the module docstring."""
+
+    default_obs_style = "latest"
+
+    def __init__(self, game: Any, name: str, seed: int = 0, max_turns: int | None = None):
+        super().__init__(seed=seed, max_turns=max_turns)
+        self.game_id = f"openspiel:{name}"
+        self._game = game
+        game_type = game.get_type()
+        perfect = _pyspiel().GameType.Information.PERFECT_INFORMATION
+        self._perfect_info = game_type.information == perfect
+        # A board (observation string) reads better than an action list for perfect-
+        # information games; elsewhere the information state is what the seat knows.
+        self._use_infostate = bool(game_type.provides_information_state_string) and not (
+            self._perfect_info and game_type.provides_observation_string
+        )
+        self._ps = game.new_initial_state()
+        self._resolve_chance()
+        for seat in (0, 1):
+            self._tell(seat, self._rules(seat, game_type))
+        self._tell_views()
+
+    # ---- rules hooks -------------------------------------------------------------
+    def _current_player(self) -> Seat:
+        return int(self._ps.current_player())
+
+    def _legal_actions(self) -> list[Move]:
+        return list(self._action_map())
+
+    def _apply(self, move: Move) -> None:
+        seat, _ = self.move_history[-1]
+        action = self._action_map()[move]
+        self._ps.apply_action(action)
+        self._resolve_chance()
+        self._broadcast(move, sender=f"Player {seat}")
+        self._tell_views()
+
+    def _game_over(self) -> bool:
+        return bool(self._ps.is_terminal())
+
+    def _returns(self) -> tuple[float, float]:
+        r0, r1 = self._ps.returns()
+        return (float(r0), float(r1))
+
+    def private_info(self, seat: Seat) -> tuple[object, ...]:
+        return () if self._perfect_info else (self._view(seat),)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> OpenSpielState:
+        # pyspiel states copy with .clone(); the game object is immutable and shared.
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        for key, value in self.__dict__.items():
+            if key == "_ps":
+                new.__dict__[key] = value.clone()
+            elif key == "_game":
+                new.__dict__[key] = value
+            else:
+                new.__dict__[key] = copy.deepcopy(value, memo)
+        return new
+
+    # ---- helpers -----------------------------------------------------------------
+    def _action_map(self) -> dict[Move, int]:
+        """Canonical move string -> OpenSpiel action id, for the seat to move."""
+        player = self._ps.current_player()
+        actions = list(self._ps.legal_actions())
+        texts = [self._ps.action_to_string(player, a) for a in actions]
+        clashes = {t for t in texts if texts.count(t) > 1}
+        return {
+            (f"[{t} #{a}]" if t in clashes else f"[{t}]"): a
+            for t, a in zip(texts, actions, strict=True)
+        }
+
+    def _resolve_chance(self) -> None:
+        while self._ps.is_chance_node():
+            outcomes = self._ps.chance_outcomes()
+            actions = [a for a, _ in outcomes]
+            weights = [p for _, p in outcomes]
+            self._ps.apply_action(self.rng.choices(actions, weights=weights)[0])
+
+    def _view(self, seat: Seat) -> str:
+        if self._use_infostate:
+            return str(self._ps.information_state_string(seat))
+        return str(self._ps.observation_string(seat))
+
+    def _tell_views(self) -> None:
+        if self._ps.is_terminal():
+            r0, r1 = self._returns()
+            self._broadcast(f"The game is over. Returns: Player 0: {r0:g}, Player 1: {r1:g}.")
+            return
+        mover = self._current_player()
+        for seat in (0, 1):
+            text = f"Your view of the game:\n{self._view(seat)}"
+            if seat == mover:
+                moves = ", ".join(f"'{m}'" for m in self._action_map())
+                text += f"\nAvailable Moves: {moves}"
+            self._tell(seat, text)
+
+    def _rules(self, seat: Seat, game_type: Any) -> str:
+        return (
+            f"You are Player {seat} in the two-player game {game_type.long_name} "
+            f"(OpenSpiel '{game_type.short_name}').\nOn your turn, answer with exactly one of the Available Moves, "
+            "written as listed, e.g. '[move]'. You only see your own view of the game."
+        )
+
+
+def make(name: str, seed: int = 0, max_turns: int | None = None, **params: Any) -> OpenSpielState:
+    """An OpenSpiel game by short name (e.g. "kuhn_poker"); `params` are its game parameters."""
+    pyspiel = _pyspiel()
+    game = pyspiel.load_game(name, params) if params else pyspiel.load_game(name)
+    game_type = game.get_type()
+    if game.num_players() != 2:
+        raise ValueError(
+            f"openspiel:{name} has {game.num_players()} players; Spiral plays 2-player games "
+            "(pass e.g. players=2 if the game takes it)"
+        )
+    if game_type.dynamics != pyspiel.GameType.Dynamics.SEQUENTIAL:
+        raise ValueError(
+            f"openspiel:{name} is a simultaneous-move game; only turn-based games are "
+            "supported (OpenSpiel's turn_based_simultaneous_game wrapper converts one)"
+        )
+    return OpenSpielState(game, name, seed=seed, max_turns=max_turns)

@@ -1,0 +1,164 @@
+"""Any two-player TextArena env as a Spiral State (`textarena:<env id>` ids).
+
+Choices:
+- The env is built without TextArena's observation wrappers (the `-raw` registration when
+  one exists): the State keeps each seat's message log itself, rendered like TextArena's
+  LLMObservationWrapper (`[GAME] ...`, `[Player k] ...`).
+- Legal moves: TextArena has no move-list API. `legal_actions()` reads the bracketed
+  tokens of the newest `Available Moves:`-style line the seat to move was told (TicTacToe,
+  ConnectFour...). Where an env prints none the game is *open*: `legal_actions()` is empty
+  and `parse_action` accepts any text holding a bracketed token, leaving the verdict to
+  the env.
+- Invalid moves are detected explicitly, never from turn order (a repeat mover is normal
+  in many games): during `env.step` the state's `set_invalid_move` is observed. An invalid
+  move raises IllegalMoveError with the env's reason, and the env is restored from a
+  snapshot taken before the step, so a rejected move changes nothing, as for native games.
+  What an invalid move costs is then the rollout's declared policy, as everywhere else.
+- Determinism: TextArena envs draw from Python's global `random` (and reseed it on reset).
+  Every env call runs with the global generator swapped for this state's own saved
+  generator state, so games are reproducible from the seed, independent of each other and
+  of other users of `random`, and clones carry their own copy. Envs that use numpy's or
+  other global generators are not covered.
+- `private_info(seat)` is the seat's whole message log: coarse but exact (observations are
+  a function of it); TextArena does not say which parts are hidden.
+- Nothing is downloaded here, but some TextArena envs fetch data (word lists, NLTK) on
+  first use; those need network the first time, which is TextArena's behaviour.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import importlib
+import random
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from spiral.games.base import IllegalMoveError, State
+from spiral.types import Move, Seat
+
+INSTALL_HINT = "pip install 'spiral-selfplay[textarena]'"
+_MOVES_MARKER_RE = re.compile(
+    r"(?:available|valid|legal|possible)\s+(?:moves|actions)\s*(?:are)?\s*:", re.IGNORECASE
+)
+_BRACKET_RE = re.compile(r"\[[^\[\]\n]{1,200}\]")
+
+
+def _textarena() -> Any:
+    try:
+        return importlib.import_module("textarena")
+    except ModuleNotFoundError as err:
+        raise ModuleNotFoundError(
+            f"the TextArena adapter needs the textarena package: {INSTALL_HINT}"
+        ) from err
+
+
+class TextArenaState(State):
+    """A TextArena env behind the Spiral State surface; see the module docstring."""
+
+    default_obs_style = "history"
+
+    def __init__(self, env: Any, name: str, seed: int = 0, max_turns: int | None = None):
+        super().__init__(seed=seed, max_turns=max_turns)
+        self.game_id = f"textarena:{name}"
+        self._env = env
+        # The global-`random` state the env sees; seeded like TextArena's own reset does.
+        self._env_random_state = random.Random(seed).getstate()
+        with self._env_random():
+            env.reset(num_players=2, seed=seed)
+        self._drain_messages()
+
+    # ---- rules hooks -------------------------------------------------------------
+    def _current_player(self) -> Seat:
+        return int(self._env.state.current_player_id)
+
+    def _legal_actions(self) -> list[Move]:
+        for _, text in reversed(self._messages[self._current_player()]):
+            found = _MOVES_MARKER_RE.search(text)
+            if found:
+                tokens = _BRACKET_RE.findall(text[found.end() :])
+                return list(dict.fromkeys(tokens))  # unique, in the order shown
+        return []
+
+    def parse_action(self, text: str) -> Move | None:
+        if self.is_terminal():
+            return None
+        if self._legal_actions():
+            return super().parse_action(text)
+        stripped = text.strip()
+        return stripped if _BRACKET_RE.search(stripped) else None
+
+    def _apply(self, move: Move) -> None:
+        snapshot = (copy.deepcopy(self._env), self._env_random_state)
+        reasons = self._step_watching_invalid(move)
+        if reasons:
+            self._env, self._env_random_state = snapshot
+            self.move_history.pop()  # the base class recorded the move before applying it
+            raise IllegalMoveError(f"{self.game_id}: the env rejected {move!r}: {reasons[0]}")
+        self._drain_messages()
+
+    def _game_over(self) -> bool:
+        return bool(self._env.state.done)
+
+    def _returns(self) -> tuple[float, float]:
+        rewards = self._env.state.rewards or {}
+        return (float(rewards.get(0, 0.0)), float(rewards.get(1, 0.0)))
+
+    def private_info(self, seat: Seat) -> tuple[object, ...]:
+        return tuple(self._messages[seat])
+
+    # ---- helpers -----------------------------------------------------------------
+    @contextmanager
+    def _env_random(self) -> Iterator[None]:
+        outside = random.getstate()
+        random.setstate(self._env_random_state)
+        try:
+            yield
+        finally:
+            self._env_random_state = random.getstate()
+            random.setstate(outside)
+
+    def _step_watching_invalid(self, move: Move) -> list[str]:
+        """Step the env; return the reasons it gave for an invalid move (empty if none)."""
+        state = self._env.state
+        reasons: list[str] = []
+        original: Callable[..., Any] = state.set_invalid_move
+
+        def watched(reason: str = "", *args: Any, **kwargs: Any) -> Any:
+            reasons.append(str(reason))
+            return original(reason, *args, **kwargs)
+
+        state.set_invalid_move = watched
+        try:
+            with self._env_random():
+                self._env.step(move)
+        finally:
+            del state.set_invalid_move  # back to the class's method
+        return reasons
+
+    def _drain_messages(self) -> None:
+        """Move the env's pending per-seat messages into our logs."""
+        state = self._env.state
+        roles = getattr(state, "role_mapping", {}) or {}
+        for seat in (0, 1):
+            for from_id, text, *_ in state.observations.get(seat, []):
+                sender = roles.get(from_id, "GAME" if from_id == -1 else f"Player {from_id}")
+                self._tell(seat, str(text).strip("\n"), sender=sender)
+            state.observations[seat] = []
+
+
+def make(name: str, seed: int = 0, max_turns: int | None = None, **params: Any) -> TextArenaState:
+    """A TextArena env by id (e.g. "TicTacToe-v0"); `params` go to the env's constructor."""
+    ta = _textarena()
+    registry = ta.envs.registration.ENV_REGISTRY
+    env_id = f"{name}-raw" if f"{name}-raw" in registry else name
+    if env_id not in registry:
+        close = difflib.get_close_matches(name, list(registry), n=3)
+        raise KeyError(f"textarena has no env {name!r}; close matches: {close or 'none'}")
+    env = ta.make(env_id, **params)
+    try:
+        return TextArenaState(env, name, seed=seed, max_turns=max_turns)
+    except AssertionError as err:  # TextArena asserts its player count in reset()
+        raise ValueError(f"textarena:{name} cannot be played by two players: {err}") from err
