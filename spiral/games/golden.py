@@ -13,7 +13,8 @@ Choices:
 - "history" observations only grow, so when a seat's observation extends the one shown
   for it just before, only the new tail is written (marked "continues"). Any change to
   any message still changes the file, and the files stay linear rather than quadratic
-  in game length.
+  in game length. Likewise a repeat of the seat's rules message (the "latest" style
+  starts every observation with it) is written once and then referred to.
 - Regenerate after an intended change with `python -m spiral.games.golden --write
   tests/golden` and review the diff.
 """
@@ -25,7 +26,7 @@ import random
 from pathlib import Path
 from typing import get_args
 
-from spiral.games.base import ObsStyle
+from spiral.games.base import ObsStyle, State
 from spiral.games.registry import ids, make
 
 STYLES: tuple[ObsStyle, ...] = get_args(ObsStyle)
@@ -53,7 +54,7 @@ def transcript(game_id: str, seed: int, style: str) -> str:
         seat = state.current_player()
         out.append(f"\n=== turn {turn}: seat {seat} to move ===")
         for view in (0, 1):
-            out += _observation_lines(state.observation(view, obs_style), view, shown)
+            out += _observation_lines(state, obs_style, view, shown)
         move = chooser.choice(state.legal_actions())
         out.append(f">>> seat {seat} plays {move}")
         state.apply_action(move)
@@ -61,18 +62,23 @@ def transcript(game_id: str, seed: int, style: str) -> str:
     out.append(f"\n=== end after {turn} moves ===")
     out.append(f"returns: {state.returns()} truncated: {state.truncated()}")
     for view in (0, 1):
-        out += _observation_lines(state.observation(view, obs_style), view, shown)
+        out += _observation_lines(state, obs_style, view, shown)
     return "\n".join(out) + "\n"
 
 
-def _observation_lines(obs: str, view: int, shown: list[str]) -> list[str]:
-    """Header and body for one observation; only the new tail if it extends the last one."""
+def _observation_lines(state: State, style: ObsStyle, view: int, shown: list[str]) -> list[str]:
+    """Header and body for one observation, abbreviated against what was already shown."""
+    obs = state.observation(view, style)
     previous, shown[view] = shown[view], obs
     if previous and obs.startswith(previous):
         tail = obs[len(previous) :]
         if not tail:
             return [f"--- observation of seat {view}: unchanged ---"]
         return [f"--- observation of seat {view} continues ---", _indent(tail)]
+    rules = state.rules_text(view)
+    if previous and rules and obs.startswith(rules) and previous.startswith(rules):
+        rest = obs[len(rules) :]
+        return [f"--- observation of seat {view}: its rules as above, then ---", _indent(rest)]
     return [f"--- observation of seat {view} ---", _indent(obs)]
 
 
