@@ -42,11 +42,16 @@ def play_batch(sampler, n_games: int, seed: int, max_tokens: int):
     wave = 0
     while any(r is None for r in returns):
         live = [i for i, r in enumerate(returns) if r is None]
-        prompts = [encode(build_prompt(states[i], states[i].current_player(), SPEC, sampler.tokenizer),
-                          sampler.tokenizer) for i in live]
+        prompts = [
+            encode(
+                build_prompt(states[i], states[i].current_player(), SPEC, sampler.tokenizer),
+                sampler.tokenizer,
+            )
+            for i in live
+        ]
         params = SamplingParams(max_tokens=max_tokens, temperature=1.0, seed=seed * 100 + wave)
         completions = sampler.sample(prompts, params)  # ONE batched call for the wave
-        for i, ids, completion in zip(live, prompts, completions):
+        for i, ids, completion in zip(live, prompts, completions, strict=True):
             state, seat = states[i], states[i].current_player()
             turns[i].append((seat, ids, completion))
             move = parse_move(completion.text, state, SPEC).move
@@ -65,30 +70,36 @@ def play_batch(sampler, n_games: int, seed: int, max_tokens: int):
 def rae(returns, baselines: list[float]) -> tuple[list[tuple[float, float]], list[float]]:
     """Advantage = seat return - baseline (read BEFORE the update); one EMA update per batch."""
     advantages = [(r[0] - baselines[0], r[1] - baselines[1]) for r in returns]
-    new = [EMA_DECAY * baselines[s] + (1 - EMA_DECAY) * statistics.fmean(r[s] for r in returns)
-           for s in (0, 1)]
+    new = [
+        EMA_DECAY * baselines[s] + (1 - EMA_DECAY) * statistics.fmean(r[s] for r in returns)
+        for s in (0, 1)
+    ]
     return advantages, new
 
 
 def to_datums(turns, advantages) -> list[Datum]:
     """Shifted rows: predict token t+1 from tokens <= t; only sampled tokens are trained."""
     datums = []
-    for game_turns, adv in zip(turns, advantages):
+    for game_turns, adv in zip(turns, advantages, strict=True):
         for seat, prompt_ids, completion in game_turns:
             full = list(prompt_ids) + list(completion.tokens)
             n_prompt, n_out = len(prompt_ids) - 1, len(completion.tokens)
-            datums.append(Datum(
-                input_ids=tuple(full[:-1]),
-                target_ids=tuple(full[1:]),
-                sampler_logprobs=(0.0,) * n_prompt + tuple(completion.logprobs),
-                advantages=(0.0,) * n_prompt + (adv[seat],) * n_out,
-                mask=(0.0,) * n_prompt + (1.0,) * n_out,
-            ))
+            datums.append(
+                Datum(
+                    input_ids=tuple(full[:-1]),
+                    target_ids=tuple(full[1:]),
+                    sampler_logprobs=(0.0,) * n_prompt + tuple(completion.logprobs),
+                    advantages=(0.0,) * n_prompt + (adv[seat],) * n_out,
+                    mask=(0.0,) * n_prompt + (1.0,) * n_out,
+                )
+            )
     return datums
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--model", default="embedded")
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--games", type=int, default=8)
@@ -106,11 +117,15 @@ def main() -> None:
         datums = to_datums(turns, advantages)
         metrics = learner.forward_backward(datums, loss_fn)
         learner.optim_step(args.lr)
-        invalid = sum(r in ((INVALID.offender, INVALID.other), (INVALID.other, INVALID.offender))
-                      for r in returns) / len(returns)
-        print(f"step {step}: games {len(returns)}  invalid-ended {invalid:.2f}  "
-              f"mean seat0 return {statistics.fmean(r[0] for r in returns):+.2f}  "
-              f"baselines {baselines[0]:+.3f}/{baselines[1]:+.3f}  loss {metrics.get('loss', 0.0):+.4f}")
+        invalid = sum(
+            r in ((INVALID.offender, INVALID.other), (INVALID.other, INVALID.offender))
+            for r in returns
+        ) / len(returns)
+        print(
+            f"step {step}: games {len(returns)}  invalid-ended {invalid:.2f}  "
+            f"mean seat0 return {statistics.fmean(r[0] for r in returns):+.2f}  "
+            f"baselines {baselines[0]:+.3f}/{baselines[1]:+.3f}  loss {metrics.get('loss', 0.0):+.4f}"
+        )
 
 
 if __name__ == "__main__":

@@ -44,7 +44,11 @@ def bench_engine(args: dict[str, str]) -> dict[str, float]:
 def machine() -> dict[str, Any]:
     import os
 
-    info: dict[str, Any] = {"python": platform.python_version(), "cpus": os.cpu_count(), "machine": platform.machine()}
+    info: dict[str, Any] = {
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "machine": platform.machine(),
+    }
     try:
         import torch
 

@@ -132,6 +132,11 @@ class Datum:
 
     def __post_init__(self) -> None:
         n = len(self.input_ids)
-        lengths = (len(self.target_ids), len(self.sampler_logprobs), len(self.advantages), len(self.mask))
+        lengths = (
+            len(self.target_ids),
+            len(self.sampler_logprobs),
+            len(self.advantages),
+            len(self.mask),
+        )
         if any(length != n for length in lengths):
             raise ValueError(f"Datum arrays must have equal length, got {n} and {lengths}")

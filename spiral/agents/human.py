@@ -53,7 +53,9 @@ class HumanAgent(Agent):
             move = self._interpret(text, state, legal)
             if move is not None:
                 return move
-            self.out(f"'{text}' is not a legal move here. Type one of the moves above, or its number.")
+            self.out(
+                f"'{text}' is not a legal move here. Type one of the moves above, or its number."
+            )
 
     @staticmethod
     def _interpret(text: str, state: State, legal: Sequence[Move]) -> Move | None:
@@ -66,7 +68,14 @@ class HumanAgent(Agent):
         return None
 
 
-def play(game_id: str, opponent: Agent, human: Agent, seat: int, seed: int, out: Callable[[str], None] = print) -> tuple[float, float]:
+def play(
+    game_id: str,
+    opponent: Agent,
+    human: Agent,
+    seat: int,
+    seed: int,
+    out: Callable[[str], None] = print,
+) -> tuple[float, float]:
     """Play one game between `human` (in `seat`) and `opponent`; returns the returns."""
     state = games.make(game_id, seed=seed)
     players = {seat: human, 1 - seat: opponent}
@@ -78,7 +87,9 @@ def play(game_id: str, opponent: Agent, human: Agent, seat: int, seed: int, out:
         state.apply_action(move)
     out("\n" + state.observation(seat))
     r = state.returns()
-    verdict = "draw" if r[seat] == r[1 - seat] else ("you win" if r[seat] > r[1 - seat] else "you lose")
+    verdict = (
+        "draw" if r[seat] == r[1 - seat] else ("you win" if r[seat] > r[1 - seat] else "you lose")
+    )
     out(f"Game over: {verdict} (returns {r[0]:+g} / {r[1]:+g}).")
     return r
 

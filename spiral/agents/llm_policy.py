@@ -27,7 +27,9 @@ class InvalidModelMove(RuntimeError):
 
     def __init__(self, turn: Turn) -> None:
         failure = turn.parse.failure if turn.parse else None
-        super().__init__(f"model move not legal ({failure}); text: {turn.completion and turn.completion.text!r}")
+        super().__init__(
+            f"model move not legal ({failure}); text: {turn.completion and turn.completion.text!r}"
+        )
         self.turn = turn
 
 

@@ -66,7 +66,10 @@ def summarize(game_id: str, opponent: str, seat: int, episodes: Sequence[Episode
     wins = sum(ep.winner == seat for ep in episodes)
     losses = sum(ep.winner == 1 - seat for ep in episodes)
     tokens = [
-        len(t.completion.tokens) for ep in episodes for t in ep.turns if t.seat == seat and t.completion
+        len(t.completion.tokens)
+        for ep in episodes
+        for t in ep.turns
+        if t.seat == seat and t.completion
     ]
     return MatchResult(
         game_id=game_id,

@@ -48,8 +48,13 @@ def _outcome(state: State) -> Outcome:
     return "draw" if state.winner() is None else "win"
 
 
-def _finish(spec: GameSpec, state: State, turns: list[Turn], invalid: InvalidMovePolicy | None,
-            offender: int | None) -> Episode:
+def _finish(
+    spec: GameSpec,
+    state: State,
+    turns: list[Turn],
+    invalid: InvalidMovePolicy | None,
+    offender: int | None,
+) -> Episode:
     if offender is not None and invalid is not None:
         returns = [0.0, 0.0]
         returns[offender] = invalid.offender
@@ -137,11 +142,15 @@ def play_with_draw_retry(
         if not drawn:
             break
         redo = [
-            GameSpec(specs[i].game_id, derive_seed(specs[i].seed, retry), specs[i].seats, specs[i].params)
+            GameSpec(
+                specs[i].game_id, derive_seed(specs[i].seed, retry), specs[i].seats, specs[i].params
+            )
             for i in drawn
         ]
         replayed += len(redo)
-        for i, ep in zip(drawn, play_games(redo, players, invalid, derive_seed(seed, retry)), strict=True):
+        for i, ep in zip(
+            drawn, play_games(redo, players, invalid, derive_seed(seed, retry)), strict=True
+        ):
             episodes[i] = ep
     kept = sum(is_draw(ep) for ep in episodes)
     return episodes, {"rollout/draw_replays": float(replayed), "rollout/draws_kept": float(kept)}

@@ -43,11 +43,21 @@ class LoopState:
     extra: dict[str, Any]
 
     def to_json(self) -> dict[str, Any]:
-        return {"step": self.step, "baselines": self.baselines, "config": self.config, "extra": self.extra}
+        return {
+            "step": self.step,
+            "baselines": self.baselines,
+            "config": self.config,
+            "extra": self.extra,
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> LoopState:
-        return cls(int(data["step"]), data.get("baselines", {}), data.get("config", {}), data.get("extra", {}))
+        return cls(
+            int(data["step"]),
+            data.get("baselines", {}),
+            data.get("config", {}),
+            data.get("extra", {}),
+        )
 
 
 def checkpoint_name(step: int) -> str:
@@ -80,7 +90,9 @@ def read_index(ckpt_dir: Path) -> list[dict[str, Any]]:
 
 
 def is_complete(folder: Path) -> bool:
-    return folder.is_dir() and (folder / COMPLETE).exists() and (folder / "loop_state.json").exists()
+    return (
+        folder.is_dir() and (folder / COMPLETE).exists() and (folder / "loop_state.json").exists()
+    )
 
 
 def save_checkpoint(
@@ -129,5 +141,7 @@ def latest_checkpoint(ckpt_dir: Path) -> Path | None:
     rows = read_index(ckpt_dir)
     if rows:
         return ckpt_dir / str(max(rows, key=lambda r: int(r["step"]))["path"])
-    found = sorted(p for p in ckpt_dir.glob("step_[0-9]*") if is_complete(p) and p.name[5:].isdigit())
+    found = sorted(
+        p for p in ckpt_dir.glob("step_[0-9]*") if is_complete(p) and p.name[5:].isdigit()
+    )
     return found[-1] if found else None

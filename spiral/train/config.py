@@ -51,12 +51,20 @@ class TrainConfig:
         default="embedded",
         doc="hub id (e.g. Qwen/Qwen3-4B-Base), local folder, or 'embedded' (SmolLM2-135M-Instruct)",
     )
-    lora_rank: int = chz.field(default=32, doc="LoRA rank; 0 = full fine-tuning", validator=_non_negative)
-    lora_alpha: int = chz.field(default=0, doc="LoRA alpha; 0 = 2 * lora_rank", validator=_non_negative)
+    lora_rank: int = chz.field(
+        default=32, doc="LoRA rank; 0 = full fine-tuning", validator=_non_negative
+    )
+    lora_alpha: int = chz.field(
+        default=0, doc="LoRA alpha; 0 = 2 * lora_rank", validator=_non_negative
+    )
     device: str = chz.field(default="auto", doc="auto | cpu | cuda | cuda:N")
-    dtype: str = chz.field(default="auto", doc="auto (fp32 on CPU, bf16 on CUDA) | float32 | bfloat16")
+    dtype: str = chz.field(
+        default="auto", doc="auto (fp32 on CPU, bf16 on CUDA) | float32 | bfloat16"
+    )
     micro_batch_tokens: int = chz.field(
-        default=4096, doc="tokens per learner micro-batch (gradient accumulation)", validator=_positive
+        default=4096,
+        doc="tokens per learner micro-batch (gradient accumulation)",
+        validator=_positive,
     )
     max_grad_norm: float = chz.field(default=1.0, doc="gradient clipping norm", validator=_positive)
     # ---- games and prompts -------------------------------------------------------
@@ -65,7 +73,9 @@ class TrainConfig:
         default=(),
         doc="per env: True = full message history, False = rules + latest state; empty = game default",
     )
-    template: str = chz.field(default="chat", doc="prompt template: chat | qwen3 | chatml | llama3 | plain")
+    template: str = chz.field(
+        default="chat", doc="prompt template: chat | qwen3 | chatml | llama3 | plain"
+    )
     answer_format: str = chz.field(
         default="bracket",
         doc="boxed (original \\boxed{}) | bracket (last bracketed legal move) | constrained",
@@ -73,7 +83,9 @@ class TrainConfig:
     )
     system_rules: bool = chz.field(default=False, doc="put the game rules in a system message")
     think_budget: int = chz.field(
-        default=0, doc="constrained only: free reasoning tokens before the answer", validator=_non_negative
+        default=0,
+        doc="constrained only: free reasoning tokens before the answer",
+        validator=_non_negative,
     )
     max_turns: int = chz.field(default=0, doc="turn limit per game (draw); 0 = each game's default")
     invalid_move_policy: str = chz.field(
@@ -85,12 +97,18 @@ class TrainConfig:
     top_p: float = chz.field(default=1.0, doc="nucleus sampling threshold")
     # ---- learning ----------------------------------------------------------------
     batch_size: int = chz.field(
-        default=128, doc="seat-trajectories per step, two per game (128 = 64 games)", validator=_positive
+        default=128,
+        doc="seat-trajectories per step, two per game (128 = 64 games)",
+        validator=_positive,
     )
     num_train_datapoints: int = chz.field(
-        default=51200, doc="total seat-trajectories; steps = this // batch_size", validator=_positive
+        default=51200,
+        doc="total seat-trajectories; steps = this // batch_size",
+        validator=_positive,
     )
-    max_steps: int = chz.field(default=0, doc="if > 0, overrides num_train_datapoints // batch_size")
+    max_steps: int = chz.field(
+        default=0, doc="if > 0, overrides num_train_datapoints // batch_size"
+    )
     learning_rate: float = chz.field(default=1e-4, doc="Adam learning rate", validator=_positive)
     loss_fn: str = chz.field(
         default="importance_sampling",
@@ -98,31 +116,49 @@ class TrainConfig:
         validator=_choice("importance_sampling", "ppo"),
     )
     ppo_clip: float = chz.field(default=0.2, doc="PPO clip epsilon", validator=_positive)
-    use_role_baseline: bool = chz.field(default=True, doc="RAE: subtract a per-(game, seat) EMA baseline")
+    use_role_baseline: bool = chz.field(
+        default=True, doc="RAE: subtract a per-(game, seat) EMA baseline"
+    )
     role_baseline_ema_gamma: float = chz.field(default=0.95, doc="RAE EMA decay, 0 < x < 1")
     gamma: float = chz.field(default=1.0, doc="discount across a seat's turns")
     filter_zero_adv: bool = chz.field(default=False, doc="drop turns whose advantage is exactly 0")
     filter_draw: bool = chz.field(default=False, doc="re-play drawn games (up to max_draw_retries)")
-    max_draw_retries: int = chz.field(default=5, doc="draw retries per game", validator=_non_negative)
+    max_draw_retries: int = chz.field(
+        default=5, doc="draw retries per game", validator=_non_negative
+    )
     # ---- evaluation, checkpoints, logging -----------------------------------------
-    eval_every: int = chz.field(default=16, doc="evaluate vs eval opponents every N steps; 0 = never")
-    eval_games: int = chz.field(default=16, doc="eval games per (env, opponent, seat)", validator=_positive)
+    eval_every: int = chz.field(
+        default=16, doc="evaluate vs eval opponents every N steps; 0 = never"
+    )
+    eval_games: int = chz.field(
+        default=16, doc="eval games per (env, opponent, seat)", validator=_positive
+    )
     eval_opponent_names: tuple[str, ...] = chz.field(default=("random",), doc="eval opponents")
     eval_env_ids: tuple[str, ...] = chz.field(default=(), doc="eval games; empty = env_ids")
     eval_temperature: float = chz.field(default=1.0, doc="sampling temperature in evaluation")
-    save_every: int = chz.field(default=20, doc="checkpoint every N steps (and at the end); 0 = end only")
-    log_path: str = chz.field(default="", doc="run folder; empty = runs/<auto name>; resumes if it exists")
+    save_every: int = chz.field(
+        default=20, doc="checkpoint every N steps (and at the end); 0 = end only"
+    )
+    log_path: str = chz.field(
+        default="", doc="run folder; empty = runs/<auto name>; resumes if it exists"
+    )
     load_checkpoint_path: str = chz.field(default="", doc="checkpoint folder to resume from")
     transcripts_per_step: int = chz.field(default=2, doc="game transcripts written per step")
-    wandb_project: str = chz.field(default="", doc="W&B project; empty = off (WANDB_MODE=offline works)")
+    wandb_project: str = chz.field(
+        default="", doc="W&B project; empty = off (WANDB_MODE=offline works)"
+    )
     wandb_name: str = chz.field(default="", doc="W&B run name; empty = the run folder name")
     tensorboard: bool = chz.field(default=False, doc="also write TensorBoard event files")
     seed: int = chz.field(default=0, doc="seed for games, sampling and initialisation")
-    preset: str = chz.field(default="", doc="a named set of values applied before the explicit keys")
+    preset: str = chz.field(
+        default="", doc="a named set of values applied before the explicit keys"
+    )
 
     @property
     def num_steps(self) -> int:
-        return self.max_steps if self.max_steps > 0 else self.num_train_datapoints // self.batch_size
+        return (
+            self.max_steps if self.max_steps > 0 else self.num_train_datapoints // self.batch_size
+        )
 
     @property
     def games_per_step(self) -> int:
@@ -130,7 +166,9 @@ class TrainConfig:
 
     def validate(self) -> TrainConfig:
         if self.batch_size % 2:
-            raise ConfigError(f"batch_size must be even (two seats per game), got {self.batch_size}")
+            raise ConfigError(
+                f"batch_size must be even (two seats per game), got {self.batch_size}"
+            )
         if not 0.0 < self.role_baseline_ema_gamma < 1.0:
             raise ConfigError("role_baseline_ema_gamma must be in (0, 1)")
         if not 0.0 < self.top_p <= 1.0:
@@ -175,7 +213,13 @@ def field_docs() -> list[tuple[str, str, str]]:
     rows = []
     for name, field in chz.chz_fields(TrainConfig).items():
         default = field._default if field._default is not dataclasses.MISSING else ""
-        rows.append((name, json.dumps(default) if isinstance(default, tuple) else repr(default), field._doc or ""))
+        rows.append(
+            (
+                name,
+                json.dumps(default) if isinstance(default, tuple) else repr(default),
+                field._doc or "",
+            )
+        )
     return rows
 
 

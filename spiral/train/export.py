@@ -41,8 +41,12 @@ def main(argv: Sequence[str]) -> int:
         return 2
     config = load_loop_state(ckpt).config
     learner = TorchLearner(
-        ModelConfig(model=config.get("model_name", "embedded"), lora_rank=int(config.get("lora_rank", 0)),
-                    lora_alpha=int(config.get("lora_alpha", 0)) or None, device="cpu")
+        ModelConfig(
+            model=config.get("model_name", "embedded"),
+            lora_rank=int(config.get("lora_rank", 0)),
+            lora_alpha=int(config.get("lora_alpha", 0)) or None,
+            device="cpu",
+        )
     )
     learner.load(ckpt / "learner")
     learner.export_merged(Path(args["out"]))

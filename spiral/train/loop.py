@@ -44,7 +44,9 @@ class RunResult:
     interrupted: bool = False
 
 
-def step_specs(cfg: TrainConfig, step: int, game_params: dict[str, dict[str, Any]]) -> list[GameSpec]:
+def step_specs(
+    cfg: TrainConfig, step: int, game_params: dict[str, dict[str, Any]]
+) -> list[GameSpec]:
     """The games of one step: round-robin over env_ids, seeds from (seed, step, index)."""
     n = cfg.games_per_step
     return [
@@ -71,7 +73,11 @@ def train_step(
     specs = step_specs(cfg, step, setup.game_params)
     retries = cfg.max_draw_retries if cfg.filter_draw else 0
     episodes, rollout_metrics = play_with_draw_retry(
-        specs, {POLICY: policy}, setup.invalid_policy, seed=derive_seed(cfg.seed, step, 1), max_retries=retries
+        specs,
+        {POLICY: policy},
+        setup.invalid_policy,
+        seed=derive_seed(cfg.seed, step, 1),
+        max_retries=retries,
     )
     timings["time/sample"] = time.perf_counter() - t0
 
@@ -79,7 +85,9 @@ def train_step(
     advantages, new_baselines, rae_metrics = rae_advantages(
         episodes, baselines, decay=cfg.role_baseline_ema_gamma, use_baseline=cfg.use_role_baseline
     )
-    datums, assemble_metrics = assemble(episodes, advantages, gamma=cfg.gamma, filter_zero_adv=cfg.filter_zero_adv)
+    datums, assemble_metrics = assemble(
+        episodes, advantages, gamma=cfg.gamma, filter_zero_adv=cfg.filter_zero_adv
+    )
     timings["time/prepare_datums"] = time.perf_counter() - t1
 
     t2 = time.perf_counter()
@@ -116,7 +124,12 @@ def _resume_point(cfg: TrainConfig, run_dir: Path) -> Path | None:
     return latest_checkpoint(run_dir / "checkpoints")
 
 
-def train(cfg: TrainConfig, setup: RunSetup, make_learner: Callable[[], Learner], log: Callable[[str], None] = print) -> RunResult:
+def train(
+    cfg: TrainConfig,
+    setup: RunSetup,
+    make_learner: Callable[[], Learner],
+    log: Callable[[str], None] = print,
+) -> RunResult:
     """Run (or resume) training as configured; returns where it stopped."""
     run_dir = setup.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -150,7 +163,9 @@ def train(cfg: TrainConfig, setup: RunSetup, make_learner: Callable[[], Learner]
                     sink.log(metrics_eval, step)
             metrics, baselines, episodes = train_step(cfg, setup, learner, step, baselines)
             if cfg.transcripts_per_step:
-                write_transcripts(episodes, run_dir / "transcripts", step, limit=cfg.transcripts_per_step)
+                write_transcripts(
+                    episodes, run_dir / "transcripts", step, limit=cfg.transcripts_per_step
+                )
             for sink in sinks:
                 sink.log(metrics, step)
             log(format_progress(step + 1, cfg.num_steps, metrics, time.perf_counter() - started))

@@ -21,7 +21,9 @@ def before_after(metrics_path: Path) -> str:
         return "no evaluation rows (eval_every=0?)"
     first, last = rows[0], rows[-1]
     lines = [f"evaluation at step {first['step']} -> step {last['step']}:"]
-    for key in sorted(k for k in last if k.startswith("eval/") and k.rsplit("/", 1)[-1] in SUMMARY_KEYS):
+    for key in sorted(
+        k for k in last if k.startswith("eval/") and k.rsplit("/", 1)[-1] in SUMMARY_KEYS
+    ):
         before = first.get(key)
         before_s = f"{before:.3f}" if isinstance(before, (int, float)) else "  -  "
         lines.append(f"  {key[5:]:<52} {before_s} -> {last[key]:.3f}")

@@ -79,7 +79,9 @@ def make_learner_factory(cfg: TrainConfig) -> Callable[[], Learner]:
             dtype=cfg.dtype,
             seed=cfg.seed,
         )
-        return TorchLearner(model_cfg, micro_batch_tokens=cfg.micro_batch_tokens, max_grad_norm=cfg.max_grad_norm)
+        return TorchLearner(
+            model_cfg, micro_batch_tokens=cfg.micro_batch_tokens, max_grad_norm=cfg.max_grad_norm
+        )
 
     return build
 
@@ -88,7 +90,9 @@ def build_sinks(cfg: TrainConfig, run_dir: Path) -> list[MetricsSink]:
     sinks: list[MetricsSink] = []
     if cfg.wandb_project:
         sinks.append(
-            WandbSink(cfg.wandb_project, cfg.wandb_name or run_dir.name, cfg.to_json(), str(run_dir))
+            WandbSink(
+                cfg.wandb_project, cfg.wandb_name or run_dir.name, cfg.to_json(), str(run_dir)
+            )
         )
     if cfg.tensorboard:
         sinks.append(TensorBoardSink(run_dir / "tensorboard"))
@@ -101,14 +105,21 @@ def make_eval_fn(cfg: TrainConfig, setup: RunSetup) -> Callable[[Learner, int], 
 
     def run(learner: Learner, step: int) -> dict[str, float]:
         t0 = time.perf_counter()
-        params = SamplingParams(max_tokens=cfg.max_tokens, temperature=cfg.eval_temperature, top_p=cfg.top_p)
+        params = SamplingParams(
+            max_tokens=cfg.max_tokens, temperature=cfg.eval_temperature, top_p=cfg.top_p
+        )
         candidate = LLMPolicy(
-            learner.sampler(), setup.prompt_spec, params, name="policy", spec_by_game=setup.spec_by_game
+            learner.sampler(),
+            setup.prompt_spec,
+            params,
+            name="policy",
+            spec_by_game=setup.spec_by_game,
         )
         metrics: dict[str, float] = {}
         for game_id in env_ids:
             opponents = {
-                name: make_agent(name, game_id=game_id, seed=cfg.seed + 1) for name in cfg.eval_opponent_names
+                name: make_agent(name, game_id=game_id, seed=cfg.seed + 1)
+                for name in cfg.eval_opponent_names
             }
             results, _ = evaluate(
                 candidate,

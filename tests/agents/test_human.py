@@ -15,8 +15,14 @@ def test_bad_input_is_answered_then_a_legal_move_is_taken() -> None:
     # A word that is no move, an occupied cell, then cells without brackets until one is free.
     stdin = io.StringIO("banana\n[4]\n4\n0\n1\n2\n3\n5\n6\n7\n8\n")
     human = HumanAgent(stdin=stdin, out=lines.append)
-    returns = play("TicTacToe-v0", make_agent("optimal", game_id="TicTacToe-v0", seed=0), human, seat=1,
-                   seed=0, out=lines.append)
+    returns = play(
+        "TicTacToe-v0",
+        make_agent("optimal", game_id="TicTacToe-v0", seed=0),
+        human,
+        seat=1,
+        seed=0,
+        out=lines.append,
+    )
     text = "\n".join(lines)
     assert "'banana' is not a legal move here" in text
     assert "Legal moves:" in text and "Game over:" in text
@@ -36,12 +42,26 @@ def test_numbered_choice_and_case_insensitive_words() -> None:
 def test_cli_play_runs_in_a_terminal_session() -> None:
     moves = "".join(f"{i}\n" for i in range(9)) * 2
     proc = subprocess.run(
-        [sys.executable, "-m", "spiral.cli", "play", "game=TicTacToe-v0", "opponent=random", "seat=0"],
-        input=moves, capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "spiral.cli",
+            "play",
+            "game=TicTacToe-v0",
+            "opponent=random",
+            "seat=0",
+        ],
+        input=moves,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
     assert "Game over:" in proc.stdout
     bad = subprocess.run(
-        [sys.executable, "-m", "spiral.cli", "play", "game=Chess-v9"], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "spiral.cli", "play", "game=Chess-v9"],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert bad.returncode == 2 and "unknown game id" in bad.stderr

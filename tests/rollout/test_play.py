@@ -38,7 +38,13 @@ class Blunderer(Agent):
 
     def take_turns(self, states: Sequence[State], seed: int) -> list[Turn]:
         return [
-            Turn(s.game_id, s.current_player(), self.name, "", parse=ParseResult(None, ParseFailure("no_answer")))
+            Turn(
+                s.game_id,
+                s.current_player(),
+                self.name,
+                "",
+                parse=ParseResult(None, ParseFailure("no_answer")),
+            )
             for s in states
         ]
 
@@ -71,7 +77,10 @@ def test_invalid_move_ends_game_with_declared_policy() -> None:
 
 def test_minimax_never_loses_in_batched_rollout() -> None:
     specs = [GameSpec("TicTacToe-v0", seed=i, seats=("opt", "rand")) for i in range(200)]
-    players = {"opt": make_agent("optimal", game_id="TicTacToe-v0", seed=1), "rand": make_agent("random", seed=2)}
+    players = {
+        "opt": make_agent("optimal", game_id="TicTacToe-v0", seed=1),
+        "rand": make_agent("random", seed=2),
+    }
     episodes = play_games(specs, players, invalid_policy("spiral"))
     assert all(ep.winner != 1 for ep in episodes)
     assert sum(ep.winner == 0 for ep in episodes) / len(episodes) > 0.9
@@ -81,21 +90,27 @@ def test_draw_retry_replaces_draws() -> None:
     # Optimal vs optimal TicTacToe always draws: every game is re-played, and kept as a draw.
     players = {"opt": make_agent("optimal", game_id="TicTacToe-v0", seed=1)}
     specs = [GameSpec("TicTacToe-v0", seed=i, seats=("opt", "opt")) for i in range(4)]
-    episodes, metrics = play_with_draw_retry(specs, players, invalid_policy("spiral"), max_retries=2)
+    episodes, metrics = play_with_draw_retry(
+        specs, players, invalid_policy("spiral"), max_retries=2
+    )
     assert all(is_draw(ep) for ep in episodes)
     assert metrics["rollout/draw_replays"] == 8 and metrics["rollout/draws_kept"] == 4
     # Random play: retries turn most draws into decisive games.
     rand = {"r": make_agent("random", seed=5)}
     specs = [GameSpec("TicTacToe-v0", seed=i, seats=("r", "r")) for i in range(100)]
     plain = play_games(specs, rand, invalid_policy("spiral"))
-    retried, _ = play_with_draw_retry(specs, {"r": make_agent("random", seed=5)}, invalid_policy("spiral"), max_retries=3)
+    retried, _ = play_with_draw_retry(
+        specs, {"r": make_agent("random", seed=5)}, invalid_policy("spiral"), max_retries=3
+    )
     assert sum(map(is_draw, retried)) < sum(map(is_draw, plain))
 
 
 def test_same_seed_same_games() -> None:
     def run() -> list[tuple[str, ...]]:
         specs = [GameSpec("KuhnPoker-v1", seed=i, seats=("r", "r")) for i in range(20)]
-        eps = play_games(specs, {"r": make_agent("random", seed=9)}, invalid_policy("spiral"), seed=1)
+        eps = play_games(
+            specs, {"r": make_agent("random", seed=9)}, invalid_policy("spiral"), seed=1
+        )
         return [ep.moves for ep in eps]
 
     assert run() == run()

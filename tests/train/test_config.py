@@ -10,8 +10,14 @@ from spiral.train.setup import build_setup
 
 
 def test_original_style_command_line() -> None:
-    cfg = parse_config(["model_name=Qwen/Qwen3-4B-Base", "env_ids=TicTacToe-v0,KuhnPoker-v1",
-                        "batch_size=128", "learning_rate=4e-5"])
+    cfg = parse_config(
+        [
+            "model_name=Qwen/Qwen3-4B-Base",
+            "env_ids=TicTacToe-v0,KuhnPoker-v1",
+            "batch_size=128",
+            "learning_rate=4e-5",
+        ]
+    )
     assert cfg.env_ids == ("TicTacToe-v0", "KuhnPoker-v1")
     assert cfg.games_per_step == 64 and cfg.num_steps == 400  # 51200 // 128, as the original
     assert cfg.role_baseline_ema_gamma == 0.95 and cfg.loss_fn == "importance_sampling"
