@@ -161,16 +161,23 @@ class LiarsDiceState(State):
         return tuple(sorted(self.rng.randint(1, 6) for _ in range(n)))
 
     def _moves_text(self) -> str:
+        """What the seat to move needs in one message (enough for the "latest" style)."""
         total = sum(self.remaining)
+        own = ", ".join(map(str, self.dice[self.to_move]))
+        head = f"Your dice: {own}. Dice in play: {total}."
         if self.bid is None:
-            return f"Available Moves: '[Bid: q, f]' with 1 <= q <= {total} and 1 <= f <= 6."
+            return f"{head} No bid yet.\nAvailable Moves: '[Bid: q, f]' with 1 <= q <= {total} and 1 <= f <= 6."
         q0, f0 = self.bid
         options = ["'[Call]'"]
         if q0 < total:
             options.append(f"'[Bid: q, f]' with {q0} < q <= {total} (any face)")
         if f0 < 6:
             options.append(f"'[Bid: {q0}, f]' with f > {f0}")
-        return f"Current bid: {q0} of face {f0}. Available Moves: " + ", or ".join(options) + "."
+        return (
+            f"{head} Current bid: {q0} of face {f0}.\nAvailable Moves: "
+            + ", or ".join(options)
+            + "."
+        )
 
     def _rules(self, seat: Seat) -> str:
         return (
