@@ -39,7 +39,17 @@ DIFFERENT = [
     ("\\text{Tuesday}", "Monday"),
 ]
 
-GARBAGE = ["", "   ", "}}}{{\\frac", "\\boxed{", "hello world", "\\left(", "$$$", "\x00\uffff", "9" * 5000]
+GARBAGE = [
+    "",
+    "   ",
+    "}}}{{\\frac",
+    "\\boxed{",
+    "hello world",
+    "\\left(",
+    "$$$",
+    "\x00\uffff",
+    "9" * 5000,
+]
 
 
 @pytest.mark.parametrize(("prediction", "gold"), EQUAL)

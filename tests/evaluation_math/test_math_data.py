@@ -4,6 +4,7 @@ files and folders load with the common keys, subsets are seeded, errors say what
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -85,8 +86,12 @@ def test_folder_of_files_loads_in_name_order(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("ignored")
     problems = load_math(str(tmp_path))
     assert problems == [
-        MathProblem(id=f"{tmp_path.name}/a-0", problem="q1", answer="1", source=f"{tmp_path.name}/a"),
-        MathProblem(id=f"{tmp_path.name}/b-0", problem="q2", answer="2", source=f"{tmp_path.name}/b"),
+        MathProblem(
+            id=f"{tmp_path.name}/a-0", problem="q1", answer="1", source=f"{tmp_path.name}/a"
+        ),
+        MathProblem(
+            id=f"{tmp_path.name}/b-0", problem="q2", answer="2", source=f"{tmp_path.name}/b"
+        ),
     ]
 
 
@@ -118,5 +123,10 @@ def test_hub_benchmark_offline_says_to_pass_a_local_file(monkeypatch: pytest.Mon
     # import fails. Both errors must point to local files and the shipped samples.
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    # The libraries read those variables at import; if an earlier test imported them, set
+    # the flags they already read, so no test ever waits on network retries.
+    for module in ("huggingface_hub.constants", "datasets.config"):
+        if module in sys.modules:
+            monkeypatch.setattr(sys.modules[module], "HF_HUB_OFFLINE", True)
     with pytest.raises((ImportError, RuntimeError), match="sample:gsm8k|local"):
         load_math("gsm8k")
