@@ -83,7 +83,11 @@ def train_step(
 
     t1 = time.perf_counter()
     advantages, new_baselines, rae_metrics = rae_advantages(
-        episodes, baselines, decay=cfg.role_baseline_ema_gamma, use_baseline=cfg.use_role_baseline
+        episodes,
+        baselines,
+        decay=cfg.role_baseline_ema_gamma,
+        use_baseline=cfg.use_role_baseline,
+        trained_agents={POLICY},  # never train on turns sampled by frozen opponents
     )
     datums, assemble_metrics = assemble(
         episodes, advantages, gamma=cfg.gamma, filter_zero_adv=cfg.filter_zero_adv
