@@ -55,10 +55,9 @@ def _finish(
     invalid: InvalidMovePolicy | None,
     offender: int | None,
 ) -> Episode:
+    winner: int | None
     if offender is not None and invalid is not None:
-        returns = [0.0, 0.0]
-        returns[offender] = invalid.offender
-        returns[1 - offender] = invalid.other
+        returns = list(invalid.returns(offender))
         outcome: Outcome = "invalid"
         winner = 1 - offender
     else:
