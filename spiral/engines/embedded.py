@@ -80,7 +80,16 @@ def _convert(gguf: Path, out_dir: Path) -> None:
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     if not tokenizer.chat_template:
         tokenizer.chat_template = SMOLLM2_CHAT_TEMPLATE
-    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    loaded = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    # The loaded weights are already de-quantised, but transformers still marks the model
+    # as "gguf-quantised" and refuses to save it: copy them into a plain model instead.
+    config = loaded.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    model = AutoModelForCausalLM.from_config(config)
+    model.load_state_dict(loaded.state_dict())
+    model.generation_config = loaded.generation_config
+    del loaded
     model.save_pretrained(str(out_dir))
     tokenizer.save_pretrained(str(out_dir))
     reloaded = AutoTokenizer.from_pretrained(str(out_dir))

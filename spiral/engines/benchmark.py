@@ -1,0 +1,185 @@
+"""Engine benchmark: sampling prefill/decode speed, prefix-reuse gain, learner throughput.
+
+`run_engine_benchmark()` returns one flat dict of floats (prints nothing; `spiral bench`
+formats it). Workload: `batch` prompts of `prompt_tokens` random ordinary tokens whose
+first `shared_prefix_tokens` are identical (like the rules text every game of one id
+shares), `new_tokens` sampled per prompt at temperature 1.
+
+Keys (rates in tokens/s):
+- `sample/prefill_tokens_per_s`: prompt tokens / prefill time, counting the shared prefix
+  once per row as the caller sees it (the effective rate with prefix reuse);
+  `sample/prefill_computed_tokens_per_s`: tokens actually run through the model / time.
+- `sample/decode_tokens_per_s`: generated tokens / decode-loop time.
+- `sample/speedup_vs_hf_generate`: generated tokens per second of our batched sampler
+  (prefill + decode) over a loop of per-request `model.generate` calls with KV cache;
+  `sample/speedup_prefix_reuse`: the same sampler with vs without prefix reuse.
+- `learn/tokens_per_s`: forward_backward over the prompts + completions.
+- `machine/matmul_flops`: measured peak of a large fp32 (bf16 on CUDA) matmul;
+  `learn/mfu`: 6 * parameters * tokens / time / peak (the usual dense-training estimate;
+  with LoRA the true work is nearer 4 * parameters per token, so read it as an upper
+  bound on work done).
+Timings on a shared machine vary with its load; compare runs on the same machine only.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any
+
+import torch
+
+from spiral.engines.base import SamplingParams
+from spiral.engines.learner import TorchLearner
+from spiral.engines.loading import ModelConfig
+from spiral.engines.sampler import TorchSampler
+from spiral.types import Datum
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def measure_matmul_flops(device: torch.device, seconds: float = 1.0) -> float:
+    """FLOP/s of repeated square matmuls (fp32 on CPU, bf16 on CUDA)."""
+    n = 4096 if device.type == "cuda" else 1024
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    torch.matmul(a, b)  # warm-up (allocations, kernel selection)
+    _sync(device)
+    reps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        torch.matmul(a, b)
+        reps += 1
+        if device.type == "cuda" and reps % 10:
+            continue
+        _sync(device)
+    _sync(device)
+    return 2.0 * n**3 * reps / (time.perf_counter() - start)
+
+
+def _prompts(
+    vocab: int, special: set[int], batch: int, length: int, shared: int, seed: int
+) -> list[list[int]]:
+    rng = random.Random(seed)
+    ordinary = [t for t in range(min(vocab, 20000)) if t not in special]
+    prefix = [rng.choice(ordinary) for _ in range(min(shared, length))]
+    return [
+        prefix + [rng.choice(ordinary) for _ in range(length - len(prefix))] for _ in range(batch)
+    ]
+
+
+def _time_sampler(
+    sampler: TorchSampler, prompts: list[list[int]], new_tokens: int
+) -> tuple[dict[str, float], float, list[Any]]:
+    params = SamplingParams(max_tokens=new_tokens, temperature=1.0, seed=0)
+    start = time.perf_counter()
+    completions = sampler.sample(prompts, params)
+    _sync(sampler.model.device)
+    return dict(sampler.last_stats), time.perf_counter() - start, completions
+
+
+def _time_hf_generate(
+    model: Any, prompts: list[list[int]], new_tokens: int, pad: int
+) -> tuple[float, int]:
+    """Per-request `generate` (KV cache on, sampling): seconds, generated tokens."""
+    device = model.device
+    generated, start = 0, time.perf_counter()
+    with torch.inference_mode():
+        for prompt in prompts:
+            ids_1T = torch.tensor([prompt], device=device)
+            out = model.generate(
+                input_ids=ids_1T,
+                attention_mask=torch.ones_like(ids_1T),
+                max_new_tokens=new_tokens,
+                do_sample=True,
+                temperature=1.0,
+                top_k=0,
+                pad_token_id=pad,
+            )
+            generated += out.shape[1] - ids_1T.shape[1]
+    _sync(device)
+    return time.perf_counter() - start, generated
+
+
+def _learner_datums(prompts: list[list[int]], completions: list[Any]) -> list[Datum]:
+    datums = []
+    for prompt, completion in zip(prompts, completions, strict=True):
+        seq = list(prompt) + list(completion.tokens)
+        n_prompt = len(prompt) - 1
+        n_done = len(completion.tokens)
+        datums.append(
+            Datum(
+                input_ids=tuple(seq[:-1]),
+                target_ids=tuple(seq[1:]),
+                sampler_logprobs=(0.0,) * n_prompt + tuple(completion.logprobs),
+                advantages=(0.0,) * n_prompt + (1.0,) * n_done,
+                mask=(0.0,) * n_prompt + (1.0,) * n_done,
+            )
+        )
+    return datums
+
+
+def _benchmark_loss(
+    new_T: torch.Tensor, old_T: torch.Tensor, adv_T: torch.Tensor, mask_T: torch.Tensor
+) -> tuple[torch.Tensor, dict[str, float]]:
+    return -(adv_T * torch.exp(new_T - old_T) * mask_T).sum(), {}
+
+
+def run_engine_benchmark(
+    model: str = "embedded",
+    batch: int = 16,
+    prompt_tokens: int = 256,
+    new_tokens: int = 32,
+    shared_prefix_tokens: int = 192,
+    lora_rank: int = 32,
+    seed: int = 0,
+) -> dict[str, float]:
+    """Measure the local torch engine on `model`; see the module docstring for the keys."""
+    learner = TorchLearner(ModelConfig(model=model, lora_rank=lora_rank, seed=seed))
+    device = learner.model.device
+    tok = learner.tokenizer
+    special = set(getattr(tok, "all_special_ids", []))
+    prompts = _prompts(len(tok), special, batch, prompt_tokens, shared_prefix_tokens, seed)
+    result: dict[str, float] = {"machine/matmul_flops": measure_matmul_flops(device)}
+
+    sampler = learner.sampler()
+    _time_sampler(sampler, prompts[:2], 2)  # warm-up
+    stats, reuse_s, completions = _time_sampler(sampler, prompts, new_tokens)
+    plain = TorchSampler(learner.model, tok, prefix_reuse=False)
+    _, plain_s, plain_completions = _time_sampler(plain, prompts, new_tokens)
+    hf_s, hf_tokens = _time_hf_generate(learner.model, prompts, new_tokens, sampler.pad_id)
+    ours_rate = stats["decode_tokens"] / reuse_s
+    plain_rate = sum(len(c.tokens) for c in plain_completions) / plain_s
+    result.update(
+        {
+            "sample/prefill_tokens_per_s": stats["prompt_tokens"] / stats["prefill_s"],
+            "sample/prefill_computed_tokens_per_s": stats["prefill_tokens"] / stats["prefill_s"],
+            "sample/decode_tokens_per_s": stats["decode_tokens"] / stats["decode_s"],
+            "sample/generated_tokens": stats["decode_tokens"],
+            "sample/seconds": reuse_s,
+            "sample/seconds_no_prefix_reuse": plain_s,
+            "sample/seconds_hf_generate": hf_s,
+            "sample/speedup_vs_hf_generate": ours_rate / (hf_tokens / hf_s),
+            "sample/speedup_prefix_reuse": ours_rate / plain_rate,
+        }
+    )
+
+    datums = _learner_datums(prompts, completions)
+    tokens = float(sum(len(d.input_ids) for d in datums))
+    start = time.perf_counter()
+    learner.forward_backward(datums, _benchmark_loss)
+    _sync(device)
+    learn_s = time.perf_counter() - start
+    params = float(sum(p.numel() for p in learner.model.parameters()))
+    result.update(
+        {
+            "learn/tokens_per_s": tokens / learn_s,
+            "learn/seconds": learn_s,
+            "learn/mfu": 6.0 * params * tokens / learn_s / result["machine/matmul_flops"],
+            "model/parameters": params,
+        }
+    )
+    return result

@@ -1,0 +1,79 @@
+"""Shared fixtures for engine tests: tiny real models built once per session."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from spiral.engines.tiny import make_tiny_model
+from spiral.types import AnswerConstraint, Completion, Datum
+
+
+@pytest.fixture(scope="session")
+def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_tiny_model(tmp_path_factory.mktemp("tiny") / "llama", arch="llama")
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen3(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_tiny_model(tmp_path_factory.mktemp("tiny") / "qwen3", arch="qwen3")
+
+
+def chat_prompts(tokenizer: Any, texts: list[str]) -> list[list[int]]:
+    """Chat-template prompts of different lengths (so padding is exercised)."""
+    return [
+        list(
+            tokenizer.apply_chat_template(
+                [{"role": "user", "content": t}], add_generation_prompt=True, tokenize=True
+            )["input_ids"]
+        )
+        for t in texts
+    ]
+
+
+PROMPT_TEXTS = [
+    "Your move.",
+    "Your move. the board is shown below and you are playing tic tac toe against an opponent",
+    "hello",
+    "Your move. [4] [bet]",
+]
+
+
+def move_constraint(
+    tokenizer: Any, think_budget: int, marker: str = "\nAnswer: "
+) -> AnswerConstraint:
+    choices = tuple(tuple(tokenizer(f"[{k}]")["input_ids"]) for k in range(9))
+    mark = tuple(tokenizer(marker)["input_ids"]) if marker else ()
+    return AnswerConstraint(choices=choices, marker=mark, think_budget=think_budget)
+
+
+def to_datum(prompt: list[int], completion: Completion, advantage: float = 1.0) -> Datum:
+    """Tinker layout: prompt + completion shifted; only completion positions are masked in."""
+    seq = list(prompt) + list(completion.tokens)
+    n_prompt, n_done = len(prompt) - 1, len(completion.tokens)
+    start = None if completion.answer_start is None else n_prompt + completion.answer_start
+    return Datum(
+        input_ids=tuple(seq[:-1]),
+        target_ids=tuple(seq[1:]),
+        sampler_logprobs=(0.0,) * n_prompt + tuple(completion.logprobs),
+        advantages=(0.0,) * n_prompt + (advantage,) * n_done,
+        mask=(0.0,) * n_prompt + (1.0,) * n_done,
+        constraint_start=start,
+        constraint=completion.constraint,
+    )
+
+
+def is_loss(
+    new_T: torch.Tensor, old_T: torch.Tensor, adv_T: torch.Tensor, mask_T: torch.Tensor
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Importance-sampling loss summed over tokens (the Tinker default's shape)."""
+    ratio_T = torch.exp(new_T - old_T)
+    n = float(mask_T.sum().clamp(min=1.0))
+    return -(adv_T * ratio_T * mask_T).sum(), {"ratio": float((ratio_T * mask_T).sum()) / n}
+
+
+LossFnT = Callable[..., tuple[torch.Tensor, dict[str, float]]]

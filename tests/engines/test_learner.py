@@ -1,0 +1,164 @@
+"""TorchLearner: micro-batching invariance, learning signal, checkpoints, staleness."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from spiral.engines.base import Learner, SamplingParams
+from spiral.engines.learner import TorchLearner
+from spiral.engines.loading import ModelConfig
+from spiral.engines.sampler import StaleSamplerError
+from spiral.types import Datum
+
+from .conftest import PROMPT_TEXTS, chat_prompts, is_loss, move_constraint, to_datum
+
+
+def _datums(learner: TorchLearner, seed: int = 0) -> list[Datum]:
+    tok = learner.tokenizer
+    prompts = chat_prompts(tok, PROMPT_TEXTS) * 2
+    cons = [None, move_constraint(tok, 3)] * 4
+    out = learner.sampler().sample(prompts, SamplingParams(max_tokens=10, seed=seed), cons)
+    advantages = [1.0, -1.0, 0.5, 1.0, -0.5, 1.0, 2.0, -1.0]
+    return [to_datum(p, c, a) for p, c, a in zip(prompts, out, advantages, strict=True)]
+
+
+def _grads(learner: TorchLearner) -> dict[str, torch.Tensor]:
+    return {n: p.grad.clone() for n, p in learner.model.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("rank", [4, 0])
+def test_gradient_does_not_depend_on_micro_batching(tiny_llama: Path, rank: int) -> None:
+    learner = TorchLearner(ModelConfig(str(tiny_llama), lora_rank=rank), micro_batch_tokens=10**6)
+    assert isinstance(learner, Learner)
+    datums = _datums(learner)
+    if rank > 0:  # LoRA B starts at zero, so take one step to make every gradient non-trivial
+        learner.forward_backward(datums, is_loss)
+        learner.optim_step(1e-2)
+        datums = _datums(learner, seed=1)
+    one = learner.forward_backward(datums, is_loss)
+    whole = _grads(learner)
+    learner.model.zero_grad(set_to_none=True)
+    learner.micro_batch_tokens = 40  # forces about one datum per micro-batch
+    assert len(learner._micro_batches(datums)) >= len(datums) - 1
+    many = learner.forward_backward(datums, is_loss)
+    split = _grads(learner)
+    assert set(whole) == set(split) and whole
+    for name in whole:
+        assert torch.allclose(whole[name], split[name], atol=1e-5), name
+    assert abs(one["loss"] - many["loss"]) < 1e-5
+    assert one["num_tokens"] == many["num_tokens"] == sum(sum(d.mask) for d in datums)
+
+
+def test_steps_raise_logprob_of_positive_advantage(tiny_llama: Path) -> None:
+    learner = TorchLearner(ModelConfig(str(tiny_llama), lora_rank=8))
+    datums = _datums(learner)
+
+    def completion_logp(values: list[list[float]]) -> list[float]:
+        return [
+            sum(v * m for v, m in zip(vs, d.mask, strict=True))
+            for vs, d in zip(values, datums, strict=True)
+        ]
+
+    before = completion_logp(learner.logprobs(datums))
+    for _ in range(4):
+        metrics = learner.forward_backward(datums, is_loss)
+        step = learner.optim_step(5e-3)
+    assert step["lr"] == 5e-3 and step["grad_norm"] > 0 and learner.version == 4
+    assert set(metrics) >= {"loss", "num_tokens", "ratio"}
+    after = completion_logp(learner.logprobs(datums))
+    sign = [1.0 if d.advantages[-1] > 0 else -1.0 for d in datums]
+    gain_pos = sum(a - b for a, b, s in zip(after, before, sign, strict=True) if s > 0)
+    gain_neg = sum(a - b for a, b, s in zip(after, before, sign, strict=True) if s < 0)
+    assert gain_pos > 0.5 and gain_neg < -0.5
+
+
+def test_stale_sampler_raises(tiny_llama: Path) -> None:
+    learner = TorchLearner(ModelConfig(str(tiny_llama), lora_rank=4))
+    old = learner.sampler()
+    datums = _datums(learner)
+    learner.forward_backward(datums, is_loss)
+    learner.optim_step(1e-3)
+    with pytest.raises(StaleSamplerError, match="learner.sampler"):
+        old.sample([[1, 2, 3]], SamplingParams(max_tokens=2))
+    with pytest.raises(StaleSamplerError):
+        old.score([[1, 2]], [[3]])
+    fresh = learner.sampler()
+    assert fresh.version == 1
+    assert len(fresh.sample([[1, 2, 3]], SamplingParams(max_tokens=2, seed=0))) == 1
+
+
+@pytest.mark.parametrize("rank", [4, 0])
+def test_save_load_round_trip(tiny_llama: Path, tmp_path: Path, rank: int) -> None:
+    cfg = ModelConfig(str(tiny_llama), lora_rank=rank)
+    learner = TorchLearner(cfg)
+    learner.temperature = 0.9
+    datums = _datums(learner)
+    for _ in range(2):
+        learner.forward_backward(datums, is_loss)
+        learner.optim_step(1e-3)
+    learner.save(tmp_path / "ckpt")
+    layout = "adapter_model.safetensors" if rank else "model.safetensors"
+    assert (tmp_path / "ckpt" / layout).is_file()
+    assert (tmp_path / "ckpt" / "tokenizer.json").is_file()
+    assert not list((tmp_path / "ckpt").glob("*.bin")) and not list(
+        (tmp_path / "ckpt").glob("*.pt")
+    )
+
+    restored = TorchLearner(cfg)
+    restored.load(tmp_path / "ckpt")
+    assert restored.version == 2 and restored.temperature == 0.9
+    assert restored.logprobs(datums) == learner.logprobs(datums)
+    a, b = learner._get_optimizer().state_dict(), restored._get_optimizer().state_dict()
+    assert a["param_groups"] == b["param_groups"]
+    for k in a["state"]:
+        for key, value in a["state"][k].items():
+            assert torch.equal(value, b["state"][k][key]), key
+    # Identical next step from identical state.
+    learner.forward_backward(datums, is_loss)
+    restored.forward_backward(datums, is_loss)
+    learner.optim_step(1e-3)
+    restored.optim_step(1e-3)
+    assert restored.logprobs(datums) == learner.logprobs(datums)
+    # The folder is also a model: ModelConfig(model=<checkpoint>) resumes from it.
+    reopened = TorchLearner(ModelConfig(str(tmp_path / "ckpt"), lora_rank=rank))
+    reopened.temperature = 0.9
+    reopened.load(tmp_path / "ckpt")
+    assert reopened.version == 2
+
+
+def test_load_rejects_the_other_layout(tiny_llama: Path, tmp_path: Path) -> None:
+    lora = TorchLearner(ModelConfig(str(tiny_llama), lora_rank=4))
+    lora.save(tmp_path / "lora")
+    full = TorchLearner(ModelConfig(str(tiny_llama), lora_rank=0))
+    with pytest.raises(ValueError, match="lora_rank > 0"):
+        full.load(tmp_path / "lora")
+
+
+def test_export_merged_matches_lora(tiny_llama: Path, tmp_path: Path) -> None:
+    learner = TorchLearner(ModelConfig(str(tiny_llama), lora_rank=4))
+    datums = _datums(learner)
+    for _ in range(2):
+        learner.forward_backward(datums, is_loss)
+        learner.optim_step(1e-2)
+    learner.export_merged(tmp_path / "merged")
+    plain = AutoModelForCausalLM.from_pretrained(str(tmp_path / "merged"))
+    assert not any("lora" in n for n, _ in plain.named_parameters())
+    d = datums[0]
+    with torch.no_grad():
+        logits = plain(torch.tensor([d.input_ids])).logits[0].float()
+    expected = (
+        torch.log_softmax(logits, -1).gather(1, torch.tensor(d.target_ids).unsqueeze(1)).squeeze(1)
+    )
+    assert torch.allclose(torch.tensor(learner.logprobs([d])[0]), expected, atol=1e-4)
+    # The live learner still has its adapter and keeps training.
+    assert any("lora" in n for n, _ in learner.model.named_parameters())
+
+
+def test_forward_backward_rejects_empty(tiny_llama: Path) -> None:
+    learner = TorchLearner(ModelConfig(str(tiny_llama), lora_rank=4))
+    with pytest.raises(ValueError, match="no datums"):
+        learner.forward_backward([], is_loss)

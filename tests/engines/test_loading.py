@@ -1,0 +1,75 @@
+"""Model loading: local folders, LoRA vs full, adapter and full checkpoints, tiny models."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from spiral.engines.loading import ModelConfig, load_model_and_tokenizer, resolve_model_path
+
+
+def test_model_config_defaults() -> None:
+    cfg = ModelConfig("x")
+    assert cfg.lora_rank == 32 and cfg.alpha == 64
+    assert ModelConfig("x", lora_rank=8, lora_alpha=8).alpha == 8
+
+
+def test_tiny_model_is_a_real_hf_folder(tiny_qwen3: Path) -> None:
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_qwen3))
+    tok = AutoTokenizer.from_pretrained(str(tiny_qwen3))
+    assert type(model).__name__ == "Qwen3ForCausalLM"
+    assert tok.chat_template and tok.eos_token == "<|im_end|>" and tok.pad_token_id is not None
+    text = "Your move. \\boxed{[4]} [bet] héllo"
+    assert tok.decode(tok(text)["input_ids"]) == text
+    assert len(tok("[4]")["input_ids"]) <= 3  # game tokens are learned merges, not bytes
+
+
+def test_resolve_model_path(tiny_llama: Path, tmp_path: Path) -> None:
+    assert resolve_model_path(str(tiny_llama)) == str(tiny_llama)
+    assert resolve_model_path("Qwen/Qwen3-0.6B") == "Qwen/Qwen3-0.6B"  # a hub id, untouched
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        resolve_model_path(str(tmp_path / "missing"))
+    with pytest.raises(FileNotFoundError, match="config.json"):
+        resolve_model_path(str(tmp_path))
+
+
+def test_lora_and_full_trainable_parameters(tiny_llama: Path) -> None:
+    lora, _ = load_model_and_tokenizer(ModelConfig(str(tiny_llama), lora_rank=4))
+    trainable = [n for n, p in lora.named_parameters() if p.requires_grad]
+    assert trainable and all("lora_" in n for n in trainable)
+    assert any("q_proj" in n for n in trainable) and any("down_proj" in n for n in trainable)
+    assert not any("lm_head" in n for n in trainable)
+    full, tok = load_model_and_tokenizer(ModelConfig(str(tiny_llama), lora_rank=0))
+    assert all(p.requires_grad for p in full.parameters())
+    assert full.dtype == torch.float32 and full.device.type == "cpu"
+    assert tok.pad_token_id is not None
+
+
+def test_adapter_and_full_checkpoint_folders_load(tiny_llama: Path, tmp_path: Path) -> None:
+    lora, tok = load_model_and_tokenizer(ModelConfig(str(tiny_llama), lora_rank=4))
+    with torch.no_grad():
+        for name, p in lora.named_parameters():
+            if "lora_B" in name:
+                p.fill_(0.01)  # make the adapter matter
+    lora.save_pretrained(str(tmp_path / "adapter"))
+    tok.save_pretrained(str(tmp_path / "adapter"))
+    assert json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())
+    ids = torch.tensor([[1, 20, 30, 40]])
+    lora.eval()
+    with torch.no_grad():
+        expected = lora(ids).logits
+    again, _ = load_model_and_tokenizer(ModelConfig(str(tmp_path / "adapter"), lora_rank=4))
+    merged, _ = load_model_and_tokenizer(ModelConfig(str(tmp_path / "adapter"), lora_rank=0))
+    assert any(p.requires_grad and "lora_" in n for n, p in again.named_parameters())
+    assert not any("lora_" in n for n, _ in merged.named_parameters())
+    merged.save_pretrained(str(tmp_path / "full"))
+    tok.save_pretrained(str(tmp_path / "full"))
+    full, _ = load_model_and_tokenizer(ModelConfig(str(tmp_path / "full"), lora_rank=0))
+    for model in (again, merged, full):
+        model.eval()
+        with torch.no_grad():
+            assert torch.allclose(model(ids).logits, expected, atol=1e-5)

@@ -1,0 +1,147 @@
+"""TorchSampler on a tiny real model: exactness, determinism, stop rules, prefix reuse."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from spiral.engines.base import Sampler, SamplingParams
+from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
+from spiral.engines.sampler import TorchSampler, common_prefix_len
+
+from .conftest import PROMPT_TEXTS, chat_prompts
+
+
+@pytest.fixture(scope="module")
+def sampler(tiny_llama: Path) -> TorchSampler:
+    model, tokenizer = load_model_and_tokenizer(ModelConfig(str(tiny_llama), lora_rank=0))
+    return TorchSampler(model, tokenizer)
+
+
+def _forward_logprobs(
+    s: TorchSampler, prompt: list[int], tokens: tuple[int, ...], t: float
+) -> torch.Tensor:
+    seq = torch.tensor([list(prompt) + list(tokens)])
+    with torch.no_grad():
+        logits = s.model(seq).logits[0].float() / t
+    logp = torch.log_softmax(logits, dim=-1)[len(prompt) - 1 : -1]
+    return logp.gather(1, torch.tensor(tokens).unsqueeze(1)).squeeze(1)
+
+
+def test_is_a_sampler(sampler: TorchSampler) -> None:
+    assert isinstance(sampler, Sampler)
+
+
+def test_logprobs_match_unpadded_forward(sampler: TorchSampler) -> None:
+    prompts = chat_prompts(sampler.tokenizer, PROMPT_TEXTS)
+    assert len({len(p) for p in prompts}) == len(prompts)  # padding really happens
+    out = sampler.sample(prompts, SamplingParams(max_tokens=12, temperature=0.7, seed=1))
+    for prompt, c in zip(prompts, out, strict=True):
+        assert len(c.tokens) == len(c.logprobs) > 0
+        expected = _forward_logprobs(sampler, prompt, c.tokens, 0.7)
+        assert torch.allclose(torch.tensor(c.logprobs), expected, atol=1e-4)
+        assert c.text == sampler.tokenizer.decode(list(c.tokens), skip_special_tokens=True)
+
+
+def test_same_seed_same_output_and_other_seed_differs(sampler: TorchSampler) -> None:
+    prompts = chat_prompts(sampler.tokenizer, PROMPT_TEXTS)
+    a = sampler.sample(prompts, SamplingParams(max_tokens=10, seed=5))
+    b = sampler.sample(prompts, SamplingParams(max_tokens=10, seed=5))
+    c = sampler.sample(prompts, SamplingParams(max_tokens=10, seed=6))
+    assert [x.tokens for x in a] == [x.tokens for x in b]
+    assert [x.tokens for x in a] != [x.tokens for x in c]
+
+
+def test_chunking_and_prefix_reuse_do_not_change_samples(sampler: TorchSampler) -> None:
+    prompts = chat_prompts(sampler.tokenizer, PROMPT_TEXTS) * 2
+    params = SamplingParams(max_tokens=10, seed=3)
+    reference = sampler.sample(prompts, params)
+    assert sampler.last_stats["prefill_tokens"] < sampler.last_stats["prompt_tokens"]
+    small = TorchSampler(sampler.model, sampler.tokenizer, max_batch_tokens=40)
+    plain = TorchSampler(sampler.model, sampler.tokenizer, prefix_reuse=False)
+    for other in (small, plain):
+        out = other.sample(prompts, params)
+        assert [c.tokens for c in out] == [c.tokens for c in reference]
+        for x, y in zip(out, reference, strict=True):
+            assert max(abs(p - q) for p, q in zip(x.logprobs, y.logprobs, strict=True)) < 1e-4
+    assert plain.last_stats["prefill_tokens"] == plain.last_stats["prompt_tokens"]
+
+
+def test_length_and_stop_strings(sampler: TorchSampler) -> None:
+    prompts = chat_prompts(sampler.tokenizer, PROMPT_TEXTS)
+    free = sampler.sample(prompts, SamplingParams(max_tokens=30, seed=2))
+    assert all(len(c.tokens) <= 30 for c in free)
+    assert any(c.stop_reason == "length" and len(c.tokens) == 30 for c in free)
+    # Stop on a character that occurs in the free text, so every row can hit it.
+    stop = "e"
+    out = sampler.sample(prompts, SamplingParams(max_tokens=30, seed=2, stop=(stop,)))
+    hit = [c for c in out if c.stop_reason == "stop"]
+    assert hit, "no row produced the stop string; pick another"
+    for c in hit:
+        assert stop in c.text
+        assert len(c.tokens) == len(c.logprobs)
+        shorter = sampler.tokenizer.decode(list(c.tokens[:-1]), skip_special_tokens=True)
+        assert stop not in shorter  # cut at the token that completes the stop string
+    for c, f in zip(out, free, strict=True):  # same seed: the stop run is a prefix
+        assert c.tokens == f.tokens[: len(c.tokens)]
+
+
+def test_eos_stops_and_is_kept(tiny_llama: Path) -> None:
+    model, tokenizer = load_model_and_tokenizer(ModelConfig(str(tiny_llama), lora_rank=0))
+    eos = tokenizer.eos_token_id
+    # A real head that makes eos ten nats more likely than anything else, after 2 tokens.
+    hidden, vocab = model.config.hidden_size, model.config.vocab_size
+    head = torch.nn.Linear(hidden, vocab, bias=True)
+    with torch.no_grad():
+        head.weight.zero_()
+        head.bias.zero_()
+        head.bias[eos] = 10.0
+    model.lm_head = head
+    s = TorchSampler(model, tokenizer)
+    out = s.sample(chat_prompts(tokenizer, PROMPT_TEXTS), SamplingParams(max_tokens=50, seed=0))
+    assert all(c.stop_reason == "eos" and c.tokens[-1] == eos for c in out)
+    assert all(len(c.tokens) < 50 for c in out)
+
+
+def test_greedy_and_tiny_top_p_pick_the_mode(sampler: TorchSampler) -> None:
+    prompts = chat_prompts(sampler.tokenizer, PROMPT_TEXTS)
+    greedy = sampler.sample(prompts, SamplingParams(max_tokens=8, temperature=0.0))
+    nucleus = sampler.sample(prompts, SamplingParams(max_tokens=8, top_p=1e-6, seed=9))
+    assert [c.tokens for c in greedy] == [c.tokens for c in nucleus]
+    for prompt, c in zip(prompts, greedy, strict=True):
+        seq = torch.tensor([list(prompt)])
+        with torch.no_grad():
+            first = int(sampler.model(seq).logits[0, -1].argmax())
+        assert c.tokens[0] == first
+        # Greedy records log-probs at T = 1.
+        assert torch.allclose(
+            torch.tensor(c.logprobs), _forward_logprobs(sampler, prompt, c.tokens, 1.0), atol=1e-4
+        )
+
+
+def test_score_matches_forward(sampler: TorchSampler) -> None:
+    prompts = chat_prompts(sampler.tokenizer, PROMPT_TEXTS)
+    one = prompts[1]
+    moves = [sampler.tokenizer(f"[{k}]")["input_ids"] for k in range(9)]
+    scores = sampler.score([one] * 9 + prompts, moves + [moves[0], [], moves[3], moves[4]])
+    assert scores[10] == []
+    for prompt, cont, got in zip(
+        [one] * 9 + prompts, moves + [moves[0], [], moves[3], moves[4]], scores, strict=True
+    ):
+        if cont:
+            expected = _forward_logprobs(sampler, prompt, tuple(cont), 1.0)
+            assert torch.allclose(torch.tensor(got), expected, atol=1e-4)
+
+
+def test_bad_inputs_fail_loudly(sampler: TorchSampler) -> None:
+    with pytest.raises(ValueError, match="at least one token"):
+        sampler.sample([[]], SamplingParams())
+    with pytest.raises(ValueError, match="constraints"):
+        sampler.sample([[1, 2]], SamplingParams(), constraints=[None, None])
+
+
+def test_common_prefix_len() -> None:
+    assert common_prefix_len([[1, 2, 3], [1, 2, 4], [1, 2]]) == 2
+    assert common_prefix_len([[5], [6]]) == 0
