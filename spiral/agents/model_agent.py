@@ -1,0 +1,234 @@
+"""Checkpoint agents: `checkpoint:PATH` -> an LLMPolicy over the saved weights.
+
+`make_checkpoint_agent(arg, ...)` accepts, in this order:
+
+- a run folder (it has `checkpoints/`): its newest complete checkpoint, by
+  `checkpoints/index.jsonl`, else by scanning the `step_NNNNNN` folders;
+- a checkpoint folder (`step_NNNNNN/` with `learner/`, `loop_state.json`, `COMPLETE`):
+  the weights in `learner/` and the prompt choices of the run's config;
+- a model folder (config.json: an export or any HF model; adapter_config.json: a PEFT
+  adapter, merged into its base);
+- "base" / "embedded" / "" for the base model (`model_name=` picks it, default the
+  embedded SmolLM2), or any other string as a hub id.
+
+Choices:
+- Checkpoint folders are read directly (index.jsonl, loop_state.json, COMPLETE), not via
+  spiral.train, which sits above agents in the layer order.
+- Weights are loaded for inference only: a LoRA adapter is merged into its base
+  (`lora_rank=0`), the model goes to eval mode, and the sampler is a plain TorchSampler
+  (version = the checkpoint's step) with no staleness check: nothing trains it.
+- The prompt spec (template, answer format, system rules, think budget, per-game
+  observation style) and the sampling defaults (eval temperature, top_p, max_tokens) come
+  from the checkpoint's config, so a checkpoint is evaluated as it was trained; keyword
+  params override any of them. A model folder or the base model uses PromptSpec defaults.
+- The agent is named after what was loaded: "ckpt:step_000012", "model:<folder>",
+  "base:<model name>".
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from spiral.agents.llm_policy import LLMPolicy
+from spiral.engines.base import SamplingParams
+from spiral.prompts.spec import PromptSpec
+
+COMPLETE = "COMPLETE"
+BASE_NAMES = frozenset({"", "base", "embedded"})
+DEFAULT_MAX_TOKENS = 256
+SPEC_KEYS = ("template", "answer_format", "system_rules", "think_budget")
+
+
+class CheckpointNotFound(FileNotFoundError):
+    """A path that is neither a run, a checkpoint nor a model folder (says what to pass)."""
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """What `arg` resolved to: where the weights are, the run config, and a display name."""
+
+    model: str  # what load_model_and_tokenizer gets: a folder or a hub id / "embedded"
+    name: str
+    config: dict[str, Any] = field(default_factory=dict)
+    checkpoint: Path | None = None
+    step: int = 0
+
+
+def _is_complete(folder: Path) -> bool:
+    return (folder / COMPLETE).is_file() and (folder / "loop_state.json").is_file()
+
+
+def latest_checkpoint(run_dir: Path) -> Path:
+    """The newest complete checkpoint of a run folder (index first, then a folder scan)."""
+    ckpt_dir = run_dir / "checkpoints"
+    candidates = list_checkpoints(run_dir)
+    if not candidates:
+        raise CheckpointNotFound(
+            f"run folder {run_dir} has no complete checkpoint in {ckpt_dir} yet; wait for the "
+            "first save (save_every) or pass a checkpoint folder"
+        )
+    return candidates[-1][1]
+
+
+def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
+    """(step, folder) of every complete checkpoint of a run folder, oldest first."""
+    ckpt_dir = Path(run_dir) / "checkpoints"
+    found: dict[int, Path] = {}
+    index = ckpt_dir / "index.jsonl"
+    if index.is_file():
+        for line in index.read_text(encoding="utf-8").splitlines():
+            try:
+                row = json.loads(line)
+                step, folder = int(row["step"]), ckpt_dir / str(row["path"])
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+                continue  # a torn last line from a crash; the folder scan below still sees it
+            if _is_complete(folder):
+                found[step] = folder
+    for folder in ckpt_dir.glob("step_*"):
+        digits = folder.name[len("step_") :]
+        if digits.isdigit() and _is_complete(folder):
+            found.setdefault(int(digits), folder)
+    return sorted(found.items())
+
+
+def _model_folder(learner_dir: Path) -> Path:
+    """The HF/PEFT folder inside a checkpoint's learner/ (itself, or one level down)."""
+    for folder in (learner_dir, *sorted(p for p in learner_dir.glob("*") if p.is_dir())):
+        if (folder / "adapter_config.json").is_file() or (folder / "config.json").is_file():
+            return folder
+    raise CheckpointNotFound(
+        f"{learner_dir} holds no model (no adapter_config.json or config.json); the "
+        "checkpoint is damaged, use an earlier one"
+    )
+
+
+def _checkpoint_source(folder: Path) -> ModelSource:
+    if not (folder / COMPLETE).is_file():
+        raise CheckpointNotFound(
+            f"checkpoint {folder} is incomplete (no {COMPLETE} marker): it was being written "
+            "when the run stopped; use an earlier one from checkpoints/index.jsonl"
+        )
+    try:
+        state = json.loads((folder / "loop_state.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise CheckpointNotFound(
+            f"checkpoint {folder}: unreadable loop_state.json ({err})"
+        ) from err
+    config = dict(state.get("config") or {})
+    step = int(state.get("step", 0))
+    model = _model_folder(folder / "learner")
+    return ModelSource(str(model), f"ckpt:{folder.name}", config, folder, step)
+
+
+def resolve_source(arg: str, model_name: str = "") -> ModelSource:
+    """Work out what `arg` names (see the module docstring); nothing is loaded yet."""
+    if arg in BASE_NAMES:
+        base = model_name or "embedded"
+        return ModelSource(base, f"base:{Path(base).name or base}")
+    path = Path(arg).expanduser()
+    if path.is_dir():
+        if (path / "checkpoints").is_dir():
+            return _checkpoint_source(latest_checkpoint(path))
+        if (path / "learner").is_dir() or (path / "loop_state.json").is_file():
+            return _checkpoint_source(path)
+        if (path / "config.json").is_file() or (path / "adapter_config.json").is_file():
+            return ModelSource(str(path), f"model:{path.name}")
+        raise CheckpointNotFound(
+            f"{path} is a folder but not a run (checkpoints/), a checkpoint (learner/, "
+            "loop_state.json) or a model folder (config.json / adapter_config.json)"
+        )
+    if arg.startswith((".", "/", "~")) or path.exists():
+        raise CheckpointNotFound(f"checkpoint path {arg} does not exist")
+    return ModelSource(arg, f"base:{arg}")  # a hub id
+
+
+def load_sampler(source: ModelSource, device: str = "auto", dtype: str = "auto") -> Any:
+    """A TorchSampler over the source's weights (LoRA merged, eval mode)."""
+    from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
+    from spiral.engines.sampler import TorchSampler
+
+    cfg = ModelConfig(model=source.model, lora_rank=0, device=device, dtype=dtype)
+    model, tokenizer = load_model_and_tokenizer(cfg)
+    model.eval()
+    return TorchSampler(model, tokenizer, version=source.step)
+
+
+def prompt_specs(
+    config: dict[str, Any], overrides: dict[str, Any]
+) -> tuple[PromptSpec, dict[str, PromptSpec]]:
+    """The run's prompt spec and per-game observation styles, with `overrides` applied."""
+    values = {k: config[k] for k in SPEC_KEYS if k in config}
+    values.update({k: overrides[k] for k in (*SPEC_KEYS, "obs_style") if k in overrides})
+    spec = PromptSpec(**values)
+    by_game: dict[str, PromptSpec] = {}
+    if "obs_style" not in overrides:
+        envs = config.get("env_ids") or []
+        wrappers = config.get("use_llm_obs_wrappers") or []
+        for game_id, full in zip(envs, wrappers, strict=False):
+            by_game[game_id] = replace(spec, obs_style="history" if full else "latest")
+    return spec, by_game
+
+
+def sampling_params(config: dict[str, Any], overrides: dict[str, Any]) -> SamplingParams:
+    """Eval sampling: the run's eval temperature, top_p and max_tokens unless overridden."""
+    return SamplingParams(
+        max_tokens=int(overrides.get("max_tokens", config.get("max_tokens", DEFAULT_MAX_TOKENS))),
+        temperature=float(
+            overrides.get(
+                "temperature", config.get("eval_temperature", config.get("temperature", 1.0))
+            )
+        ),
+        top_p=float(overrides.get("top_p", config.get("top_p", 1.0))),
+    )
+
+
+class CheckpointPolicy(LLMPolicy):
+    """An LLMPolicy that remembers what it was loaded from (step, folder, run config)."""
+
+    def __init__(self, source: ModelSource, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.source = source
+
+
+_KNOWN_PARAMS = frozenset(
+    {
+        *SPEC_KEYS,
+        "obs_style",
+        "temperature",
+        "max_tokens",
+        "top_p",
+        "model_name",
+        "device",
+        "dtype",
+        "name",
+    }
+)
+
+
+def make_checkpoint_agent(
+    arg: str, game_id: str = "", seed: int = 0, **params: Any
+) -> CheckpointPolicy:
+    """Factory for the `checkpoint:PATH` spec: an LLMPolicy over the saved weights.
+
+    params: template, answer_format, system_rules, think_budget, obs_style, temperature,
+    max_tokens, top_p (override the checkpoint's config), model_name (for "base"),
+    device, dtype, name. `game_id` is unused: one policy plays every game.
+    """
+    unknown = set(params) - _KNOWN_PARAMS
+    if unknown:
+        raise TypeError(
+            f"checkpoint agent: unknown params {sorted(unknown)}; valid: {sorted(_KNOWN_PARAMS)}"
+        )
+    source = resolve_source(arg, str(params.get("model_name", "")))
+    spec, by_game = prompt_specs(source.config, params)
+    sampler = load_sampler(
+        source, str(params.get("device", "auto")), str(params.get("dtype", "auto"))
+    )
+    name = str(params.get("name") or source.name)
+    params_ = sampling_params(source.config, params)
+    return CheckpointPolicy(
+        source, sampler, spec, params_, name=name, seed=seed, spec_by_game=by_game
+    )

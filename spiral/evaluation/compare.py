@@ -1,0 +1,225 @@
+"""`spiral eval run=DIR [every=K]`: evaluate a run's checkpoints and compare them in ONE table.
+
+Writes into DIR/eval/:
+- compare.csv: long format, one row per (step, game, opponent, seat, metric) with the
+  value and, for rates, its 95% Wilson interval (low, high) and n; Kuhn exploitability
+  rows (game KuhnPokerSingle-v0, opponent "best-response", seat -1) when computed, and
+  math accuracies (game "math/<bench>", opponent "-", seat -1).
+- compare.md: the same numbers, one row per (step, game, opponent, seat), for reading.
+- win_rate.png: win rate per opponent and seat (one panel per game) against the training
+  step, with the Wilson interval shaded; exploitability.png when exploitability=true.
+- each checkpoint's full JSON report in <checkpoint>/eval/eval_seed<S>.json.
+
+Choices:
+- every=K keeps checkpoints 0, K, 2K, ... of the list sorted by step, and always the
+  newest, so the end of training is never skipped.
+- Every checkpoint faces the same seeded games (same `seed`), so differences between
+  steps are not differences in deals; model-backed opponents are loaded once.
+- Checkpoint folders are read by spiral.agents.model_agent (index.jsonl, COMPLETE), not
+  by spiral.train, which sits above evaluation.
+- Plots use matplotlib's Agg backend (no display needed); matplotlib is the `plots` extra.
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from spiral.agents.base import Agent
+from spiral.agents.model_agent import CheckpointNotFound, list_checkpoints, make_checkpoint_agent
+from spiral.evaluation.run import (
+    RATE_FIELDS,
+    EvalArgs,
+    candidate_overrides,
+    evaluate_candidate,
+    format_report,
+    write_json,
+)
+
+CSV_FIELDS = ("step", "game_id", "opponent", "seat", "metric", "value", "low", "high", "n")
+
+
+@dataclass(frozen=True)
+class CompareOutputs:
+    """Files written by `compare_run`."""
+
+    csv: Path
+    markdown: Path
+    plots: tuple[Path, ...]
+    reports: tuple[Path, ...]
+
+
+def select_checkpoints(run_dir: Path, every: int = 1) -> list[tuple[int, Path]]:
+    """Every `every`-th complete checkpoint of `run_dir` (by step), always with the newest."""
+    if every < 1:
+        raise ValueError(f"every must be >= 1, got {every}")
+    found = list_checkpoints(run_dir)
+    if not found:
+        raise CheckpointNotFound(
+            f"{run_dir} has no complete checkpoints under checkpoints/; is it a run folder?"
+        )
+    chosen = found[::every]
+    if chosen[-1] != found[-1]:
+        chosen.append(found[-1])
+    return chosen
+
+
+def _row(
+    step: int,
+    game_id: str,
+    opponent: str,
+    seat: int,
+    metric: str,
+    value: float,
+    low: float | str = "",
+    high: float | str = "",
+    n: int | str = "",
+) -> dict[str, Any]:
+    return dict(
+        zip(CSV_FIELDS, (step, game_id, opponent, seat, metric, value, low, high, n), strict=True)
+    )
+
+
+def report_rows(step: int, report: dict[str, Any]) -> list[dict[str, Any]]:
+    """Long-format rows (CSV_FIELDS) of one checkpoint's report."""
+    rows: list[dict[str, Any]] = []
+    for r in report["results"]:
+        key = (step, r["game_id"], r["opponent"], r["seat"])
+        for label, _ in RATE_FIELDS:
+            rate = r[f"{label}_rate"]
+            rows.append(
+                _row(*key, f"{label}_rate", rate["value"], rate["low"], rate["high"], r["games"])
+            )
+        for metric in ("mean_game_length", "mean_response_tokens", "opponent_api_errors"):
+            rows.append(_row(*key, metric, r[metric], n=r["games"]))
+    kuhn = report.get("exploitability") or {}
+    for metric in ("exploitability", "nash_conv") if kuhn else ():
+        rows.append(_row(step, "KuhnPokerSingle-v0", "best-response", -1, metric, kuhn[metric]))
+    math = report.get("math") or {}
+    for key, value in math.items():
+        if key.endswith("/accuracy") and not key.startswith("math/average"):
+            bench = key.removesuffix("/accuracy")
+            low, high = (
+                math.get(f"{bench}/accuracy_low", ""),
+                math.get(f"{bench}/accuracy_high", ""),
+            )
+            rows.append(_row(step, bench, "-", -1, "accuracy", value, low, high))
+    return rows
+
+
+def write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=CSV_FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def _cell(row: dict[str, Any]) -> str:
+    if row["low"] == "":
+        return f"{row['value']:.3g}"
+    return f"{row['value']:.2f} [{row['low']:.2f}, {row['high']:.2f}]"
+
+
+def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
+    """One line per (step, game, opponent, seat); one column per metric."""
+    metrics: list[str] = []
+    table: dict[tuple[Any, ...], dict[str, str]] = {}
+    for row in rows:
+        if row["metric"] not in metrics:
+            metrics.append(row["metric"])
+        key = (row["step"], row["game_id"], row["opponent"], row["seat"], row["n"])
+        table.setdefault(key, {})[row["metric"]] = _cell(row)
+    head = ["step", "game", "opponent", "seat", "n", *metrics]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for key, cells in table.items():
+        seat = "-" if key[3] == -1 else str(key[3])
+        values = [str(key[0]), key[1], key[2], seat, str(key[4] or "-")]
+        lines.append("| " + " | ".join(values + [cells.get(m, "") for m in metrics]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_win_rates(path: Path, rows: Sequence[dict[str, Any]]) -> Path:
+    """Win rate vs step per (opponent, seat), one panel per game, intervals shaded."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    wins = [r for r in rows if r["metric"] == "win_rate"]
+    game_ids = sorted({r["game_id"] for r in wins})
+    fig, axes = plt.subplots(1, len(game_ids), figsize=(5 * len(game_ids), 3.6), squeeze=False)
+    for ax, game_id in zip(axes[0], game_ids, strict=True):
+        lines = sorted({(r["opponent"], r["seat"]) for r in wins if r["game_id"] == game_id})
+        for opponent, seat in lines:
+            pts = sorted(
+                (r["step"], r["value"], r["low"], r["high"])
+                for r in wins
+                if (r["game_id"], r["opponent"], r["seat"]) == (game_id, opponent, seat)
+            )
+            steps = [p[0] for p in pts]
+            ax.plot(steps, [p[1] for p in pts], marker="o", label=f"vs {opponent}, seat {seat}")
+            ax.fill_between(steps, [p[2] for p in pts], [p[3] for p in pts], alpha=0.15)
+        ax.set(title=game_id, xlabel="training step", ylabel="win rate", ylim=(-0.02, 1.02))
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def plot_exploitability(path: Path, rows: Sequence[dict[str, Any]]) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pts = sorted((r["step"], r["value"]) for r in rows if r["metric"] == "exploitability")
+    fig, ax = plt.subplots(figsize=(5, 3.6))
+    ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label="model")
+    ax.axhline(11 / 24, linestyle="--", color="grey", label="uniform random (11/24)")
+    ax.axhline(0.0, linestyle=":", color="black", label="Nash (0)")
+    ax.set(title="Kuhn poker exploitability", xlabel="training step", ylabel="exploitability")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def compare_run(run_dir: Path, a: EvalArgs, out_dir: Path | None = None) -> CompareOutputs:
+    """Evaluate the chosen checkpoints of `run_dir` with `a`; write table, plots, reports."""
+    out_dir = out_dir or run_dir / "eval"
+    cache: dict[str, Agent] = {}
+    rows: list[dict[str, Any]] = []
+    reports: list[Path] = []
+    for step, folder in select_checkpoints(run_dir, a.every):
+        candidate = make_checkpoint_agent(str(folder), seed=a.seed, **candidate_overrides(a))
+        report, results = evaluate_candidate(candidate, a, cache)
+        print(format_report(report, results), flush=True)
+        reports.append(write_json(folder / "eval" / f"eval_seed{a.seed}.json", report))
+        rows += report_rows(step, report)
+    csv_path = write_csv(out_dir / "compare.csv", rows)
+    md_path = out_dir / "compare.md"
+    md_path.write_text(markdown_table(rows), encoding="utf-8")
+    plots = [plot_win_rates(out_dir / "win_rate.png", rows)]
+    if a.exploitability:
+        plots.append(plot_exploitability(out_dir / "exploitability.png", rows))
+    return CompareOutputs(csv_path, md_path, tuple(plots), tuple(reports))
+
+
+def compare_main(a: EvalArgs) -> int:
+    """The `run=` branch of `spiral eval` (arguments already validated)."""
+    try:
+        outputs = compare_run(Path(a.run), a, Path(a.out) if a.out else None)
+    except CheckpointNotFound as err:
+        print(f"spiral eval: {err}", file=sys.stderr)
+        return 2
+    print(f"comparison table: {outputs.csv} and {outputs.markdown}")
+    print(f"plots: {', '.join(str(p) for p in outputs.plots)}")
+    return 0

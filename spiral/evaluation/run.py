@@ -1,0 +1,444 @@
+"""`spiral eval`: a checkpoint (or the base model) against opponents, both seats, with intervals.
+
+    spiral eval checkpoint=runs/x/checkpoints/step_000024 env_ids=TicTacToe-v0,KuhnPoker-v1 \
+        opponents=random,optimal games=64 seed=0 exploitability=true math=sample:gsm8k
+
+For each game, opponent and seat of the candidate, `games` seeded games are played with
+`spiral.evaluation.match.evaluate`; the table shows win / draw / loss / invalid rates with
+95% Wilson intervals and n, then mean game length and response length. A JSON report
+(counts, rates, intervals, seeds, API failure counts, settings) goes next to the
+checkpoint (`<checkpoint>/eval/eval_seed<S>.json`) or to `out=`. `run=DIR` evaluates
+several checkpoints of a run and writes one comparison table (see compare.py).
+
+Choices:
+- The candidate is built by `make_checkpoint_agent`, so prompts and sampling come from the
+  checkpoint's own config unless `template=`, `answer_format=`, `temperature=`,
+  `max_tokens=` override them. Opponents are agent specs (`random`, `optimal`,
+  `checkpoint:PATH`, `api:MODEL`); model-backed ones are built once and reused across
+  games, scripted ones per game (`optimal` depends on the game).
+- Everything is validated (games, opponent specs, paths, math names) BEFORE any model is
+  loaded, so a typo fails in a second with the valid choices.
+- API failures are reported per matchup and per opponent, apart from the model's own
+  invalid moves (an API error ends the game as an invalid move by the API side).
+- Exploitability (KuhnPokerSingle-v0, exact): the model's move distribution at each of the
+  12 information states, from ONE score call per state over the legal answers' tokens
+  (`move_distribution`): the trie normalisation for the constrained format (what its
+  sampler does), the sequence one for bracket / boxed (the answer written directly,
+  `[bet]` or `\\boxed{[bet]}`). With a think budget the marker is appended to the prompt:
+  the distribution is the one of answering without thinking. Needs OpenSpiel.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from spiral import agents, games
+from spiral.agents.api_agent import ApiAgent
+from spiral.agents.base import Agent
+from spiral.agents.llm_policy import LLMPolicy
+from spiral.agents.model_agent import (
+    CheckpointNotFound,
+    CheckpointPolicy,
+    make_checkpoint_agent,
+    resolve_source,
+)
+from spiral.agents.scripted import optimal_game_ids
+from spiral.evaluation.match import CANDIDATE, MatchResult, evaluate, results_metrics, results_table
+from spiral.games.base import State
+from spiral.prompts.invalid import INVALID_POLICIES, InvalidMovePolicy, invalid_policy
+from spiral.prompts.render import build_prompt, constraint_for, encode, prefix_free
+from spiral.rollout.play import derive_seed
+from spiral.types import Episode, Seat
+
+MODEL_PREFIXES = ("checkpoint", "api")  # game-independent opponents, built once
+RATE_FIELDS = (("win", "wins"), ("draw", "draws"), ("loss", "losses"), ("invalid", "invalid"))
+
+
+class EvalError(ValueError):
+    """A bad `spiral eval` argument, with a message saying what to pass instead."""
+
+
+@dataclass(frozen=True)
+class EvalArgs:
+    """Every `spiral eval` key: (value, doc) defaults live in `KEY_DOCS`."""
+
+    checkpoint: str = ""
+    run: str = ""
+    model_name: str = ""
+    env_ids: tuple[str, ...] = ("TicTacToe-v0",)
+    opponents: tuple[str, ...] = ("random",)
+    games: int = 16
+    seed: int = 0
+    temperature: float | None = None
+    max_tokens: int | None = None
+    template: str = ""
+    answer_format: str = ""
+    invalid_policy: str = ""
+    exploitability: bool = False
+    math: tuple[str, ...] = ()
+    math_limit: int | None = None
+    math_max_tokens: int = 1024
+    api_base_url: str = "https://api.openai.com/v1"
+    api_key_env: str = "OPENAI_API_KEY"
+    api_max_tokens: int = 1024
+    api_max_retries: int = 3
+    every: int = 1
+    device: str = "auto"
+    out: str = ""
+
+
+KEY_DOCS: dict[str, str] = {
+    "checkpoint": "checkpoint folder, run folder (newest), model folder, or 'base'",
+    "run": "run folder: evaluate its checkpoints and write DIR/eval/compare.{csv,md,png}",
+    "model_name": "base model for checkpoint=base (default: embedded SmolLM2-135M-Instruct)",
+    "env_ids": "games, comma separated",
+    "opponents": "random, optimal, checkpoint:PATH, api:MODEL (comma separated)",
+    "games": "games per (game, opponent, seat)",
+    "seed": "base seed: same seed, same deals and sampling",
+    "temperature": "sampling temperature (default: the run's eval_temperature)",
+    "max_tokens": "max new tokens per move (default: the run's max_tokens)",
+    "template": "prompt template override (chat, qwen3, chatml, llama3, plain)",
+    "answer_format": "answer format override (boxed, bracket, constrained)",
+    "invalid_policy": f"invalid-move returns: {', '.join(INVALID_POLICIES)} (default: the run's)",
+    "exploitability": "true: exact KuhnPokerSingle-v0 exploitability of the model (OpenSpiel)",
+    "math": "math benchmarks, comma separated (math500, gsm8k, sample:gsm8k, a .jsonl path)",
+    "math_limit": "at most this many problems per benchmark (seeded subset)",
+    "math_max_tokens": "max new tokens per math answer",
+    "api_base_url": "endpoint for api:MODEL opponents (e.g. http://127.0.0.1:8000/v1)",
+    "api_key_env": "environment variable holding the API key (never printed)",
+    "api_max_tokens": "max tokens per API reply",
+    "api_max_retries": "retries (exponential backoff) on 429 / 5xx / connection errors",
+    "every": "with run=: evaluate every K-th checkpoint (the newest always)",
+    "device": "auto | cpu | cuda",
+    "out": "JSON report path (default: next to the checkpoint); with run=: output folder",
+}
+
+
+def help_text() -> str:
+    lines = ["usage: spiral eval checkpoint=PATH|run=DIR key=value ...", "", "keys (default):"]
+    for f in fields(EvalArgs):
+        default = f.default if not isinstance(f.default, tuple) else ",".join(f.default)
+        lines.append(f"  {f.name:<16} ({default!s})  {KEY_DOCS[f.name]}")
+    return "\n".join(lines)
+
+
+def _convert(name: str, text: str, default: Any) -> Any:
+    if isinstance(default, tuple):
+        return tuple(x.strip() for x in text.split(",") if x.strip())
+    if isinstance(default, bool):
+        if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
+            raise EvalError(f"{name}={text!r}: expected true or false")
+        return text.lower() in ("true", "1", "yes")
+    if name in ("temperature",):
+        return float(text)
+    if isinstance(default, int) or name in ("max_tokens", "math_limit"):
+        return int(text)
+    return text
+
+
+def parse_eval_args(args: Sequence[str]) -> EvalArgs:
+    """`key=value` strings -> EvalArgs; unknown keys and bad values raise EvalError."""
+    defaults = {f.name: f.default for f in fields(EvalArgs)}
+    values: dict[str, Any] = {}
+    for arg in args:
+        key, sep, text = arg.partition("=")
+        if not sep:
+            raise EvalError(f"arguments must be key=value, got {arg!r}; see `spiral eval --help`")
+        if key not in defaults:
+            raise EvalError(f"unknown key {key!r}; valid: {', '.join(defaults)}")
+        try:
+            values[key] = _convert(key, text, defaults[key])
+        except ValueError as err:
+            raise EvalError(f"{key}={text!r}: {err}") from err
+    parsed = EvalArgs(**values)
+    if bool(parsed.checkpoint) == bool(parsed.run):
+        raise EvalError("give exactly one of checkpoint=PATH (or checkpoint=base) and run=DIR")
+    if parsed.games < 1 or parsed.every < 1:
+        raise EvalError(f"games and every must be >= 1, got {parsed.games}, {parsed.every}")
+    return parsed
+
+
+def validate(a: EvalArgs) -> None:
+    """Check games, opponents, paths and names before any model is loaded."""
+    known = set(games.ids())
+    unknown = [g for g in a.env_ids if g not in known]
+    if unknown or not a.env_ids:
+        raise EvalError(f"unknown env_ids {unknown}; registered games: {', '.join(sorted(known))}")
+    if not a.opponents:
+        raise EvalError("opponents is empty; e.g. opponents=random,optimal")
+    for spec in a.opponents:
+        prefix, _, arg = spec.partition(":")
+        if prefix not in agents.specs():
+            raise EvalError(f"unknown opponent {spec!r}; valid kinds: {', '.join(agents.specs())}")
+        if prefix == "optimal":
+            missing = [g for g in a.env_ids if g not in optimal_game_ids()]
+            if missing:
+                raise EvalError(
+                    f"no optimal player for {missing}; games with one: {', '.join(optimal_game_ids())}"
+                )
+        if prefix in MODEL_PREFIXES and not arg:
+            raise EvalError(f"opponent {spec!r} needs an argument: {prefix}:PATH_OR_NAME")
+        if prefix == "checkpoint":
+            resolve_source(arg)  # raises CheckpointNotFound with the reason
+    if a.invalid_policy and a.invalid_policy not in INVALID_POLICIES:
+        raise EvalError(
+            f"unknown invalid_policy {a.invalid_policy!r}; valid: {', '.join(INVALID_POLICIES)}"
+        )
+
+
+def candidate_overrides(a: EvalArgs) -> dict[str, Any]:
+    """Keyword params for make_checkpoint_agent from the command line."""
+    out: dict[str, Any] = {"device": a.device}
+    if a.model_name:
+        out["model_name"] = a.model_name
+    for key in ("template", "answer_format", "temperature", "max_tokens"):
+        if getattr(a, key) not in ("", None):
+            out[key] = getattr(a, key)
+    return out
+
+
+def build_opponents(
+    a: EvalArgs, game_index: int, game_id: str, cache: dict[str, Agent]
+) -> dict[str, Agent]:
+    """Opponent label -> agent for one game; model-backed opponents come from `cache`."""
+    out: dict[str, Agent] = {}
+    for o, spec in enumerate(a.opponents):
+        seed = derive_seed(a.seed, 101, game_index, o)
+        prefix = spec.partition(":")[0]
+        if prefix not in MODEL_PREFIXES:
+            out[spec] = agents.make(spec, game_id=game_id, seed=seed)
+            continue
+        if spec not in cache:
+            params: dict[str, Any] = {"device": a.device}
+            if prefix == "api":
+                params = {
+                    "base_url": a.api_base_url,
+                    "api_key_env": a.api_key_env,
+                    "max_tokens": a.api_max_tokens,
+                    "max_retries": a.api_max_retries,
+                }
+            cache[spec] = agents.make(spec, seed=seed, **params)
+        out[spec] = cache[spec]
+    return out
+
+
+def _api_errors(episodes: Sequence[Episode]) -> dict[tuple[str, str, int], int]:
+    """(game, opponent, candidate seat) -> games the opponent lost by an API failure."""
+    counts: dict[tuple[str, str, int], int] = {}
+    for ep in episodes:
+        seat = ep.agents.index(CANDIDATE)
+        failure = ep.turns[-1].parse.failure if ep.turns and ep.turns[-1].parse else None
+        api = failure is not None and failure.detail.startswith("api_error")
+        key = (ep.game_id, ep.agents[1 - seat], seat)
+        counts[key] = counts.get(key, 0) + int(api and ep.offender == 1 - seat)
+    return counts
+
+
+def result_row(r: MatchResult, api_errors: int) -> dict[str, Any]:
+    row: dict[str, Any] = asdict(r)
+    row["seeds"] = list(r.seeds)
+    for label, attr in RATE_FIELDS:
+        value, low, high = r.rate(getattr(r, attr))
+        row[f"{label}_rate"] = {"value": value, "low": low, "high": high}
+    row["opponent_api_errors"] = api_errors
+    return row
+
+
+def _answer_ids(prompt: str, answer: str, tokenizer: Any) -> tuple[int, ...]:
+    head = encode(prompt, tokenizer)
+    joint = encode(prompt + answer, tokenizer)
+    if joint[: len(head)] == head and len(joint) > len(head):
+        return tuple(joint[len(head) :])
+    return tuple(tokenizer.encode(answer, add_special_tokens=False))
+
+
+def model_move_distribution(policy: LLMPolicy, state: State, seat: Seat) -> dict[str, float]:
+    """Exact P(move) of `policy` at `state` from one score call over the legal answers."""
+    from spiral.evaluation.move_distribution import move_distribution
+
+    spec = policy.spec_for(state)
+    tokenizer = policy.sampler.tokenizer
+    legal = state.legal_actions()
+    prompt = build_prompt(state, seat, spec, tokenizer)
+    prompt_ids = encode(prompt, tokenizer)
+    constraint = constraint_for(state, spec, tokenizer)
+    if constraint is not None:
+        choices = [list(c) for c in constraint.choices]
+        return move_distribution(
+            policy.sampler.score,
+            prompt_ids + list(constraint.marker),
+            list(zip(legal, choices, strict=True)),
+            "trie",
+        )
+    wrap = "\\boxed{{{}}}" if spec.answer_format == "boxed" else "{}"
+    raw = [_answer_ids(prompt, wrap.format(m), tokenizer) for m in legal]
+    answers = prefix_free(raw, tokenizer.eos_token_id, legal)
+    pairs = [(m, list(ids)) for m, ids in zip(legal, answers, strict=True)]
+    return move_distribution(policy.sampler.score, prompt_ids, pairs, "sequence")
+
+
+def model_kuhn_exploitability(policy: LLMPolicy) -> dict[str, Any]:
+    """Exact exploitability of the model's Kuhn policy plus its 12-state table."""
+    from spiral.evaluation.exploitability import kuhn_exploitability, kuhn_info_states
+
+    table = {
+        key: model_move_distribution(policy, build(), seat)
+        for key, seat, build in kuhn_info_states()
+    }
+    report: dict[str, Any] = dict(kuhn_exploitability(lambda info, seat: table[info]))
+    report["distributions"] = table
+    return report
+
+
+def _play(
+    candidate: LLMPolicy, a: EvalArgs, cache: dict[str, Agent], policy: InvalidMovePolicy
+) -> tuple[list[MatchResult], list[dict[str, Any]]]:
+    """Every (game, opponent, seat) matchup: MatchResults and their JSON rows."""
+    config = candidate.source.config if isinstance(candidate, CheckpointPolicy) else {}
+    max_turns = int(config.get("max_turns", 0) or 0)
+    results: list[MatchResult] = []
+    rows: list[dict[str, Any]] = []
+    for g, game_id in enumerate(a.env_ids):
+        opponents = build_opponents(a, g, game_id, cache)
+        game_results, episodes = evaluate(
+            candidate,
+            opponents,
+            [game_id],
+            a.games,
+            policy,
+            seed=derive_seed(a.seed, g),
+            game_params={"max_turns": max_turns} if max_turns else None,
+        )
+        errors = _api_errors(episodes)
+        results += game_results
+        rows += [
+            result_row(r, errors.get((r.game_id, r.opponent, r.seat), 0)) for r in game_results
+        ]
+    return results, rows
+
+
+def evaluate_candidate(
+    candidate: LLMPolicy, a: EvalArgs, cache: dict[str, Agent] | None = None
+) -> tuple[dict[str, Any], list[MatchResult]]:
+    """Play and measure one candidate: (JSON-able report, MatchResults). `cache` holds
+    model-backed opponents to reuse across candidates."""
+    cache = {} if cache is None else cache
+    t0 = time.perf_counter()
+    source = candidate.source if isinstance(candidate, CheckpointPolicy) else None
+    config = source.config if source else {}
+    policy = invalid_policy(a.invalid_policy or str(config.get("invalid_move_policy", "spiral")))
+    results, rows = _play(candidate, a, cache, policy)
+    metrics = results_metrics(results)
+    api = {label: agent.stats() for label, agent in cache.items() if isinstance(agent, ApiAgent)}
+    metrics.update({f"eval/api/{k}/failures": float(v["failures"]) for k, v in api.items()})
+    report: dict[str, Any] = {
+        "candidate": {
+            "name": candidate.name,
+            "checkpoint": str(source.checkpoint) if source and source.checkpoint else None,
+            "step": source.step if source else 0,
+            "model": source.model if source else None,
+        },
+        "settings": {
+            "env_ids": list(a.env_ids),
+            "opponents": list(a.opponents),
+            "games_per_seat": a.games,
+            "seed": a.seed,
+            "invalid_policy": policy.name,
+            "sampling": asdict(candidate.params),
+            "prompt": asdict(candidate.spec),
+        },
+        "results": rows,
+        "api": api,
+        "exploitability": model_kuhn_exploitability(candidate) if a.exploitability else None,
+        "math": None,
+    }
+    if report["exploitability"]:
+        numbers = report["exploitability"].items()
+        metrics.update({f"eval/kuhn/{k}": v for k, v in numbers if k != "distributions"})
+    if a.math:
+        from spiral.evaluation.math_eval import run_math_benchmarks
+
+        sampler = candidate.sampler
+        report["math"] = run_math_benchmarks(
+            sampler,
+            sampler.tokenizer,
+            list(a.math),
+            limit=a.math_limit,
+            max_tokens=a.math_max_tokens,
+            seed=a.seed,
+        )
+        metrics.update(report["math"])
+    report["metrics"] = metrics
+    report["time_s"] = time.perf_counter() - t0
+    return report, results
+
+
+def format_report(report: Mapping[str, Any], results: Sequence[MatchResult]) -> str:
+    """The printed summary: rates table, lengths and API failures, Kuhn and math numbers."""
+    lines = [f"candidate: {report['candidate']['name']}", results_table(results), ""]
+    cols = ("mean length", "response tok", "opp invalid", "api errors")
+    head = f"{'game':<22}{'opponent':<14}{'seat':>4}" + "".join(f"{c:>14}" for c in cols)
+    lines += [head, "-" * len(head)]
+    for row in sorted(report["results"], key=lambda r: (r["game_id"], r["opponent"], r["seat"])):
+        lines.append(
+            f"{row['game_id']:<22}{row['opponent']:<14}{row['seat']:>4}"
+            f"{row['mean_game_length']:>14.2f}{row['mean_response_tokens']:>14.1f}"
+            f"{row['opponent_invalid']:>14}{row['opponent_api_errors']:>14}"
+        )
+    for label, s in report["api"].items():
+        lines.append(
+            f"api {label}: {s['calls']} calls, {s['failures']} failed, {s['retries']} retries"
+        )
+    if report["exploitability"]:
+        e = report["exploitability"]
+        lines.append(
+            f"KuhnPokerSingle-v0 exploitability {e['exploitability']:.4f} "
+            f"(NashConv {e['nash_conv']:.4f}; Nash = 0, uniform random = 0.4583)"
+        )
+    if report["math"]:
+        lines += [f"{k}: {v:.4f}" for k, v in sorted(report["math"].items()) if "accuracy" in k]
+    return "\n".join(lines)
+
+
+def default_out(candidate: LLMPolicy, seed: int) -> Path:
+    source = candidate.source if isinstance(candidate, CheckpointPolicy) else None
+    if source is not None and source.checkpoint is not None:
+        return source.checkpoint / "eval" / f"eval_seed{seed}.json"
+    return Path(f"eval-{candidate.name.replace(':', '_').replace('/', '_')}-seed{seed}.json")
+
+
+def write_json(path: Path, data: Any) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def main(args: list[str]) -> int:
+    """`spiral eval ...`; returns 0, or 2 with a message for bad arguments."""
+    if any(x in ("-h", "--help", "help") for x in args):
+        print(help_text())
+        return 0
+    try:
+        a = parse_eval_args(args)
+        validate(a)
+        if a.checkpoint:
+            resolve_source(a.checkpoint, a.model_name)
+    except (EvalError, CheckpointNotFound, ValueError) as err:
+        print(f"spiral eval: {err}", file=sys.stderr)
+        return 2
+    if a.run:
+        from spiral.evaluation.compare import compare_main
+
+        return compare_main(a)
+    candidate = make_checkpoint_agent(a.checkpoint, seed=a.seed, **candidate_overrides(a))
+    report, results = evaluate_candidate(candidate, a)
+    print(format_report(report, results))
+    path = write_json(Path(a.out) if a.out else default_out(candidate, a.seed), report)
+    print(f"report: {path}")
+    return 0

@@ -1,0 +1,215 @@
+"""`spiral serve checkpoint=PATH`: an OpenAI-compatible chat endpoint over a local model.
+
+Endpoints: POST /v1/chat/completions (model, messages, max_tokens or
+max_completion_tokens, temperature, top_p, stop, n=1, seed) and GET /v1/models. Any
+OpenAI client, `spiral eval opponents=api:NAME api_base_url=http://127.0.0.1:8000/v1`,
+or another team's harness can play against a checkpoint this way.
+
+Choices:
+- `create_app(sampler, model_name, template)` takes any Sampler, so tests start the app
+  over a tiny model and `main` over a checkpoint (resolved like `checkpoint:PATH`).
+- Messages are rendered by the tokenizer's own chat template (`template=chat`, the
+  default) or by a named template's chat markup (chatml, llama3, plain, ...), then
+  encoded with `spiral.prompts.encode` (at most one BOS).
+- Requests are served ONE AT A TIME behind a lock: the torch sampler holds one model and
+  a KV cache; parallel requests would only fight for the same cores or GPU. Handlers are
+  plain `def`, so the server's thread pool queues them while the lock is held.
+- finish_reason: the sampler's "eos" and "stop" -> "stop", "length" -> "length".
+  `usage` counts prompt and completion tokens exactly (our own ids).
+- temperature 0 is greedy (the sampler's convention). `n` other than 1, an empty
+  message list or an unknown role is a 400 in OpenAI's error shape.
+- The model name in a request is not checked (OpenAI clients insist on sending one); the
+  reply names the served model.
+- Binds 127.0.0.1 by default; pass host=0.0.0.0 deliberately to expose it.
+"""
+
+# No `from __future__ import annotations` here: FastAPI reads the request model from the
+# handler's annotation at runtime. fastapi and pydantic come with the `serve` extra.
+import dataclasses
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+
+from spiral.engines.base import Sampler, SamplingParams
+from spiral.prompts.render import encode
+from spiral.prompts.templates import TEMPLATES
+from spiral.types import Completion
+
+FINISH_REASON = {"eos": "stop", "stop": "stop", "length": "length"}
+DEFAULT_MAX_TOKENS = 256
+USAGE = """usage: spiral serve checkpoint=PATH [key=value ...]
+
+keys:
+  checkpoint   run folder, checkpoint folder, model folder, 'base' or a hub id (required)
+  model_name   base model for checkpoint=base (default embedded); also the served name
+  host         address to bind (default 127.0.0.1)
+  port         port (default 8000)
+  template     chat (the tokenizer's chat template, default) or a named template
+               ({templates})
+  device       auto | cpu | cuda (default auto)
+
+Requests are answered one at a time."""
+
+
+def render_messages(messages: Sequence[dict[str, str]], template: str, tokenizer: Any) -> str:
+    """Prompt text for a chat: the tokenizer's chat template or a named template's markup."""
+    from spiral.prompts.templates import _CHAT, get_template
+
+    chat = get_template(template).chat
+    return _CHAT[chat](list(messages), tokenizer)
+
+
+class Message(BaseModel):
+    role: Literal["system", "user", "assistant", "developer", "tool"]
+    content: str | list[dict[str, Any]]
+
+
+class ChatRequest(BaseModel):
+    """The OpenAI chat-completions fields we honour; others are ignored."""
+
+    model: str = ""
+    messages: list[Message] = Field(min_length=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    temperature: float = Field(default=1.0, ge=0.0, le=2.0)
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    stop: str | list[str] | None = None
+    n: int = 1
+    seed: int | None = None
+
+    def sampling_params(self) -> SamplingParams:
+        stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop or ())
+        return SamplingParams(
+            max_tokens=self.max_completion_tokens or self.max_tokens or DEFAULT_MAX_TOKENS,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            stop=stop,
+            seed=self.seed,
+        )
+
+
+def chat_response(completion: Completion, prompt_tokens: int, model_name: str) -> dict[str, Any]:
+    """The OpenAI response body for one completion (text cut before any stop string)."""
+    n_out = len(completion.tokens)
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model_name,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": completion.text},
+                "finish_reason": FINISH_REASON[completion.stop_reason],
+                "logprobs": None,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": n_out,
+            "total_tokens": prompt_tokens + n_out,
+        },
+    }
+
+
+def _error(status: int, message: str, param: str | None = None) -> JSONResponse:
+    body = {"error": {"message": message, "type": "invalid_request_error", "param": param}}
+    return JSONResponse(status_code=status, content=body)
+
+
+def create_app(sampler: Sampler, model_name: str, template: str = "chat") -> FastAPI:
+    """The FastAPI app serving `sampler` under `model_name` (one request at a time)."""
+    if template not in TEMPLATES:
+        raise ValueError(f"unknown template {template!r}; valid: {', '.join(TEMPLATES)}")
+    app = FastAPI(title="spiral serve", description=f"OpenAI-compatible chat over {model_name}")
+    lock = threading.Lock()
+    created = int(time.time())
+
+    @app.exception_handler(RequestValidationError)
+    def _validation(request: Any, exc: RequestValidationError) -> JSONResponse:
+        return _error(400, f"invalid request: {exc.errors()}")
+
+    @app.get("/v1/models")
+    def models() -> dict[str, Any]:
+        entry = {"id": model_name, "object": "model", "created": created, "owned_by": "spiral"}
+        return {"object": "list", "data": [entry]}
+
+    @app.post("/v1/chat/completions")
+    def chat_completions(req: ChatRequest) -> Any:
+        if req.n != 1:
+            return _error(400, f"only n=1 is supported, got n={req.n}", "n")
+        messages = [{"role": m.role, "content": _text(m.content)} for m in req.messages]
+        params = req.sampling_params()
+        with lock:
+            try:
+                text = render_messages(messages, template, sampler.tokenizer)
+            except ValueError as err:
+                return _error(400, str(err), "messages")
+            prompt_ids = encode(text, sampler.tokenizer)
+            completion = sampler.sample([prompt_ids], params)[0]
+        for stop in params.stop:  # OpenAI replies end before the stop string
+            if stop in completion.text:
+                cut = completion.text[: completion.text.index(stop)]
+                completion = dataclasses.replace(completion, text=cut)
+        return chat_response(completion, len(prompt_ids), model_name)
+
+    return app
+
+
+def _text(content: str | list[dict[str, Any]]) -> str:
+    """Message content as text: a string, or the text parts of a content-part list."""
+    if isinstance(content, str):
+        return content
+    return "".join(str(part.get("text", "")) for part in content if part.get("type") == "text")
+
+
+def parse_args(args: Sequence[str]) -> dict[str, str]:
+    bad = [a for a in args if "=" not in a]
+    if bad:
+        raise ValueError(f"arguments must be key=value, got {bad}")
+    values = dict(a.split("=", 1) for a in args)
+    known = {"checkpoint", "model_name", "host", "port", "template", "device"}
+    unknown = set(values) - known
+    if unknown:
+        raise ValueError(f"unknown keys {sorted(unknown)}; valid: {sorted(known)}")
+    if "checkpoint" not in values:
+        raise ValueError("checkpoint=PATH is required (or checkpoint=base model_name=...)")
+    return values
+
+
+def main(args: list[str]) -> int:
+    """`spiral serve checkpoint=PATH [host=127.0.0.1] [port=8000] [template=chat]`."""
+    usage = USAGE.format(templates=", ".join(TEMPLATES))
+    if any(a in ("-h", "--help", "help") for a in args):
+        print(usage)
+        return 0
+    try:
+        values = parse_args(args)
+        port = int(values.get("port", "8000"))
+    except ValueError as err:
+        print(f"spiral serve: {err}\n\n{usage}", file=sys.stderr)
+        return 2
+    import uvicorn
+
+    from spiral.agents.model_agent import CheckpointNotFound, load_sampler, resolve_source
+
+    try:
+        source = resolve_source(values["checkpoint"], values.get("model_name", ""))
+    except CheckpointNotFound as err:
+        print(f"spiral serve: {err}", file=sys.stderr)
+        return 2
+    sampler = load_sampler(source, device=values.get("device", "auto"))
+    name = values.get("model_name") or source.name
+    app = create_app(sampler, name, values.get("template", "chat"))
+    host = values.get("host", "127.0.0.1")
+    print(f"serving {source.name} as {name!r} on http://{host}:{port}/v1 (one request at a time)")
+    uvicorn.run(app, host=host, port=port, log_level="warning")
+    return 0

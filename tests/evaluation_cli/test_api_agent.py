@@ -1,0 +1,156 @@
+"""The API opponent: a full evaluation through the real `spiral serve`, retries against a
+real flaky HTTP server, and a dead endpoint that is counted, never fatal."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from spiral import agents, games
+from spiral.agents.api_agent import ApiAgent, chat_messages, make_api_agent
+from spiral.agents.model_agent import load_sampler, resolve_source
+from spiral.evaluation.match import evaluate
+from spiral.evaluation.serve import create_app
+from spiral.prompts.invalid import invalid_policy
+from spiral.prompts.spec import PromptSpec
+
+from . import free_port, running_server, tiny_model_dir
+
+
+class FlakyHandler(BaseHTTPRequestHandler):
+    """Fails the first `server.failures` requests with `server.fail_status`, then answers
+    "[4]" (or, for an unretryable status, always fails)."""
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+        server = self.server
+        length = int(self.headers.get("content-length", 0))
+        server.bodies.append(json.loads(self.rfile.read(length)))  # type: ignore[attr-defined]
+        server.auth.append(self.headers.get("authorization"))  # type: ignore[attr-defined]
+        if len(server.bodies) <= server.failures:  # type: ignore[attr-defined]
+            self.send_response(server.fail_status)  # type: ignore[attr-defined]
+            self.send_header("retry-after", "0")
+            self.end_headers()
+            self.wfile.write(b'{"error": {"message": "try again"}}')
+            return
+        reply = {
+            "choices": [{"message": {"role": "assistant", "content": "I play [4]"}}],
+            "usage": {"prompt_tokens": 11, "completion_tokens": 3},
+        }
+        data = json.dumps(reply).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: object) -> None:
+        del format, args  # keep test output clean
+
+
+@pytest.fixture
+def flaky() -> Iterator[ThreadingHTTPServer]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FlakyHandler)
+    server.bodies, server.auth = [], []  # type: ignore[attr-defined]
+    server.failures, server.fail_status = 2, 500  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=10)
+
+
+def _url(server: ThreadingHTTPServer) -> str:
+    return f"http://127.0.0.1:{server.server_address[1]}/v1"
+
+
+def test_retries_500_then_succeeds(
+    flaky: ThreadingHTTPServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SPIRAL_TEST_KEY", "sk-secret-value")
+    agent = make_api_agent(
+        "flaky-model", base_url=_url(flaky), api_key_env="SPIRAL_TEST_KEY", backoff_s=0.01
+    )
+    state = games.make("TicTacToe-v0", seed=0)
+    assert agent.act(state) == "[4]"
+    assert len(flaky.bodies) == 3  # type: ignore[attr-defined]
+    assert flaky.auth == ["Bearer sk-secret-value"] * 3  # type: ignore[attr-defined]
+    body = flaky.bodies[-1]  # type: ignore[attr-defined]
+    assert body["model"] == "flaky-model" and body["n"] == 1
+    assert body["messages"][-1]["role"] == "user"
+    assert "Observation:" in body["messages"][-1]["content"]
+    stats = agent.stats()
+    assert (stats["calls"], stats["failures"], stats["retries"]) == (1, 0, 2)
+    assert (stats["prompt_tokens"], stats["completion_tokens"]) == (11, 3)
+    assert "sk-secret-value" not in repr(agent) + json.dumps(stats)
+
+
+def test_429_is_retried_but_400_is_not(flaky: ThreadingHTTPServer) -> None:
+    flaky.fail_status = 429  # type: ignore[attr-defined]
+    agent = make_api_agent("m", base_url=_url(flaky), backoff_s=0.01, max_retries=3)
+    state = games.make("TicTacToe-v0", seed=0)
+    assert agent.take_turns([state], seed=1)[0].move == "[4]"
+    flaky.bodies.clear()  # type: ignore[attr-defined]
+    flaky.fail_status = 400  # type: ignore[attr-defined]
+    turn = agent.take_turns([state], seed=2)[0]
+    assert len(flaky.bodies) == 1  # type: ignore[attr-defined]  # a 400 is final
+    assert turn.move is None and turn.parse is not None and turn.parse.failure is not None
+    assert turn.parse.failure.kind == "no_answer"
+    assert turn.parse.failure.detail.startswith("api_error: ")
+    assert "HTTP 400" in turn.parse.failure.detail
+    assert agent.stats()["failures"] == 1
+
+
+def test_dead_endpoint_is_counted_and_games_still_finish() -> None:
+    dead = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    agent = make_api_agent("gone", base_url=dead, backoff_s=0.0, max_retries=2, timeout_s=2)
+    opponents = {"api:gone": agent}
+    results, episodes = evaluate(
+        agents.make("random", seed=3), opponents, ["TicTacToe-v0"], 2, invalid_policy("spiral")
+    )
+    # The API side moves at least once in every game, fails, and loses by an invalid move.
+    assert len(episodes) == 4
+    assert all(ep.outcome == "invalid" for ep in episodes)
+    assert sum(r.opponent_invalid for r in results) == 4
+    stats = agent.stats()
+    assert stats["failures"] == 4 and stats["calls"] == 4 and stats["retries"] == 8
+    assert "ConnectError" in stats["last_errors"][-1]
+
+
+def test_messages_and_refused_format() -> None:
+    state = games.make("KuhnPokerSingle-v0", seed=0)
+    plain = chat_messages(state, PromptSpec(answer_format="bracket"))
+    assert [m["role"] for m in plain] == ["user"]
+    with_rules = chat_messages(state, PromptSpec(system_rules=True))
+    assert [m["role"] for m in with_rules] == ["system", "user"]
+    assert with_rules[0]["content"] and with_rules[0]["content"] not in with_rules[1]["content"]
+    with pytest.raises(ValueError, match="constrained"):
+        make_api_agent("m", answer_format="constrained")
+
+
+def test_full_evaluation_against_spiral_serve() -> None:
+    sampler = load_sampler(resolve_source(str(tiny_model_dir())), device="cpu")
+    with running_server(create_app(sampler, "tiny")) as url:
+        api = make_api_agent("tiny", base_url=url, max_tokens=8, temperature=1.0)
+        assert isinstance(api, ApiAgent)
+        candidate = agents.make("random", seed=5)
+        results, episodes = evaluate(
+            candidate, {"api:tiny": api}, ["TicTacToe-v0"], 3, invalid_policy("spiral"), seed=1
+        )
+    assert {(r.opponent, r.seat) for r in results} == {("api:tiny", 0), ("api:tiny", 1)}
+    assert sum(r.games for r in results) == len(episodes) == 6
+    stats = api.stats()
+    assert stats["failures"] == 0  # the server answered every call
+    api_turns = [t for ep in episodes for t in ep.turns if t.agent == "api:tiny"]
+    assert stats["calls"] == len(api_turns) > 0
+    assert stats["completion_tokens"] > 0
+    for turn in api_turns:
+        assert turn.completion is None
+        failure = turn.parse.failure if turn.parse else None
+        assert failure is None or not failure.detail.startswith("api_error")
+    for ep in episodes:  # every game ended by the rules or by a (model) invalid move
+        assert ep.outcome in ("win", "draw", "invalid")

@@ -1,0 +1,182 @@
+"""`spiral eval` end to end on tiny-model checkpoints written like the trainer writes them,
+and `spiral eval run=DIR` comparing two checkpoints."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from spiral.agents.model_agent import make_checkpoint_agent
+from spiral.evaluation.compare import select_checkpoints
+from spiral.evaluation.run import EvalError, evaluate_candidate, main, parse_eval_args
+
+from . import free_port, write_checkpoint
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run = tmp_path_factory.mktemp("run")
+    write_checkpoint(run, step=2, seed=1)
+    write_checkpoint(run, step=4, seed=2)
+    return run
+
+
+def _check_rates(row: dict) -> None:
+    assert row["wins"] + row["draws"] + row["losses"] == row["games"]
+    assert row["invalid"] <= row["losses"]
+    for label in ("win", "draw", "loss", "invalid"):
+        rate = row[f"{label}_rate"]
+        assert 0.0 <= rate["low"] <= rate["value"] <= rate["high"] <= 1.0
+
+
+def test_eval_checkpoint_end_to_end(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ckpt = run_dir / "checkpoints" / "step_000004"
+    args = [
+        f"checkpoint={ckpt}",
+        "env_ids=TicTacToe-v0,KuhnPokerSingle-v0",
+        "opponents=random,optimal",
+        "games=2",
+        "seed=3",
+        "max_tokens=4",
+        "answer_format=constrained",  # every move legal: real wins and losses
+        "exploitability=true",
+        "math=sample:gsm8k",
+        "math_limit=2",
+        "math_max_tokens=4",
+    ]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "ckpt:step_000004" in printed and "win" in printed and "exploitability" in printed
+    report = json.loads((ckpt / "eval" / "eval_seed3.json").read_text())
+    assert report["candidate"]["step"] == 4
+    assert report["settings"]["sampling"]["max_tokens"] == 4  # the override
+    assert report["settings"]["prompt"]["answer_format"] == "constrained"
+    assert report["settings"]["prompt"]["template"] == "chat"  # from the run config
+    rows = report["results"]
+    keys = {(r["game_id"], r["opponent"], r["seat"]) for r in rows}
+    assert keys == {
+        (g, o, s)
+        for g in ("TicTacToe-v0", "KuhnPokerSingle-v0")
+        for o in ("random", "optimal")
+        for s in (0, 1)
+    }
+    for row in rows:
+        assert row["games"] == 2 and len(row["seeds"]) == 2
+        assert row["opponent_api_errors"] == 0
+        assert row["invalid"] == 0 and row["mean_game_length"] >= 2
+        _check_rates(row)
+    # Both seats of a pairing are dealt the same games.
+    seeds = {(r["game_id"], r["opponent"], r["seat"]): r["seeds"] for r in rows}
+    assert seeds[("KuhnPokerSingle-v0", "random", 0)] == seeds[("KuhnPokerSingle-v0", "random", 1)]
+    kuhn = report["exploitability"]
+    assert 0.0 <= kuhn["exploitability"] <= 2.0
+    assert kuhn["nash_conv"] == pytest.approx(2 * kuhn["exploitability"])
+    assert len(kuhn["distributions"]) == 12
+    for info, dist in kuhn["distributions"].items():
+        expected = {"[fold]", "[call]"} if info.endswith("b") else {"[check]", "[bet]"}
+        assert set(dist) == expected
+        assert math.fsum(dist.values()) == pytest.approx(1.0)
+    assert 0.0 <= report["math"]["math/sample_gsm8k/accuracy"] <= 1.0
+    assert report["metrics"]["eval/kuhn/exploitability"] == kuhn["exploitability"]
+
+
+def test_same_seed_same_results(run_dir: Path) -> None:
+    ckpt = run_dir / "checkpoints" / "step_000002"
+    candidate = make_checkpoint_agent(str(ckpt), max_tokens=4, device="cpu")
+    args = parse_eval_args([f"checkpoint={ckpt}", "games=2", "seed=5"])
+    first, _ = evaluate_candidate(candidate, args)
+    again, _ = evaluate_candidate(candidate, args)
+    assert first["results"] == again["results"]
+    other, _ = evaluate_candidate(candidate, parse_eval_args([f"checkpoint={ckpt}", "seed=6"]))
+    assert [r["seeds"] for r in other["results"]] != [r["seeds"] for r in first["results"]]
+
+
+def test_dead_api_opponent_is_reported_not_fatal(run_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "api.json"
+    args = [
+        f"checkpoint={run_dir}",  # a run folder: its newest checkpoint
+        "opponents=api:nobody",
+        f"api_base_url=http://127.0.0.1:{free_port()}/v1",
+        "api_max_retries=0",
+        "games=2",
+        "max_tokens=4",
+        f"out={out}",
+    ]
+    assert main(args) == 0
+    report = json.loads(out.read_text())
+    assert report["candidate"]["name"] == "ckpt:step_000004"
+    stats = report["api"]["api:nobody"]
+    assert stats["failures"] == stats["calls"]
+    errors = sum(r["opponent_api_errors"] for r in report["results"])
+    assert errors == stats["failures"] > 0
+    assert report["metrics"]["eval/api/api:nobody/failures"] == stats["failures"]
+
+
+def test_compare_two_checkpoints(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = [f"run={run_dir}", "games=1", "seed=2", "max_tokens=4", "exploitability=true"]
+    assert main(args) == 0
+    out_dir = run_dir / "eval"
+    with open(out_dir / "compare.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert {r["step"] for r in rows} == {"2", "4"}
+    win = [r for r in rows if r["metric"] == "win_rate"]
+    assert {(r["step"], r["opponent"], r["seat"]) for r in win} == {
+        (s, "random", t) for s in ("2", "4") for t in ("0", "1")
+    }
+    assert len([r for r in rows if r["metric"] == "exploitability"]) == 2
+    markdown = (out_dir / "compare.md").read_text()
+    assert markdown.startswith("| step | game | opponent | seat | n | win_rate")
+    assert markdown.count("\n") == 2 + 4 + 2  # header, 2 steps x 2 seats, 2 Kuhn rows
+    for name in ("win_rate.png", "exploitability.png"):
+        assert (out_dir / name).read_bytes()[:8] == PNG_MAGIC
+    for step in ("step_000002", "step_000004"):
+        assert (run_dir / "checkpoints" / step / "eval" / "eval_seed2.json").is_file()
+    assert "comparison table" in capsys.readouterr().out
+
+
+def test_select_every_kth_keeps_the_newest(tmp_path: Path) -> None:
+    for step in (0, 5, 10, 15, 20):
+        folder = tmp_path / "checkpoints" / f"step_{step:06d}"
+        folder.mkdir(parents=True)
+        (folder / "loop_state.json").write_text("{}")
+        (folder / "COMPLETE").write_text("x")
+    (tmp_path / "checkpoints" / "step_000025").mkdir()  # incomplete: never chosen
+    assert [s for s, _ in select_checkpoints(tmp_path, 1)] == [0, 5, 10, 15, 20]
+    assert [s for s, _ in select_checkpoints(tmp_path, 2)] == [0, 10, 20]
+    assert [s for s, _ in select_checkpoints(tmp_path, 3)] == [0, 15, 20]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["checkpoint=base", "env_ids=Chess-v9"], "unknown env_ids"),
+        (["checkpoint=base", "opponents=grandmaster"], "unknown opponent"),
+        (["checkpoint=base", "env_ids=PigDice-v1", "opponents=optimal"], "no optimal player"),
+        (["checkpoint=/no/such/folder"], "does not exist"),
+        (["checkpoint=base", "opponents=checkpoint:/no/such"], "does not exist"),
+        (["checkpoint=base", "colour=red"], "unknown key"),
+        (["checkpoint=base", "games=zero"], "games="),
+        (["env_ids=TicTacToe-v0"], "exactly one of checkpoint"),
+        (["checkpoint=base", "invalid_policy=lenient"], "unknown invalid_policy"),
+    ],
+)
+def test_bad_arguments_fail_before_loading(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(args) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_help_lists_every_key(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    text = capsys.readouterr().out
+    for key in ("checkpoint", "run", "env_ids", "opponents", "games", "seed", "exploitability"):
+        assert f"  {key} " in text
+    with pytest.raises(EvalError):
+        parse_eval_args(["checkpoint=a", "run=b"])

@@ -1,0 +1,99 @@
+"""`spiral serve`: the OpenAI-compatible schema, checked with the openai client itself."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from spiral.agents.model_agent import load_sampler, resolve_source
+from spiral.evaluation.serve import create_app, main, parse_args
+
+from . import running_server, tiny_model_dir
+
+
+@pytest.fixture(scope="module")
+def base_url() -> Iterator[str]:
+    sampler = load_sampler(resolve_source(str(tiny_model_dir())), device="cpu")
+    with running_server(create_app(sampler, "tiny-model")) as url:
+        yield url
+
+
+def test_openai_client_reads_the_reply(base_url: str) -> None:
+    from openai import OpenAI
+
+    client = OpenAI(base_url=base_url, api_key="unused", max_retries=0)
+    reply = client.chat.completions.create(
+        model="tiny-model",
+        messages=[
+            {"role": "system", "content": "You play games."},
+            {"role": "user", "content": "Your move. Answer like [4]."},
+        ],
+        max_tokens=5,
+        temperature=0.0,
+    )
+    assert reply.object == "chat.completion"
+    assert reply.model == "tiny-model"
+    assert len(reply.choices) == 1
+    choice = reply.choices[0]
+    assert choice.message.role == "assistant"
+    assert isinstance(choice.message.content, str)
+    assert choice.finish_reason in ("stop", "length")
+    assert reply.usage is not None
+    assert 0 < reply.usage.completion_tokens <= 5
+    assert reply.usage.prompt_tokens > 5
+    assert reply.usage.total_tokens == reply.usage.prompt_tokens + reply.usage.completion_tokens
+    if choice.finish_reason == "length":
+        assert reply.usage.completion_tokens == 5
+    models = client.models.list()
+    assert [m.id for m in models.data] == ["tiny-model"]
+
+
+def test_greedy_is_repeatable_and_seeded_sampling_too(base_url: str) -> None:
+    body = {"model": "x", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 6}
+    greedy = [
+        httpx.post(f"{base_url}/chat/completions", json={**body, "temperature": 0}).json()
+        for _ in range(2)
+    ]
+    assert greedy[0]["choices"][0]["message"] == greedy[1]["choices"][0]["message"]
+    seeded = [
+        httpx.post(f"{base_url}/chat/completions", json={**body, "seed": 7}).json()
+        for _ in range(2)
+    ]
+    assert seeded[0]["choices"][0]["message"] == seeded[1]["choices"][0]["message"]
+
+
+def test_length_limit_is_reported_as_length(base_url: str) -> None:
+    body = {
+        "model": "x",
+        "messages": [{"role": "user", "content": "tell me a long story"}],
+        "max_tokens": 1,
+        "temperature": 0,
+    }
+    data = httpx.post(f"{base_url}/chat/completions", json=body).json()
+    # One token is either the end-of-turn token (stop) or the limit (length).
+    assert data["usage"]["completion_tokens"] == 1
+    assert data["choices"][0]["finish_reason"] in ("stop", "length")
+
+
+def test_bad_requests_get_openai_errors(base_url: str) -> None:
+    msgs = [{"role": "user", "content": "hi"}]
+    two = httpx.post(f"{base_url}/chat/completions", json={"model": "x", "messages": msgs, "n": 2})
+    assert two.status_code == 400
+    assert "n=1" in two.json()["error"]["message"]
+    empty = httpx.post(f"{base_url}/chat/completions", json={"model": "x", "messages": []})
+    assert empty.status_code == 400
+    assert empty.json()["error"]["type"] == "invalid_request_error"
+
+
+def test_cli_arguments_are_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    assert "checkpoint" in capsys.readouterr().out
+    assert main(["port=1"]) == 2
+    assert "checkpoint=PATH is required" in capsys.readouterr().err
+    assert main(["checkpoint=x", "colour=red"]) == 2
+    assert main([f"checkpoint={tmp_path / 'missing'}"]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert parse_args(["checkpoint=base", "port=9"])["port"] == "9"
