@@ -139,7 +139,9 @@ class TorchLearner:
         offsets = [0]
         for n in lengths[:-1]:
             offsets.append(offsets[-1] + n)
-        flat_N = torch.tensor([offsets[b] + t for b, t in zip(rows, cols, strict=True)])
+        flat_N = torch.tensor(
+            [offsets[b] + t for b, t in zip(rows, cols, strict=True)], dtype=torch.long
+        )
         flat_T = torch.zeros(sum(lengths), device=device, dtype=values_N.dtype)
         flat_T = flat_T.index_put((flat_N.to(device),), values_N)
         return list(flat_T.split(lengths))
@@ -192,7 +194,8 @@ class TorchLearner:
 
             mask_T = flat("mask")
             loss, diagnostics = loss_fn(new_T, flat("sampler_logprobs"), flat("advantages"), mask_T)
-            (loss / normaliser).backward()
+            if loss.requires_grad:  # False only when no position is masked in
+                (loss / normaliser).backward()
             tokens = float(mask_T.sum())
             total_loss += float(loss.detach()) / normaliser
             total_tokens += tokens

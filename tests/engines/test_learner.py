@@ -162,3 +162,14 @@ def test_forward_backward_rejects_empty(tiny_llama: Path) -> None:
     learner = TorchLearner(ModelConfig(str(tiny_llama), lora_rank=4))
     with pytest.raises(ValueError, match="no datums"):
         learner.forward_backward([], is_loss)
+
+
+def test_all_masked_out_datums_give_no_gradient(tiny_llama: Path) -> None:
+    learner = TorchLearner(ModelConfig(str(tiny_llama), lora_rank=4))
+    d = _datums(learner)[0]
+    silent = Datum(
+        d.input_ids, d.target_ids, d.sampler_logprobs, d.advantages, (0.0,) * len(d.mask)
+    )
+    metrics = learner.forward_backward([silent], is_loss)
+    assert metrics["num_tokens"] == 0.0 and metrics["loss"] == 0.0
+    assert all(float(g.abs().max()) == 0.0 for g in _grads(learner).values())

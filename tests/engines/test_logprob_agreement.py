@@ -34,13 +34,13 @@ def _max_gap(learner: TorchLearner, datums: list[Datum]) -> float:
 
 def _sample_datums(learner: TorchLearner, seed: int) -> list[Datum]:
     tok = learner.tokenizer
-    prompts = chat_prompts(tok, PROMPT_TEXTS) * 2
+    prompts = chat_prompts(tok, PROMPT_TEXTS)
     cons: list[AnswerConstraint | None] = [
         None,
         move_constraint(tok, 0, ""),
         move_constraint(tok, 5),
         move_constraint(tok, 0),
-    ] * 2
+    ]
     out = learner.sampler().sample(
         prompts, SamplingParams(max_tokens=12, temperature=TEMPERATURE, seed=seed), cons
     )
