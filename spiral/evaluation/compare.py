@@ -163,8 +163,10 @@ def plot_win_rates(path: Path, rows: Sequence[dict[str, Any]]) -> Path:
                 if (r["game_id"], r["opponent"], r["seat"]) == (game_id, opponent, seat)
             )
             steps = [p[0] for p in pts]
-            ax.plot(steps, [p[1] for p in pts], marker="o", label=f"vs {opponent}, seat {seat}")
-            ax.fill_between(steps, [p[2] for p in pts], [p[3] for p in pts], alpha=0.15)
+            label = f"vs {opponent}, seat {seat}"
+            (line,) = ax.plot(steps, [p[1] for p in pts], marker="o", label=label)
+            lows, highs = [p[2] for p in pts], [p[3] for p in pts]
+            ax.fill_between(steps, lows, highs, alpha=0.15, color=line.get_color())
         ax.set(title=game_id, xlabel="training step", ylabel="win rate", ylim=(-0.02, 1.02))
         ax.legend(fontsize=7)
     fig.tight_layout()

@@ -30,6 +30,7 @@ Choices:
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 import time
@@ -49,6 +50,7 @@ from spiral.agents.model_agent import (
     resolve_source,
 )
 from spiral.agents.scripted import optimal_game_ids
+from spiral.evaluation.exploitability import INSTALL_HINT
 from spiral.evaluation.match import CANDIDATE, MatchResult, evaluate, results_metrics, results_table
 from spiral.games.base import State
 from spiral.prompts.invalid import INVALID_POLICIES, InvalidMovePolicy, invalid_policy
@@ -186,6 +188,8 @@ def validate(a: EvalArgs) -> None:
             raise EvalError(f"opponent {spec!r} needs an argument: {prefix}:PATH_OR_NAME")
         if prefix == "checkpoint":
             resolve_source(arg)  # raises CheckpointNotFound with the reason
+    if a.exploitability and importlib.util.find_spec("pyspiel") is None:
+        raise EvalError(f"exploitability=true needs OpenSpiel: {INSTALL_HINT}")
     if a.invalid_policy and a.invalid_policy not in INVALID_POLICIES:
         raise EvalError(
             f"unknown invalid_policy {a.invalid_policy!r}; valid: {', '.join(INVALID_POLICIES)}"
@@ -238,6 +242,14 @@ def _api_errors(episodes: Sequence[Episode]) -> dict[tuple[str, str, int], int]:
         key = (ep.game_id, ep.agents[1 - seat], seat)
         counts[key] = counts.get(key, 0) + int(api and ep.offender == 1 - seat)
     return counts
+
+
+def _api_delta(before: dict[str, Any] | None, agent: ApiAgent) -> dict[str, Any]:
+    """This candidate's share of a (cached, reused) API agent's counters."""
+    now = agent.stats()
+    if before is None:
+        return now
+    return {k: v - before[k] if isinstance(v, int) else v for k, v in now.items()}
 
 
 def result_row(r: MatchResult, api_errors: int) -> dict[str, Any]:
@@ -333,9 +345,14 @@ def evaluate_candidate(
     source = candidate.source if isinstance(candidate, CheckpointPolicy) else None
     config = source.config if source else {}
     policy = invalid_policy(a.invalid_policy or str(config.get("invalid_move_policy", "spiral")))
+    before = {k: agent.stats() for k, agent in cache.items() if isinstance(agent, ApiAgent)}
     results, rows = _play(candidate, a, cache, policy)
     metrics = results_metrics(results)
-    api = {label: agent.stats() for label, agent in cache.items() if isinstance(agent, ApiAgent)}
+    api = {
+        k: _api_delta(before.get(k), agent)
+        for k, agent in cache.items()
+        if isinstance(agent, ApiAgent)
+    }
     metrics.update({f"eval/api/{k}/failures": float(v["failures"]) for k, v in api.items()})
     report: dict[str, Any] = {
         "candidate": {

@@ -119,7 +119,16 @@ def test_dead_api_opponent_is_reported_not_fatal(run_dir: Path, tmp_path: Path) 
 
 
 def test_compare_two_checkpoints(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    args = [f"run={run_dir}", "games=1", "seed=2", "max_tokens=4", "exploitability=true"]
+    args = [
+        f"run={run_dir}",
+        "games=1",
+        "seed=2",
+        "max_tokens=4",
+        "exploitability=true",
+        "opponents=random,api:nobody",
+        f"api_base_url=http://127.0.0.1:{free_port()}/v1",
+        "api_max_retries=0",
+    ]
     assert main(args) == 0
     out_dir = run_dir / "eval"
     with open(out_dir / "compare.csv", newline="") as fh:
@@ -127,16 +136,21 @@ def test_compare_two_checkpoints(run_dir: Path, capsys: pytest.CaptureFixture[st
     assert {r["step"] for r in rows} == {"2", "4"}
     win = [r for r in rows if r["metric"] == "win_rate"]
     assert {(r["step"], r["opponent"], r["seat"]) for r in win} == {
-        (s, "random", t) for s in ("2", "4") for t in ("0", "1")
+        (s, o, t) for s in ("2", "4") for o in ("random", "api:nobody") for t in ("0", "1")
     }
     assert len([r for r in rows if r["metric"] == "exploitability"]) == 2
     markdown = (out_dir / "compare.md").read_text()
     assert markdown.startswith("| step | game | opponent | seat | n | win_rate")
-    assert markdown.count("\n") == 2 + 4 + 2  # header, 2 steps x 2 seats, 2 Kuhn rows
+    assert markdown.count("\n") == 2 + 8 + 2  # header, 2 steps x 2 opponents x 2 seats, Kuhn
     for name in ("win_rate.png", "exploitability.png"):
         assert (out_dir / name).read_bytes()[:8] == PNG_MAGIC
     for step in ("step_000002", "step_000004"):
-        assert (run_dir / "checkpoints" / step / "eval" / "eval_seed2.json").is_file()
+        report = json.loads(
+            (run_dir / "checkpoints" / step / "eval" / "eval_seed2.json").read_text()
+        )
+        # The API opponent is shared by both checkpoints; each report counts only its own calls.
+        api_errors = sum(r["opponent_api_errors"] for r in report["results"])
+        assert report["api"]["api:nobody"]["failures"] == api_errors > 0
     assert "comparison table" in capsys.readouterr().out
 
 
