@@ -52,11 +52,10 @@ from spiral.agents.model_agent import (
 from spiral.agents.scripted import optimal_game_ids
 from spiral.evaluation.exploitability import INSTALL_HINT
 from spiral.evaluation.match import CANDIDATE, MatchResult, evaluate, results_metrics, results_table
-from spiral.games.base import State
+from spiral.evaluation.model_policy import model_kuhn_exploitability
 from spiral.prompts.invalid import INVALID_POLICIES, InvalidMovePolicy, invalid_policy
-from spiral.prompts.render import build_prompt, constraint_for, encode, prefix_free
 from spiral.rollout.play import derive_seed
-from spiral.types import Episode, Seat
+from spiral.types import Episode
 
 MODEL_PREFIXES = ("checkpoint", "api")  # game-independent opponents, built once
 RATE_FIELDS = (("win", "wins"), ("draw", "draws"), ("loss", "losses"), ("invalid", "invalid"))
@@ -260,52 +259,6 @@ def result_row(r: MatchResult, api_errors: int) -> dict[str, Any]:
         row[f"{label}_rate"] = {"value": value, "low": low, "high": high}
     row["opponent_api_errors"] = api_errors
     return row
-
-
-def _answer_ids(prompt: str, answer: str, tokenizer: Any) -> tuple[int, ...]:
-    head = encode(prompt, tokenizer)
-    joint = encode(prompt + answer, tokenizer)
-    if joint[: len(head)] == head and len(joint) > len(head):
-        return tuple(joint[len(head) :])
-    return tuple(tokenizer.encode(answer, add_special_tokens=False))
-
-
-def model_move_distribution(policy: LLMPolicy, state: State, seat: Seat) -> dict[str, float]:
-    """Exact P(move) of `policy` at `state` from one score call over the legal answers."""
-    from spiral.evaluation.move_distribution import move_distribution
-
-    spec = policy.spec_for(state)
-    tokenizer = policy.sampler.tokenizer
-    legal = state.legal_actions()
-    prompt = build_prompt(state, seat, spec, tokenizer)
-    prompt_ids = encode(prompt, tokenizer)
-    constraint = constraint_for(state, spec, tokenizer)
-    if constraint is not None:
-        choices = [list(c) for c in constraint.choices]
-        return move_distribution(
-            policy.sampler.score,
-            prompt_ids + list(constraint.marker),
-            list(zip(legal, choices, strict=True)),
-            "trie",
-        )
-    wrap = "\\boxed{{{}}}" if spec.answer_format == "boxed" else "{}"
-    raw = [_answer_ids(prompt, wrap.format(m), tokenizer) for m in legal]
-    answers = prefix_free(raw, tokenizer.eos_token_id, legal)
-    pairs = [(m, list(ids)) for m, ids in zip(legal, answers, strict=True)]
-    return move_distribution(policy.sampler.score, prompt_ids, pairs, "sequence")
-
-
-def model_kuhn_exploitability(policy: LLMPolicy) -> dict[str, Any]:
-    """Exact exploitability of the model's Kuhn policy plus its 12-state table."""
-    from spiral.evaluation.exploitability import kuhn_exploitability, kuhn_info_states
-
-    table = {
-        key: model_move_distribution(policy, build(), seat)
-        for key, seat, build in kuhn_info_states()
-    }
-    report: dict[str, Any] = dict(kuhn_exploitability(lambda info, seat: table[info]))
-    report["distributions"] = table
-    return report
 
 
 def _play(

@@ -25,7 +25,7 @@ from spiral.algo.rae import Baselines, rae_advantages
 from spiral.algo.stats import episode_metrics
 from spiral.engines.base import Learner, SamplingParams
 from spiral.report.console import format_progress
-from spiral.report.sinks import JsonlSink, MetricsSink
+from spiral.report.sinks import JsonlSink, MultiSink
 from spiral.report.transcripts import write_transcripts
 from spiral.rollout.play import GameSpec, derive_seed, play_with_draw_retry
 from spiral.train.checkpoint import LoopState, latest_checkpoint, load_loop_state, save_checkpoint
@@ -149,7 +149,7 @@ def train(
         log(f"resumed from {resume} at step {start}")
     jsonl = JsonlSink(run_dir / "metrics.jsonl")
     jsonl.truncate_after(start - 1)  # rows past the checkpoint belong to a lost future
-    sinks: list[MetricsSink] = [jsonl, *build_sinks(cfg, run_dir)]
+    sinks = MultiSink([jsonl, *build_sinks(cfg, run_dir)])
     evaluate = make_eval_fn(cfg, setup)
 
     def checkpoint(next_step: int, final: bool = False) -> Path:
@@ -162,24 +162,20 @@ def train(
     try:
         for step in range(start, cfg.num_steps):
             if cfg.eval_every and step % cfg.eval_every == 0:
-                metrics_eval = evaluate(learner, step)
-                for sink in sinks:
-                    sink.log(metrics_eval, step)
+                sinks.log(evaluate(learner, step), step)
             metrics, baselines, episodes = train_step(cfg, setup, learner, step, baselines)
             if cfg.transcripts_per_step:
                 write_transcripts(
                     episodes, run_dir / "transcripts", step, limit=cfg.transcripts_per_step
                 )
-            for sink in sinks:
-                sink.log(metrics, step)
+            sinks.log(metrics, step)
             log(format_progress(step + 1, cfg.num_steps, metrics, time.perf_counter() - started))
             if cfg.save_every and (step + 1) % cfg.save_every == 0 and step + 1 < cfg.num_steps:
                 checkpoint(step + 1)
         step = cfg.num_steps
         if cfg.eval_every:
             final_eval = evaluate(learner, step)
-            for sink in sinks:
-                sink.log(final_eval, step)
+            sinks.log(final_eval, step)
             metrics.update(final_eval)
         path = checkpoint(step, final=True)
         log(f"final checkpoint: {path}")
@@ -188,6 +184,5 @@ def train(
         log(f"\ninterrupted: saved {path}; run the same command again to resume")
         return RunResult(run_dir, step, metrics, interrupted=True)
     finally:
-        for sink in sinks:
-            sink.close()
+        sinks.close()
     return RunResult(run_dir, step, metrics)
