@@ -37,7 +37,13 @@ from spiral.engines import checkpoint_io
 from spiral.engines.base import LossFn
 from spiral.engines.constrained import answer_masks
 from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
-from spiral.engines.sampler import TorchSampler, eval_mode, hidden_to_logits
+from spiral.engines.sampler import (
+    TorchSampler,
+    common_prefix_len,
+    eval_mode,
+    hidden_to_logits,
+    prefill,
+)
 from spiral.types import Datum
 
 
@@ -45,6 +51,15 @@ def _is_peft(model: Any) -> bool:
     from peft import PeftModel
 
     return isinstance(model, PeftModel)
+
+
+def _first_needed(datum: Datum) -> int:
+    """The first target position forward_backward needs (trained or constrained); the
+    prefix before it can be shared. Always < len(input_ids), so every row keeps a suffix."""
+    start = datum.constraint_start if datum.constraint is not None else None
+    needed = [t for t, m in enumerate(datum.mask) if m > 0]
+    first = min(needed + ([start] if start is not None else []), default=len(datum.input_ids) - 1)
+    return min(first, len(datum.input_ids) - 1)
 
 
 class TorchLearner:
@@ -60,6 +75,7 @@ class TorchLearner:
         weight_decay: float = 0.0,
         normalize: Literal["datums", "none"] = "datums",
         sampler_batch_tokens: int = 32768,
+        share_prefix: bool = True,
     ) -> None:
         if normalize not in ("datums", "none"):
             raise ValueError(f"normalize must be 'datums' or 'none', got {normalize!r}")
@@ -70,6 +86,7 @@ class TorchLearner:
         self.betas, self.eps, self.weight_decay = betas, eps, weight_decay
         self.normalize = normalize
         self.sampler_batch_tokens = sampler_batch_tokens
+        self.share_prefix = share_prefix
         self.version = 0
         self.temperature = 1.0
         self._epoch = 0  # bumped on every weight change; samplers check it
@@ -90,37 +107,64 @@ class TorchLearner:
         return self._optimizer
 
     # ----- log-probs ------------------------------------------------------------------
-    def _micro_batches(self, datums: Sequence[Datum]) -> list[list[int]]:
-        """Pack datums (sorted by length) so rows x padded length <= micro_batch_tokens."""
-        order = sorted(range(len(datums)), key=lambda i: len(datums[i].input_ids))
+    def _micro_batches(self, datums: Sequence[Datum], share_prefix: bool) -> list[list[int]]:
+        """Pack datums into micro-batches whose cost stays <= micro_batch_tokens.
+
+        Without prefix sharing, rows are sorted by length and cost rows x padded length.
+        With it, rows are sorted by their token ids, so rows that share a prefix (the rules
+        text of a game, a game's earlier turns) sit together, and a chunk costs its common
+        prefix once plus rows x the longest remainder: the prefix is computed once."""
+        if not share_prefix:
+            order = sorted(range(len(datums)), key=lambda i: len(datums[i].input_ids))
+        else:
+            order = sorted(range(len(datums)), key=lambda i: tuple(datums[i].input_ids))
         chunks: list[list[int]] = []
         current: list[int] = []
-        for i in order:  # lengths ascend, so the newest row sets the padded length
-            if current and (len(current) + 1) * len(datums[i].input_ids) > self.micro_batch_tokens:
+        shared = width = 0
+        for i in order:
+            ids = datums[i].input_ids
+            if current:
+                new_shared = shared
+                if share_prefix:
+                    prev = datums[current[-1]].input_ids
+                    new_shared = min(
+                        shared, common_prefix_len([prev, ids]), _first_needed(datums[i])
+                    )
+                new_width = max(width, len(ids))
+                cost = new_shared + (len(current) + 1) * (new_width - new_shared)
+                if cost <= self.micro_batch_tokens:
+                    current.append(i)
+                    shared, width = new_shared, new_width
+                    continue
                 chunks.append(current)
-                current = []
-            current.append(i)
+            current = [i]
+            shared = _first_needed(datums[i]) if share_prefix else 0
+            width = len(ids)
         if current:
             chunks.append(current)
         return chunks
 
     def _batch_logprobs(self, batch: Sequence[Datum], every_target: bool) -> list[torch.Tensor]:
-        """Per datum, a 1-D tensor of target log-probs (0 where not needed or forced)."""
+        """Per datum, a 1-D tensor of target log-probs (0 where not needed or forced).
+
+        Unless every target is wanted, the rows' common prefix (up to the first position
+        any row needs) runs once and its KV cache is shared by all rows (`prefill`);
+        gradients flow through the shared cache, so the result equals separate rows."""
         device = self.model.device
-        width = max(len(d.input_ids) for d in batch)
-        ids_BL = torch.full((len(batch), width), self.tokenizer.pad_token_id, dtype=torch.long)
-        mask_BL = torch.zeros((len(batch), width), dtype=torch.long)
-        for b, d in enumerate(batch):
-            ids_BL[b, : len(d.input_ids)] = torch.tensor(d.input_ids, dtype=torch.long)
-            mask_BL[b, : len(d.input_ids)] = 1
-        out = self.model(
-            input_ids=ids_BL.to(device),
-            attention_mask=mask_BL.to(device),
+        seqs = [list(d.input_ids) for d in batch]
+        max_prefix = 0 if every_target else min(_first_needed(d) for d in batch)
+        pre = prefill(
+            self.model,
+            seqs,
+            max_prefix,
+            self.tokenizer.pad_token_id,
             output_hidden_states=True,
             logits_to_keep=1,
         )
-        hidden_BLH = out.hidden_states[-1]
-        rows, cols, targets, allowed = [], [], [], []
+        hidden_BSH = pre.out.hidden_states[-1]
+        # Suffixes are left-padded: position t of row b sits in column t - prefix + pad_b.
+        pad = [pre.suffix_len - (len(seq) - pre.prefix_len) for seq in seqs]
+        rows, cols, positions, targets, allowed = [], [], [], [], []
         for b, d in enumerate(batch):
             forced: set[int] = set()
             answer: dict[int, tuple[int, ...]] = {}
@@ -131,16 +175,17 @@ class TorchLearner:
                 if t in forced or not (every_target or d.mask[t] > 0 or t in answer):
                     continue
                 rows.append(b)
-                cols.append(t)
+                cols.append(t - pre.prefix_len + pad[b])
+                positions.append(t)
                 targets.append(int(token))
                 allowed.append(answer.get(t))
-        values_N = self._selected_logprobs(hidden_BLH[rows, cols], targets, allowed)
+        values_N = self._selected_logprobs(hidden_BSH[rows, cols], targets, allowed)
         lengths = [len(d.target_ids) for d in batch]
         offsets = [0]
         for n in lengths[:-1]:
             offsets.append(offsets[-1] + n)
         flat_N = torch.tensor(
-            [offsets[b] + t for b, t in zip(rows, cols, strict=True)], dtype=torch.long
+            [offsets[b] + t for b, t in zip(rows, positions, strict=True)], dtype=torch.long
         )
         flat_T = torch.zeros(sum(lengths), device=device, dtype=values_N.dtype)
         flat_T = flat_T.index_put((flat_N.to(device),), values_N)
@@ -168,7 +213,7 @@ class TorchLearner:
         """Current log-probs of every target (constraint applied), without gradients."""
         result: list[list[float]] = [[] for _ in datums]
         with eval_mode(self.model):
-            for chunk in self._micro_batches(datums):
+            for chunk in self._micro_batches(datums, share_prefix=False):
                 values = self._batch_logprobs([datums[i] for i in chunk], every_target=True)
                 for i, v in zip(chunk, values, strict=True):
                     result[i] = v.tolist()
@@ -183,7 +228,7 @@ class TorchLearner:
         self.model.train()
         total_loss, total_tokens = 0.0, 0.0
         sums: dict[str, float] = {}
-        for chunk in self._micro_batches(datums):
+        for chunk in self._micro_batches(datums, share_prefix=self.share_prefix):
             batch = [datums[i] for i in chunk]
             new_T = torch.cat(self._batch_logprobs(batch, every_target=False))
             device = new_T.device

@@ -95,6 +95,10 @@ class TrainConfig:
     max_tokens: int = chz.field(default=8192, doc="max new tokens per turn", validator=_positive)
     temperature: float = chz.field(default=1.0, doc="sampling temperature", validator=_positive)
     top_p: float = chz.field(default=1.0, doc="nucleus sampling threshold")
+    stop: tuple[str, ...] = chz.field(
+        default=(),
+        doc="stop strings, comma separated; stop=] ends a bracket reply at its first move",
+    )
     # ---- learning ----------------------------------------------------------------
     batch_size: int = chz.field(
         default=128,

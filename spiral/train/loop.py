@@ -66,7 +66,9 @@ def train_step(
     """One step of self-play and learning; returns its metrics and the new baselines."""
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    params = SamplingParams(max_tokens=cfg.max_tokens, temperature=cfg.temperature, top_p=cfg.top_p)
+    params = SamplingParams(
+        max_tokens=cfg.max_tokens, temperature=cfg.temperature, top_p=cfg.top_p, stop=cfg.stop
+    )
     policy = LLMPolicy(
         learner.sampler(), setup.prompt_spec, params, name=POLICY, spec_by_game=setup.spec_by_game
     )

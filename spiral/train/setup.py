@@ -106,7 +106,10 @@ def make_eval_fn(cfg: TrainConfig, setup: RunSetup) -> Callable[[Learner, int], 
     def run(learner: Learner, step: int) -> dict[str, float]:
         t0 = time.perf_counter()
         params = SamplingParams(
-            max_tokens=cfg.max_tokens, temperature=cfg.eval_temperature, top_p=cfg.top_p
+            max_tokens=cfg.max_tokens,
+            temperature=cfg.eval_temperature,
+            top_p=cfg.top_p,
+            stop=cfg.stop,
         )
         candidate = LLMPolicy(
             learner.sampler(),

@@ -42,8 +42,11 @@ def test_gradient_does_not_depend_on_micro_batching(tiny_llama: Path, rank: int)
     one = learner.forward_backward(datums, is_loss)
     whole = _grads(learner)
     learner.model.zero_grad(set_to_none=True)
-    learner.micro_batch_tokens = 40  # forces about one datum per micro-batch
-    assert len(learner._micro_batches(datums)) >= len(datums) - 1
+    # One datum per micro-batch and no shared prefix must give the same gradient as one
+    # big micro-batch whose common prompt prefix is computed once (share_prefix=True).
+    learner.micro_batch_tokens = 40
+    learner.share_prefix = False
+    assert len(learner._micro_batches(datums, share_prefix=False)) >= len(datums) - 1
     many = learner.forward_backward(datums, is_loss)
     split = _grads(learner)
     assert set(whole) == set(split) and whole
@@ -51,6 +54,21 @@ def test_gradient_does_not_depend_on_micro_batching(tiny_llama: Path, rank: int)
         assert torch.allclose(whole[name], split[name], atol=1e-5), name
     assert abs(one["loss"] - many["loss"]) < 1e-5
     assert one["num_tokens"] == many["num_tokens"] == sum(sum(d.mask) for d in datums)
+
+
+def test_shared_prefix_packs_more_rows_per_micro_batch(tiny_llama: Path) -> None:
+    learner = TorchLearner(ModelConfig(str(tiny_llama), lora_rank=4))
+    rules = "The rules of the game, long and shared by every request. " * 4
+    tok = learner.tokenizer
+    prompts = chat_prompts(tok, [f"{rules} Turn {i}." for i in range(6)])
+    out = learner.sampler().sample(prompts, SamplingParams(max_tokens=6, seed=0))
+    datums = [to_datum(p, c, 1.0) for p, c in zip(prompts, out, strict=True)]
+    longest = max(len(d.input_ids) for d in datums)
+    learner.micro_batch_tokens = 3 * longest
+    plain = learner._micro_batches(datums, share_prefix=False)
+    shared = learner._micro_batches(datums, share_prefix=True)
+    assert len(shared) < len(plain)
+    assert sorted(i for c in shared for i in c) == list(range(len(datums)))
 
 
 def test_steps_raise_logprob_of_positive_advantage(tiny_llama: Path) -> None:
