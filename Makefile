@@ -35,7 +35,7 @@ test-slow: $(STAMP)
 	$(BIN)/pytest -q -m slow
 
 train: $(STAMP)
-	$(BIN)/spiral train preset=embedded-tictactoe $(TRAIN_ARGS)
+	$(BIN)/spiral train preset=embedded-kuhn $(TRAIN_ARGS)
 
 bench: $(STAMP)
 	$(BIN)/spiral bench

@@ -13,9 +13,13 @@ Keys (rates in tokens/s):
 - `sample/speedup_vs_hf_generate`: generated tokens per second of our batched sampler
   (prefill + decode) over a loop of per-request `model.generate` calls with KV cache;
   `sample/speedup_prefix_reuse`: the same sampler with vs without prefix reuse.
-- `learn/tokens_per_s`: forward_backward over the prompts + completions.
+- `learn/tokens_per_s`: forward_backward over the prompts + completions, the shared
+  prompt prefix computed once per micro-batch (the learner's default);
+  `learn/tokens_per_s_no_prefix_sharing`: every row computed in full;
+  `learn/speedup_prefix_sharing`: the ratio of the two.
 - `machine/matmul_flops`: measured peak of a large fp32 (bf16 on CUDA) matmul;
-  `learn/mfu`: 6 * parameters * tokens / time / peak (the usual dense-training estimate;
+  `learn/mfu`: 6 * parameters * tokens / time / peak, from the run without prefix
+  sharing (where every counted token is really computed) (the usual dense-training estimate;
   with LoRA the true work is nearer 4 * parameters per token, so read it as an upper
   bound on work done).
 Timings on a shared machine vary with its load; compare runs on the same machine only.
@@ -169,16 +173,22 @@ def run_engine_benchmark(
 
     datums = _learner_datums(prompts, completions)
     tokens = float(sum(len(d.input_ids) for d in datums))
-    start = time.perf_counter()
-    learner.forward_backward(datums, _benchmark_loss)
-    _sync(device)
-    learn_s = time.perf_counter() - start
+    learn_s = {}
+    for share in (False, True):
+        learner.share_prefix = share
+        start = time.perf_counter()
+        learner.forward_backward(datums, _benchmark_loss)
+        _sync(device)
+        learn_s[share] = time.perf_counter() - start
+    learner.model.zero_grad(set_to_none=True)
     params = float(sum(p.numel() for p in learner.model.parameters()))
     result.update(
         {
-            "learn/tokens_per_s": tokens / learn_s,
-            "learn/seconds": learn_s,
-            "learn/mfu": 6.0 * params * tokens / learn_s / result["machine/matmul_flops"],
+            "learn/tokens_per_s": tokens / learn_s[True],
+            "learn/tokens_per_s_no_prefix_sharing": tokens / learn_s[False],
+            "learn/speedup_prefix_sharing": learn_s[False] / learn_s[True],
+            "learn/seconds": learn_s[True],
+            "learn/mfu": 6.0 * params * tokens / learn_s[False] / result["machine/matmul_flops"],
             "model/parameters": params,
         }
     )

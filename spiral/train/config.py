@@ -139,6 +139,10 @@ class TrainConfig:
     )
     eval_opponent_names: tuple[str, ...] = chz.field(default=("random",), doc="eval opponents")
     eval_env_ids: tuple[str, ...] = chz.field(default=(), doc="eval games; empty = env_ids")
+    eval_exploitability: bool = chz.field(
+        default=True,
+        doc="also compute exact exploitability where the game allows (KuhnPokerSingle-v0)",
+    )
     eval_temperature: float = chz.field(default=1.0, doc="sampling temperature in evaluation")
     save_every: int = chz.field(
         default=20, doc="checkpoint every N steps (and at the end); 0 = end only"
@@ -192,21 +196,40 @@ class TrainConfig:
 
 # Presets: named sets of values (strings as on the command line), applied before user keys.
 PRESETS: dict[str, dict[str, str]] = {
-    # The `make train` run: the embedded 135M model learns TicTacToe on 2 CPU cores in
-    # about 20 minutes. Values chosen by measurement (see README "Measured").
+    # The `make train` run: the embedded 135M model learns single-hand Kuhn poker by
+    # self-play on 2 CPU cores in about 20 minutes. Chosen by measurement (docs/results.md):
+    # with bracket answers the model makes too few legal moves to learn from (every
+    # self-play game of a 10-step TicTacToe trial ended in an invalid move), so answers are
+    # constrained to the legal moves and the signal is the game outcome.
+    "embedded-kuhn": {
+        "model_name": "embedded",
+        "env_ids": "KuhnPokerSingle-v0",
+        "template": "chat",
+        "answer_format": "constrained",
+        "max_tokens": "8",
+        "batch_size": "64",
+        "max_steps": "30",
+        "learning_rate": "2e-4",
+        "lora_rank": "16",
+        "eval_every": "5",
+        "eval_games": "100",
+        "save_every": "5",
+        "micro_batch_tokens": "4096",
+    },
+    # The same on TicTacToe: 16 games per step, constrained answers.
     "embedded-tictactoe": {
         "model_name": "embedded",
         "env_ids": "TicTacToe-v0",
         "template": "chat",
-        "answer_format": "bracket",
+        "answer_format": "constrained",
         "max_tokens": "8",
-        "batch_size": "16",
-        "max_steps": "8",
-        "learning_rate": "3e-4",
+        "batch_size": "32",
+        "max_steps": "30",
+        "learning_rate": "2e-4",
         "lora_rank": "16",
-        "eval_every": "4",
-        "eval_games": "8",
-        "save_every": "4",
+        "eval_every": "5",
+        "eval_games": "100",
+        "save_every": "5",
         "micro_batch_tokens": "4096",
     },
 }

@@ -11,7 +11,15 @@ from spiral.train.config import ConfigError, help_text, parse_config
 from spiral.train.loop import train
 from spiral.train.setup import build_setup, make_learner_factory
 
-SUMMARY_KEYS = ("win_rate", "draw_rate", "loss_rate", "invalid_rate")
+SUMMARY_KEYS = (
+    "win_rate",
+    "draw_rate",
+    "loss_rate",
+    "invalid_rate",
+    "exploitability",
+    "value_vs_nash_seat0",
+    "value_vs_nash_seat1",
+)
 
 
 def before_after(metrics_path: Path) -> str:

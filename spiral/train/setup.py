@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from spiral.agents import make as make_agent
 from spiral.agents.llm_policy import LLMPolicy
 from spiral.engines.base import Learner, SamplingParams
 from spiral.evaluation.match import evaluate, results_metrics
+from spiral.evaluation.model_policy import model_kuhn_exploitability
 from spiral.prompts.invalid import InvalidMovePolicy, invalid_policy
 from spiral.prompts.spec import PromptSpec
 from spiral.report.sinks import MetricsSink, TensorBoardSink, WandbSink
@@ -134,7 +136,24 @@ def make_eval_fn(cfg: TrainConfig, setup: RunSetup) -> Callable[[Learner, int], 
                 game_params=setup.game_params.get(game_id, {}),
             )
             metrics.update(results_metrics(results))
+        if cfg.eval_exploitability and KUHN_SINGLE in env_ids:
+            metrics.update(kuhn_exploitability_metrics(candidate))
         metrics["time/eval"] = time.perf_counter() - t0
         return metrics
 
     return run
+
+
+KUHN_SINGLE = "KuhnPokerSingle-v0"
+_EXPLOITABILITY_KEYS = ("exploitability", "nash_conv", "value_vs_nash_seat0", "value_vs_nash_seat1")
+
+
+def kuhn_exploitability_metrics(candidate: LLMPolicy) -> dict[str, float]:
+    """Exact exploitability of the policy's single-hand Kuhn strategy (from log-probs, no
+    sampling noise) as eval/ metrics; empty, with a warning, without the openspiel extra."""
+    try:
+        report = model_kuhn_exploitability(candidate)
+    except ImportError as err:
+        warnings.warn(f"skipping Kuhn exploitability: {err}", stacklevel=2)
+        return {}
+    return {f"eval/{KUHN_SINGLE}/{key}": float(report[key]) for key in _EXPLOITABILITY_KEYS}

@@ -29,6 +29,17 @@ def test_preset_then_explicit_keys_win() -> None:
     assert cfg.max_tokens == int(PRESETS["embedded-tictactoe"]["max_tokens"])
 
 
+def test_make_train_uses_a_known_preset() -> None:
+    import re
+    from pathlib import Path
+
+    makefile = (Path(__file__).parents[2] / "Makefile").read_text()
+    presets = re.findall(r"spiral train preset=(\S+)", makefile)
+    assert presets and all(p in PRESETS for p in presets)
+    for name in presets:
+        parse_config([f"preset={name}"])  # every preset is a valid config
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -78,6 +78,14 @@ def test_train_checkpoint_resume_matches_uninterrupted(tiny_model: Path, tmp_pat
     assert any((straight / "transcripts").rglob("*.txt"))
     keys = set().union(*rows_a)
     assert "train/TicTacToe-v0/seat0/invalid_rate" in keys
+    # Exact exploitability rides along with each evaluation of single-hand Kuhn.
+    exploitability = [
+        r["eval/KuhnPokerSingle-v0/exploitability"]
+        for r in rows_a
+        if "eval/KuhnPokerSingle-v0/exploitability" in r
+    ]
+    assert len(exploitability) == 3  # steps 0, 2, 4
+    assert all(0.0 < e <= 2.0 for e in exploitability)
     assert any(k.startswith("eval/TicTacToe-v0/random/seat1/win_rate") for k in keys)
     assert "train/loss" in keys and "time/sample" in keys
 
