@@ -60,6 +60,12 @@ def machine() -> dict[str, Any]:
     return info
 
 
+def _fmt(value: Any) -> str:
+    if not isinstance(value, float):
+        return str(value)
+    return f"{value:,.1f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
 def main(argv: Sequence[str]) -> int:
     if any(a in ("-h", "--help") for a in argv) or any("=" not in a for a in argv):
         print(USAGE)
@@ -76,7 +82,7 @@ def main(argv: Sequence[str]) -> int:
         results.update(bench_engine(args))
     width = max(len(k) for k in results)
     for key, value in results.items():
-        shown = f"{value:,.1f}" if isinstance(value, float) else str(value)
+        shown = _fmt(value)
         print(f"{key:<{width}}  {shown}")
     if "out" in args:
         Path(args["out"]).write_text(json.dumps(results, indent=2), encoding="utf-8")

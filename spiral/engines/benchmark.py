@@ -18,10 +18,9 @@ Keys (rates in tokens/s):
   `learn/tokens_per_s_no_prefix_sharing`: every row computed in full;
   `learn/speedup_prefix_sharing`: the ratio of the two.
 - `machine/matmul_flops`: measured peak of a large fp32 (bf16 on CUDA) matmul;
-  `learn/mfu`: 6 * parameters * tokens / time / peak, from the run without prefix
-  sharing (where every counted token is really computed) (the usual dense-training estimate;
-  with LoRA the true work is nearer 4 * parameters per token, so read it as an upper
-  bound on work done).
+  `learn/share_of_matmul_peak`: `learn/model_flops_per_s` / that peak, where model
+  FLOPs = tokens x (4 with LoRA, 6 with full fine-tuning) x non-embedding parameters,
+  from the run without prefix sharing (where every counted token is really computed).
 Timings on a shared machine vary with its load; compare runs on the same machine only.
 """
 
@@ -182,13 +181,20 @@ def run_engine_benchmark(
         learn_s[share] = time.perf_counter() - start
     learner.model.zero_grad(set_to_none=True)
     params = float(sum(p.numel() for p in learner.model.parameters()))
+    # Work per token: forward 2N + input-gradient backward 2N over the N non-embedding
+    # weights (an embedding lookup is not a matmul; the tied head runs only on trained
+    # positions), plus 2N weight gradients when the base weights train (lora_rank=0).
+    embedding = float(learner.model.get_input_embeddings().weight.numel())
+    flops_per_token = (4.0 if lora_rank > 0 else 6.0) * (params - embedding)
+    model_flops = flops_per_token * tokens / learn_s[False]
     result.update(
         {
             "learn/tokens_per_s": tokens / learn_s[True],
             "learn/tokens_per_s_no_prefix_sharing": tokens / learn_s[False],
             "learn/speedup_prefix_sharing": learn_s[False] / learn_s[True],
             "learn/seconds": learn_s[True],
-            "learn/mfu": 6.0 * params * tokens / learn_s[False] / result["machine/matmul_flops"],
+            "learn/model_flops_per_s": model_flops,
+            "learn/share_of_matmul_peak": model_flops / result["machine/matmul_flops"],
             "model/parameters": params,
         }
     )

@@ -12,8 +12,14 @@ Choices:
 - Logits are computed only where needed (mask > 0 in forward_backward; every target in
   `logprobs`) from the final hidden states, so long masked-out prompts never materialise
   a [tokens x vocab] tensor.
-- Micro-batching: datums are sorted by length and packed so that rows x padded length
-  <= `micro_batch_tokens`; memory is bounded for any batch size. The loss returned by
+- Micro-batching: datums are packed so that each micro-batch's cost stays within
+  `micro_batch_tokens`; memory is bounded for any batch size.
+- Shared prefixes (`share_prefix=True`, the default): datums are sorted by their token
+  ids so that rows sharing a prompt prefix (a game's rules text, its earlier turns) sit
+  together; each micro-batch runs its common prefix once (batch 1) and its rows continue
+  from that KV cache. The gradient flows through the shared cache, so the result equals
+  the per-row computation (tested); the saving is the prefix times (rows - 1). Measured
+  ~3.5x faster training steps on single-hand Kuhn poker (docs/results.md). The loss returned by
   `loss_fn` is a SUM over tokens; each micro-batch's sum is divided by the normaliser
   (`normalize="datums"`: the number of datums in the forward_backward call; "none": 1,
   Tinker's plain sum), so the accumulated gradient does not depend on micro-batching.
@@ -152,7 +158,8 @@ class TorchLearner:
         gradients flow through the shared cache, so the result equals separate rows."""
         device = self.model.device
         seqs = [list(d.input_ids) for d in batch]
-        max_prefix = 0 if every_target else min(_first_needed(d) for d in batch)
+        share = self.share_prefix and not every_target
+        max_prefix = min(_first_needed(d) for d in batch) if share else 0
         pre = prefill(
             self.model,
             seqs,

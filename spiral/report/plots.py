@@ -46,6 +46,11 @@ CURVES: tuple[Curve, ...] = (
         "Win rate against the random agent",
         ("eval/*/random/seat*/win_rate", "eval/*/random/win_rate"),
     ),
+    Curve(
+        "exploitability",
+        "Exact exploitability (0 = Nash) and value against the Nash player",
+        ("eval/*/exploitability", "eval/*/value_vs_nash_seat*"),
+    ),
     Curve("draw_rate", "Draw rate", ("train/*/draw_rate",)),
     Curve("rae_baselines", "RAE baselines per game and seat", ("rae/*/baseline_updated",)),
     Curve("response_tokens", "Mean response length (tokens)", ("train/*/mean_response_tokens",)),

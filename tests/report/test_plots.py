@@ -93,3 +93,20 @@ def test_wilson_band_is_drawn_and_not_plotted_as_a_line(tmp_path: Path) -> None:
     b = plot_metrics(banded, [key], tmp_path / "banded.png")
     _assert_real_png(b)
     assert not np.array_equal(imread(a), imread(b)), "the interval band was not drawn"
+
+
+def test_exploitability_curve_is_drawn_when_logged(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    sink = JsonlSink(path)
+    for step, value in enumerate([0.66, 0.36, 0.34]):
+        sink.log(
+            {
+                "eval/KuhnPokerSingle-v0/exploitability": value,
+                "eval/KuhnPokerSingle-v0/value_vs_nash_seat0": -value / 3,
+            },
+            step=step * 5,
+        )
+    sink.close()
+    paths = plot_learning_curve(path, tmp_path / "report")
+    assert [p.name for p in paths] == ["exploitability.png"]
+    _assert_real_png(paths[0])
