@@ -263,7 +263,10 @@ def parse_config(argv: Sequence[str]) -> TrainConfig:
     bad = [a for a in args if "=" not in a]
     if bad:
         raise ConfigError(f"arguments must be key=value, got {bad}; see `spiral train --help`")
-    preset = next((a.split("=", 1)[1] for a in args if a.startswith("preset=")), "")
+    # The last preset= wins, like any repeated key (so `make train TRAIN_ARGS=preset=...`
+    # replaces the Makefile's preset).
+    presets = [a.split("=", 1)[1] for a in args if a.startswith("preset=")]
+    preset = presets[-1] if presets else ""
     if preset and preset not in PRESETS:
         raise ConfigError(f"unknown preset {preset!r}; choose one of {', '.join(sorted(PRESETS))}")
     expanded = [f"{k}={v}" for k, v in PRESETS.get(preset, {}).items()] + args

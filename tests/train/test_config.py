@@ -29,6 +29,11 @@ def test_preset_then_explicit_keys_win() -> None:
     assert cfg.max_tokens == int(PRESETS["embedded-tictactoe"]["max_tokens"])
 
 
+def test_last_preset_wins() -> None:
+    cfg = parse_config(["preset=embedded-kuhn", "preset=embedded-tictactoe"])
+    assert cfg.env_ids == ("TicTacToe-v0",) and cfg.preset == "embedded-tictactoe"
+
+
 def test_make_train_uses_a_known_preset() -> None:
     import re
     from pathlib import Path
