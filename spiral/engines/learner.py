@@ -19,9 +19,9 @@ Choices:
   together; each micro-batch runs its common prefix once (batch 1) and its rows continue
   from that KV cache. The gradient flows through the shared cache, so the result equals
   the per-row computation (tested); the saving is the prefix times (rows - 1). Measured
-  ~3.5x faster training steps on single-hand Kuhn poker (docs/results.md). The loss returned by
-  `loss_fn` is a SUM over tokens; each micro-batch's sum is divided by the normaliser
-  (`normalize="datums"`: the number of datums in the forward_backward call; "none": 1,
+  ~3.5x faster training steps on single-hand Kuhn poker (docs/results.md).
+- The loss returned by `loss_fn` is a SUM over tokens; each micro-batch's sum is divided
+  by the normaliser (`normalize="datums"`: the number of datums in the forward_backward call; "none": 1,
   Tinker's plain sum), so the accumulated gradient does not depend on micro-batching.
 - Staleness: every weight change (optim_step, load) bumps an internal epoch; a sampler
   made earlier raises StaleSamplerError instead of sampling from changed weights.
@@ -43,13 +43,8 @@ from spiral.engines import checkpoint_io
 from spiral.engines.base import LossFn
 from spiral.engines.constrained import answer_masks
 from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
-from spiral.engines.sampler import (
-    TorchSampler,
-    common_prefix_len,
-    eval_mode,
-    hidden_to_logits,
-    prefill,
-)
+from spiral.engines.prefill import common_prefix_len, prefill
+from spiral.engines.sampler import TorchSampler, eval_mode, hidden_to_logits
 from spiral.types import Datum
 
 

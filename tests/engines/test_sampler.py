@@ -9,7 +9,8 @@ import torch
 
 from spiral.engines.base import Sampler, SamplingParams
 from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
-from spiral.engines.sampler import TorchSampler, common_prefix_len
+from spiral.engines.prefill import common_prefix_len
+from spiral.engines.sampler import TorchSampler
 
 from .conftest import PROMPT_TEXTS, chat_prompts
 
