@@ -131,6 +131,34 @@ def _benchmark_loss(
     return -(adv_T * torch.exp(new_T - old_T) * mask_T).sum(), {}
 
 
+def _time_learner(learner: TorchLearner, datums: list[Datum], lora_rank: int) -> dict[str, float]:
+    """forward_backward over `datums` with and without prefix sharing; rates and FLOPs."""
+    device = learner.model.device
+    tokens = float(sum(len(d.input_ids) for d in datums))
+    learn_s = {}
+    for share in (False, True):
+        learner.share_prefix = share
+        start = time.perf_counter()
+        learner.forward_backward(datums, _benchmark_loss)
+        _sync(device)
+        learn_s[share] = time.perf_counter() - start
+    learner.model.zero_grad(set_to_none=True)
+    params = float(sum(p.numel() for p in learner.model.parameters()))
+    # Work per token: forward 2N + input-gradient backward 2N over the N non-embedding
+    # weights (an embedding lookup is not a matmul; the tied head runs only on trained
+    # positions), plus 2N weight gradients when the base weights train (lora_rank=0).
+    embedding = float(learner.model.get_input_embeddings().weight.numel())
+    flops_per_token = (4.0 if lora_rank > 0 else 6.0) * (params - embedding)
+    return {
+        "learn/tokens_per_s": tokens / learn_s[True],
+        "learn/tokens_per_s_no_prefix_sharing": tokens / learn_s[False],
+        "learn/speedup_prefix_sharing": learn_s[False] / learn_s[True],
+        "learn/seconds": learn_s[True],
+        "learn/model_flops_per_s": flops_per_token * tokens / learn_s[False],
+        "model/parameters": params,
+    }
+
+
 def run_engine_benchmark(
     model: str = "embedded",
     batch: int = 16,
@@ -170,32 +198,8 @@ def run_engine_benchmark(
         }
     )
 
-    datums = _learner_datums(prompts, completions)
-    tokens = float(sum(len(d.input_ids) for d in datums))
-    learn_s = {}
-    for share in (False, True):
-        learner.share_prefix = share
-        start = time.perf_counter()
-        learner.forward_backward(datums, _benchmark_loss)
-        _sync(device)
-        learn_s[share] = time.perf_counter() - start
-    learner.model.zero_grad(set_to_none=True)
-    params = float(sum(p.numel() for p in learner.model.parameters()))
-    # Work per token: forward 2N + input-gradient backward 2N over the N non-embedding
-    # weights (an embedding lookup is not a matmul; the tied head runs only on trained
-    # positions), plus 2N weight gradients when the base weights train (lora_rank=0).
-    embedding = float(learner.model.get_input_embeddings().weight.numel())
-    flops_per_token = (4.0 if lora_rank > 0 else 6.0) * (params - embedding)
-    model_flops = flops_per_token * tokens / learn_s[False]
-    result.update(
-        {
-            "learn/tokens_per_s": tokens / learn_s[True],
-            "learn/tokens_per_s_no_prefix_sharing": tokens / learn_s[False],
-            "learn/speedup_prefix_sharing": learn_s[False] / learn_s[True],
-            "learn/seconds": learn_s[True],
-            "learn/model_flops_per_s": model_flops,
-            "learn/share_of_matmul_peak": model_flops / result["machine/matmul_flops"],
-            "model/parameters": params,
-        }
+    result.update(_time_learner(learner, _learner_datums(prompts, completions), lora_rank))
+    result["learn/share_of_matmul_peak"] = (
+        result["learn/model_flops_per_s"] / result["machine/matmul_flops"]
     )
     return result

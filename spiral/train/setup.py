@@ -18,6 +18,7 @@ from spiral import games
 from spiral.agents import make as make_agent
 from spiral.agents.llm_policy import LLMPolicy
 from spiral.engines.base import Learner, SamplingParams
+from spiral.evaluation.exploitability import KUHN_GAME_ID
 from spiral.evaluation.match import evaluate, results_metrics
 from spiral.evaluation.model_policy import model_kuhn_exploitability
 from spiral.prompts.invalid import InvalidMovePolicy, invalid_policy
@@ -136,7 +137,7 @@ def make_eval_fn(cfg: TrainConfig, setup: RunSetup) -> Callable[[Learner, int], 
                 game_params=setup.game_params.get(game_id, {}),
             )
             metrics.update(results_metrics(results))
-        if cfg.eval_exploitability and KUHN_SINGLE in env_ids:
+        if cfg.eval_exploitability and KUHN_GAME_ID in env_ids:
             metrics.update(kuhn_exploitability_metrics(candidate))
         metrics["time/eval"] = time.perf_counter() - t0
         return metrics
@@ -144,7 +145,6 @@ def make_eval_fn(cfg: TrainConfig, setup: RunSetup) -> Callable[[Learner, int], 
     return run
 
 
-KUHN_SINGLE = "KuhnPokerSingle-v0"
 _EXPLOITABILITY_KEYS = ("exploitability", "nash_conv", "value_vs_nash_seat0", "value_vs_nash_seat1")
 
 
@@ -156,4 +156,4 @@ def kuhn_exploitability_metrics(candidate: LLMPolicy) -> dict[str, float]:
     except ImportError as err:
         warnings.warn(f"skipping Kuhn exploitability: {err}", stacklevel=2)
         return {}
-    return {f"eval/{KUHN_SINGLE}/{key}": float(report[key]) for key in _EXPLOITABILITY_KEYS}
+    return {f"eval/{KUHN_GAME_ID}/{key}": float(report[key]) for key in _EXPLOITABILITY_KEYS}
