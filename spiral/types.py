@@ -53,6 +53,16 @@ class AnswerConstraint:
     marker: tuple[int, ...] = ()
     think_budget: int = 0
 
+    def next_tokens(self, answer: tuple[int, ...]) -> dict[int, int]:
+        """Legal next tokens after the answer prefix `answer`, each with the number of
+        choices that continue through it (a single key: the token is forced)."""
+        n = len(answer)
+        counts: dict[int, int] = {}
+        for choice in self.choices:
+            if len(choice) > n and choice[:n] == answer:
+                counts[choice[n]] = counts.get(choice[n], 0) + 1
+        return counts
+
 
 @dataclass(frozen=True)
 class Completion:
@@ -118,6 +128,9 @@ class Datum:
     shifted left by one. `sampler_logprobs`, `advantages` and `mask` align with
     `target_ids`; prompt positions have mask 0. `constraint_start` (in target
     coordinates) and `constraint` let the learner recompute constrained log-probs.
+    `weight` is how many sampled rows this row stands for (identical rows merged into
+    one, see `spiral.algo.merge`): the learner weighs its loss, its regulariser and its
+    diagnostics by it and counts it `weight` times when normalising.
     """
 
     input_ids: tuple[int, ...]
@@ -129,8 +142,11 @@ class Datum:
     constraint: AnswerConstraint | None = None
     game_id: str = ""
     seat: Seat = 0
+    weight: float = 1.0
 
     def __post_init__(self) -> None:
+        if not self.weight > 0:
+            raise ValueError(f"Datum.weight must be > 0 (rows it stands for), got {self.weight}")
         n = len(self.input_ids)
         lengths = (
             len(self.target_ids),

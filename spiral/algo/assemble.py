@@ -20,6 +20,11 @@ so completion token j sits at target index len(P) - 1 + j. Choices made here:
   (log-prob 0), not chosen, so they get mask 0. The choice tokens after them were chosen
   among the constrained options and keep mask 1; `constraint_start` (target coordinates)
   and `constraint` let the learner recompute their log-probs under the same restriction.
+- **Single-option answer tokens are not trained either.** Where the legal answers leave
+  only one possible next token (the " [" that opens every Kuhn move, the closing "]"),
+  the token had log-prob 0 and carries no gradient; mask 0 keeps it out of every
+  per-token statistic (ratio, clip fraction, KL, entropy) and token count. In Kuhn poker
+  these were two of the three answer tokens.
 - Trainable turns of a seat without an advantage (a frozen opponent, say) are skipped
   and counted in `assemble/num_skipped_turns`, so a missing advantage is visible.
 - `filter_zero_adv` drops turns whose advantage is exactly 0 (OAT's default was on).
@@ -31,7 +36,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from spiral.algo.rae import turn_advantages
-from spiral.types import Datum, Episode, Turn
+from spiral.types import Completion, Datum, Episode, Turn
 
 
 def _forced_span(turn: Turn) -> tuple[int, int] | None:
@@ -58,6 +63,15 @@ def _forced_span(turn: Turn) -> tuple[int, int] | None:
     return start - n_marker, start
 
 
+def _single_option_positions(completion: Completion) -> list[int]:
+    """Indices (within the completion) of answer tokens that had exactly one legal option."""
+    constraint, start = completion.constraint, completion.answer_start
+    if constraint is None or start is None:
+        return []
+    answer = completion.tokens[start:]
+    return [start + j for j in range(len(answer)) if len(constraint.next_tokens(answer[:j])) == 1]
+
+
 def turn_to_datum(turn: Turn, advantage: float) -> Datum:
     """One training row for one sampled turn (see the module docstring for the layout)."""
     completion = turn.completion
@@ -81,6 +95,8 @@ def turn_to_datum(turn: Turn, advantage: float) -> Datum:
     if forced is not None:
         for j in range(*forced):
             mask[n_prompt + j] = 0.0
+    for j in _single_option_positions(completion):
+        mask[n_prompt + j] = 0.0
     constraint_start = None
     if completion.constraint is not None and completion.answer_start is not None:
         constraint_start = n_prompt + completion.answer_start

@@ -23,7 +23,19 @@ Choices made here:
 - **use_baseline=False** gives A = R, but the baseline is still tracked and reported, so a
   run can switch it on later from a checkpoint without a cold start.
 - Baselines are a value, checkpointed with `to_json` / `from_json` (the original kept
-  them per process and lost them on restart).
+  them per process and lost them on restart). They also count their updates per key.
+
+Two options, off by default (`kind`), for what is subtracted; the EMA is tracked and
+reported the same way under every kind:
+
+- **"ema_debiased"**: the EMA starts at 0 and with decay 0.95 needs ~60 batches to
+  forget that start, longer than many short runs; Adam's bias correction divides it by
+  1 - decay^n after n updates, so from the second batch on the baseline is an unbiased
+  average of past batch means (the first batch still subtracts 0: nothing is known yet).
+- **"leave_one_out"**: each seat-trajectory's baseline is the mean return of the OTHER
+  trajectories of the same (game, seat) in this batch (unbiased, and it tracks the policy
+  without lag; with big batches its noise is small). A (game, seat) with a single
+  trajectory in the batch falls back to the EMA read.
 """
 
 from __future__ import annotations
@@ -34,33 +46,52 @@ from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal, get_args
 
 from spiral.types import Episode, Seat
 
 BaselineKey = tuple[str, int]  # (game_id, seat)
+BaselineKind = Literal["ema", "ema_debiased", "leave_one_out"]
+BASELINE_KINDS: tuple[str, ...] = get_args(BaselineKind)
 
 
 @dataclass(frozen=True)
 class Baselines:
-    """Moving-average returns keyed by (game_id, seat); a missing key reads as 0.0."""
+    """Moving-average returns keyed by (game_id, seat); a missing key reads as 0.0.
+
+    `counts` holds how many updates each key has had (for the bias correction); a key
+    with a value but no count (a checkpoint written before counts existed) is treated as
+    long warmed up."""
 
     values: Mapping[BaselineKey, float] = field(default_factory=dict)
+    counts: Mapping[BaselineKey, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # Copy into a read-only view so that a frozen Baselines cannot change under us.
         frozen = MappingProxyType({(str(g), int(s)): float(v) for (g, s), v in self.values.items()})
         object.__setattr__(self, "values", frozen)
+        counts = MappingProxyType({(str(g), int(s)): int(n) for (g, s), n in self.counts.items()})
+        object.__setattr__(self, "counts", counts)
 
     def get(self, game_id: str, seat: Seat) -> float:
         return self.values.get((game_id, seat), 0.0)
 
+    def debiased(self, game_id: str, seat: Seat, decay: float) -> float:
+        """The EMA divided by 1 - decay^n after n updates (0.0 before the first)."""
+        key = (game_id, seat)
+        if key not in self.counts:
+            return self.get(game_id, seat)
+        n = self.counts[key]
+        return self.values.get(key, 0.0) / (1.0 - decay**n) if n > 0 else 0.0
+
     def to_json(self) -> dict[str, Any]:
         """A JSON-able dict (a list of rows, because JSON keys cannot be tuples)."""
-        rows = [
-            {"game_id": game_id, "seat": seat, "value": value}
-            for (game_id, seat), value in sorted(self.values.items())
-        ]
+        rows = []
+        for (game_id, seat), value in sorted(self.values.items()):
+            row: dict[str, Any] = {"game_id": game_id, "seat": seat, "value": value}
+            if (game_id, seat) in self.counts:
+                row["count"] = self.counts[(game_id, seat)]
+            rows.append(row)
         return {"baselines": rows}
 
     @classmethod
@@ -75,7 +106,12 @@ class Baselines:
         values = {
             (row["game_id"], int(row["seat"])): float(row["value"]) for row in parsed["baselines"]
         }
-        return cls(values)
+        counts = {
+            (row["game_id"], int(row["seat"])): int(row["count"])
+            for row in parsed["baselines"]
+            if "count" in row
+        }
+        return cls(values, counts)
 
 
 def _trained_seats(episode: Episode, trained_agents: Collection[str] | None) -> list[Seat]:
@@ -94,21 +130,25 @@ def rae_advantages(
     decay: float = 0.95,
     use_baseline: bool = True,
     trained_agents: Collection[str] | None = None,
+    kind: BaselineKind = "ema",
 ) -> tuple[dict[tuple[int, int], float], Baselines, dict[str, float]]:
     """Advantages per (episode index, seat), the updated baselines, and metrics.
 
     Every advantage uses the baseline from before this batch's update. `trained_agents`
     names the agent labels (Turn.agent) whose sampled turns are trained on; None means
     every trainable turn, which would include a frozen checkpoint opponent's turns in
-    fictitious self-play, so pass the policy's label there. Metrics per game
-    and seat: `rae/<game>/seat<k>/baseline` (before), `.../baseline_updated` (after),
-    `.../mean_return`, `.../count`; overall `rae/mean_advantage` and `rae/num_seats`.
+    fictitious self-play, so pass the policy's label there. `kind` picks what is
+    subtracted (see the module docstring). Metrics per game and seat:
+    `rae/<game>/seat<k>/baseline` (the EMA before), `.../baseline_used` (the mean of
+    what was subtracted), `.../baseline_updated` (after), `.../mean_return`, `.../count`;
+    overall `rae/mean_advantage` and `rae/num_seats`.
     """
     if not 0.0 < decay < 1.0:
         raise ValueError(f"RAE decay must satisfy 0 < decay < 1 (0.95 is usual), got {decay}")
+    if kind not in BASELINE_KINDS:
+        raise ValueError(f"unknown baseline kind {kind!r}; choose one of {BASELINE_KINDS}")
 
-    returns_by_key: dict[BaselineKey, list[float]] = defaultdict(list)
-    advantages: dict[tuple[int, int], float] = {}
+    returns_by_key: dict[BaselineKey, list[tuple[tuple[int, int], float]]] = defaultdict(list)
     for index, episode in enumerate(episodes):
         for seat in _trained_seats(episode, trained_agents):
             ret = float(episode.returns[seat])
@@ -117,29 +157,52 @@ def rae_advantages(
                     f"episode {index} ({episode.game_id}, seed {episode.seed}) has a "
                     f"non-finite return {ret} for seat {seat}; fix the game's scoring"
                 )
-            key = (episode.game_id, seat)
-            returns_by_key[key].append(ret)
-            baseline = baselines.get(*key) if use_baseline else 0.0
-            advantages[(index, seat)] = ret - baseline
+            returns_by_key[(episode.game_id, seat)].append(((index, seat), ret))
 
-    new_values = dict(baselines.values)
+    advantages: dict[tuple[int, int], float] = {}
+    new_values, new_counts = dict(baselines.values), dict(baselines.counts)
     metrics: dict[str, float] = {}
-    for (game_id, seat), rets in sorted(returns_by_key.items()):
-        before = baselines.get(game_id, seat)
-        mean_return = sum(rets) / len(rets)
+    for key, rows in sorted(returns_by_key.items()):
+        used = _subtracted([r for _, r in rows], baselines, key, decay, kind, use_baseline)
+        for ((index, seat), ret), b in zip(rows, used, strict=True):
+            advantages[(index, seat)] = ret - b
+        before = baselines.get(*key)
+        mean_return = sum(r for _, r in rows) / len(rows)
         after = decay * before + (1.0 - decay) * mean_return
-        new_values[(game_id, seat)] = after
-        prefix = f"rae/{game_id}/seat{seat}"
+        new_values[key] = after
+        new_counts[key] = baselines.counts.get(key, 0) + 1
+        prefix = f"rae/{key[0]}/seat{key[1]}"
         metrics[f"{prefix}/baseline"] = before
+        metrics[f"{prefix}/baseline_used"] = sum(used) / len(used)
         metrics[f"{prefix}/baseline_updated"] = after
         metrics[f"{prefix}/mean_return"] = mean_return
-        metrics[f"{prefix}/count"] = float(len(rets))
+        metrics[f"{prefix}/count"] = float(len(rows))
 
     metrics["rae/num_seats"] = float(len(advantages))
     metrics["rae/mean_advantage"] = (
         sum(advantages.values()) / len(advantages) if advantages else 0.0
     )
-    return advantages, Baselines(new_values), metrics
+    return advantages, Baselines(new_values, new_counts), metrics
+
+
+def _subtracted(
+    returns: list[float],
+    baselines: Baselines,
+    key: BaselineKey,
+    decay: float,
+    kind: BaselineKind,
+    use_baseline: bool,
+) -> list[float]:
+    """The baseline subtracted from each return of one (game, seat) in this batch."""
+    n = len(returns)
+    if not use_baseline:
+        return [0.0] * n
+    if kind == "leave_one_out" and n > 1:
+        total = sum(returns)
+        return [(total - r) / (n - 1) for r in returns]
+    if kind == "ema_debiased":
+        return [baselines.debiased(*key, decay)] * n
+    return [baselines.get(*key)] * n
 
 
 def turn_advantages(seat_advantage: float, n_turns: int, gamma: float = 1.0) -> list[float]:

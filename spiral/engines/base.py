@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from spiral.algo.regularizers import Regularizer
 from spiral.types import AnswerConstraint, Completion, Datum
 
 
@@ -41,9 +42,13 @@ class Sampler(Protocol):
         ...
 
     def score(
-        self, prompts: Sequence[Sequence[int]], continuations: Sequence[Sequence[int]]
+        self,
+        prompts: Sequence[Sequence[int]],
+        continuations: Sequence[Sequence[int]],
+        temperature: float = 1.0,
     ) -> list[list[float]]:
-        """Log-probs of each continuation's tokens given its prompt (temperature 1)."""
+        """Log-probs of each continuation's tokens given its prompt, from
+        log_softmax(logits / temperature) (temperature <= 0 means 1)."""
         ...
 
 
@@ -55,9 +60,13 @@ LossFn = Callable[..., tuple[Any, dict[str, float]]]
 @runtime_checkable
 class Learner(Protocol):
     version: int
+    temperature: float  # the sampling temperature that log-probs are computed at
 
-    def forward_backward(self, datums: Sequence[Datum], loss_fn: LossFn) -> dict[str, float]:
-        """Accumulate gradients of `loss_fn` over `datums`; return its diagnostics."""
+    def forward_backward(
+        self, datums: Sequence[Datum], loss_fn: LossFn, regularizer: Regularizer | None = None
+    ) -> dict[str, float]:
+        """Accumulate gradients of `loss_fn` (plus the optional regulariser) over `datums`,
+        each counted `Datum.weight` times; return the diagnostics."""
         ...
 
     def optim_step(self, learning_rate: float) -> dict[str, float]:

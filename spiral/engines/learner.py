@@ -21,8 +21,19 @@ Choices:
   the per-row computation (tested); the saving is the prefix times (rows - 1). Measured
   ~3.5x faster training steps on single-hand Kuhn poker (docs/results.md).
 - The loss returned by `loss_fn` is a SUM over tokens; each micro-batch's sum is divided
-  by the normaliser (`normalize="datums"`: the number of datums in the forward_backward call; "none": 1,
-  Tinker's plain sum), so the accumulated gradient does not depend on micro-batching.
+  by the normaliser (`normalize="datums"`: the summed `weight` of the datums in the
+  forward_backward call, i.e. the number of sampled rows they stand for; "none": 1,
+  Tinker's plain sum), so the accumulated gradient does not depend on micro-batching or
+  on merging identical rows (`spiral.algo.merge`). A row's per-token weight is
+  mask x `Datum.weight`; losses, regularisers and diagnostics all use it.
+- An optional `Regularizer` (entropy bonus, KL to a magnet) is added to the loss at the
+  same positions from the full next-token distributions already computed there
+  (`spiral.algo.regularizers`); the KL to the reference model runs the base model (the
+  LoRA adapter disabled, or a frozen copy for full fine-tuning) on the same rows without
+  gradients. The policy's entropy at the trained positions is reported either way.
+- `temperature` is the run's sampling temperature (the loop sets it); it is saved with a
+  checkpoint for the record but NOT restored by `load`, so a resumed run that changes
+  `temperature=` scores at the temperature it now samples at.
 - Staleness: every weight change (optim_step, load) bumps an internal epoch; a sampler
   made earlier raises StaleSamplerError instead of sampling from changed weights.
 - Checkpoints are HF folders (PEFT adapter or full model, plus tokenizer) and the
@@ -34,11 +45,13 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import torch
 
+from spiral.algo.regularizers import Regularizer, regularizer_loss, uniform_magnet
 from spiral.engines import checkpoint_io
 from spiral.engines.base import LossFn
 from spiral.engines.constrained import answer_masks
@@ -46,6 +59,29 @@ from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
 from spiral.engines.prefill import common_prefix_len, prefill
 from spiral.engines.sampler import TorchSampler, eval_mode, hidden_to_logits
 from spiral.types import Datum
+
+
+@dataclass
+class _Plan:
+    """The (row, column) of every position that needs a log-prob in one micro-batch,
+    with its target, its allowed tokens (constrained answers), its legal-move shares
+    (for the uniform magnet) and its weight (mask x row weight)."""
+
+    rows: list[int] = field(default_factory=list)
+    cols: list[int] = field(default_factory=list)
+    positions: list[int] = field(default_factory=list)
+    targets: list[int] = field(default_factory=list)
+    allowed: list[tuple[int, ...] | None] = field(default_factory=list)
+    shares: list[dict[int, int] | None] = field(default_factory=list)
+    weights: list[float] = field(default_factory=list)
+
+
+@dataclass
+class _Forward:
+    per_datum: list[torch.Tensor]  # target log-probs per datum (0 where not needed)
+    logp_NV: torch.Tensor  # full log-distribution at each planned position
+    plan: _Plan
+    max_prefix: int
 
 
 def _is_peft(model: Any) -> bool:
@@ -92,6 +128,7 @@ class TorchLearner:
         self.temperature = 1.0
         self._epoch = 0  # bumped on every weight change; samplers check it
         self._optimizer: torch.optim.Optimizer | None = None
+        self._reference: Any = None  # frozen base model for full fine-tuning's KL
 
     # ----- parameters and optimizer -------------------------------------------------
     def _named_trainable(self) -> list[tuple[str, torch.nn.Parameter]]:
@@ -145,60 +182,75 @@ class TorchLearner:
             chunks.append(current)
         return chunks
 
-    def _batch_logprobs(self, batch: Sequence[Datum], every_target: bool) -> list[torch.Tensor]:
-        """Per datum, a 1-D tensor of target log-probs (0 where not needed or forced).
-
-        Unless every target is wanted, the rows' common prefix (up to the first position
-        any row needs) runs once and its KV cache is shared by all rows (`prefill`);
-        gradients flow through the shared cache, so the result equals separate rows."""
-        device = self.model.device
-        seqs = [list(d.input_ids) for d in batch]
-        share = self.share_prefix and not every_target
-        max_prefix = min(_first_needed(d) for d in batch) if share else 0
-        pre = prefill(
-            self.model,
-            seqs,
-            max_prefix,
-            self.tokenizer.pad_token_id,
-            output_hidden_states=True,
-            logits_to_keep=1,
-        )
-        hidden_BSH = pre.out.hidden_states[-1]
-        # Suffixes are left-padded: position t of row b sits in column t - prefix + pad_b.
-        pad = [pre.suffix_len - (len(seq) - pre.prefix_len) for seq in seqs]
-        rows, cols, positions, targets, allowed = [], [], [], [], []
+    def _plan(self, batch: Sequence[Datum], every_target: bool, prefix_len: int) -> _Plan:
+        """Which (row, position) pairs need a log-prob: every target, or only trained ones
+        (mask > 0; forced and single-option tokens are masked out by `assemble`)."""
+        suffix_len = max(len(d.input_ids) for d in batch) - prefix_len
+        plan = _Plan()
         for b, d in enumerate(batch):
+            pad = suffix_len - (len(d.input_ids) - prefix_len)
             forced: set[int] = set()
             answer: dict[int, tuple[int, ...]] = {}
             if d.constraint is not None and d.constraint_start is not None:
                 marker_pos, masks = answer_masks(d.constraint, d.target_ids, d.constraint_start)
                 forced, answer = set(marker_pos), dict(masks)
             for t, token in enumerate(d.target_ids):
-                if t in forced or not (every_target or d.mask[t] > 0 or t in answer):
+                if t in forced or not (every_target or d.mask[t] > 0):
                     continue
-                rows.append(b)
-                cols.append(t - pre.prefix_len + pad[b])
-                positions.append(t)
-                targets.append(int(token))
-                allowed.append(answer.get(t))
-        values_N = self._selected_logprobs(hidden_BSH[rows, cols], targets, allowed)
+                plan.rows.append(b)
+                plan.cols.append(t - prefix_len + pad)
+                plan.positions.append(t)
+                plan.targets.append(int(token))
+                plan.allowed.append(answer.get(t))
+                plan.weights.append(d.mask[t] * d.weight)
+                shares = None
+                if t in answer and d.constraint is not None and d.constraint_start is not None:
+                    shares = d.constraint.next_tokens(d.target_ids[d.constraint_start : t])
+                plan.shares.append(shares)
+        return plan
+
+    def _hidden(self, model: Any, batch: Sequence[Datum], max_prefix: int) -> tuple[Any, int]:
+        seqs = [list(d.input_ids) for d in batch]
+        pre = prefill(
+            model,
+            seqs,
+            max_prefix,
+            self.tokenizer.pad_token_id,
+            output_hidden_states=True,
+            logits_to_keep=1,
+        )
+        return pre.out.hidden_states[-1], pre.prefix_len
+
+    def _batch_forward(self, batch: Sequence[Datum], every_target: bool) -> _Forward:
+        """Per datum, a 1-D tensor of target log-probs (0 where not needed or forced), plus
+        the selected positions' full (tempered, constrained) log-distributions.
+
+        Unless every target is wanted, the rows' common prefix (up to the first position
+        any row needs) runs once and its KV cache is shared by all rows (`prefill`);
+        gradients flow through the shared cache, so the result equals separate rows."""
+        share = self.share_prefix and not every_target
+        max_prefix = min(_first_needed(d) for d in batch) if share else 0
+        hidden_BSH, prefix_len = self._hidden(self.model, batch, max_prefix)
+        plan = self._plan(batch, every_target, prefix_len)
+        logp_NV = self._log_dists(hidden_BSH[plan.rows, plan.cols], plan.allowed)
+        target_N1 = torch.tensor(plan.targets, device=logp_NV.device, dtype=torch.long)
+        values_N = logp_NV.gather(1, target_N1.unsqueeze(1)).squeeze(1)
         lengths = [len(d.target_ids) for d in batch]
         offsets = [0]
         for n in lengths[:-1]:
             offsets.append(offsets[-1] + n)
         flat_N = torch.tensor(
-            [offsets[b] + t for b, t in zip(rows, positions, strict=True)], dtype=torch.long
+            [offsets[b] + t for b, t in zip(plan.rows, plan.positions, strict=True)],
+            dtype=torch.long,
         )
-        flat_T = torch.zeros(sum(lengths), device=device, dtype=values_N.dtype)
-        flat_T = flat_T.index_put((flat_N.to(device),), values_N)
-        return list(flat_T.split(lengths))
+        flat_T = torch.zeros(sum(lengths), device=logp_NV.device, dtype=values_N.dtype)
+        flat_T = flat_T.index_put((flat_N.to(logp_NV.device),), values_N)
+        return _Forward(list(flat_T.split(lengths)), logp_NV, plan, max_prefix)
 
-    def _selected_logprobs(
-        self,
-        hidden_NH: torch.Tensor,
-        targets: list[int],
-        allowed: list[tuple[int, ...] | None],
+    def _log_dists(
+        self, hidden_NH: torch.Tensor, allowed: list[tuple[int, ...] | None]
     ) -> torch.Tensor:
+        """log_softmax(logits / T) per position, restricted to `allowed` where given."""
         temperature = self.temperature if self.temperature > 0 else 1.0
         logits_NV = hidden_to_logits(self.model, hidden_NH) / temperature
         constrained = [k for k, a in enumerate(allowed) if a is not None]
@@ -208,39 +260,71 @@ class TorchLearner:
                 add_NV[k] = float("-inf")
                 add_NV[k, list(allowed[k] or ())] = 0.0
             logits_NV = logits_NV + add_NV
-        target_N1 = torch.tensor(targets, device=logits_NV.device, dtype=torch.long).unsqueeze(1)
-        return torch.log_softmax(logits_NV, dim=-1).gather(1, target_N1).squeeze(1)
+        return torch.log_softmax(logits_NV, dim=-1)
+
+    def _reference_dists(self, batch: Sequence[Datum], fwd: _Forward) -> torch.Tensor:
+        """The reference model's log-distributions at the same positions (no gradient):
+        the base model under the LoRA adapter, or a frozen copy for full fine-tuning."""
+        with torch.no_grad():
+            if _is_peft(self.model):
+                with self.model.disable_adapter():
+                    hidden_BSH, _ = self._hidden(self.model, batch, fwd.max_prefix)
+            else:
+                hidden_BSH, _ = self._hidden(self._reference_model(), batch, fwd.max_prefix)
+            plan = fwd.plan
+            return self._log_dists(hidden_BSH[plan.rows, plan.cols], plan.allowed)
+
+    def _reference_model(self) -> Any:
+        if self._reference is None:
+            from dataclasses import replace
+
+            self._reference, _ = load_model_and_tokenizer(replace(self.cfg, lora_rank=0))
+            self._reference.requires_grad_(False)
+            self._reference.eval()
+        return self._reference
 
     def logprobs(self, datums: Sequence[Datum]) -> list[list[float]]:
         """Current log-probs of every target (constraint applied), without gradients."""
         result: list[list[float]] = [[] for _ in datums]
         with eval_mode(self.model):
             for chunk in self._micro_batches(datums, share_prefix=False):
-                values = self._batch_logprobs([datums[i] for i in chunk], every_target=True)
-                for i, v in zip(chunk, values, strict=True):
+                fwd = self._batch_forward([datums[i] for i in chunk], every_target=True)
+                for i, v in zip(chunk, fwd.per_datum, strict=True):
                     result[i] = v.tolist()
         return result
 
     # ----- training -------------------------------------------------------------------
-    def forward_backward(self, datums: Sequence[Datum], loss_fn: LossFn) -> dict[str, float]:
-        """Accumulate the gradient of sum(loss_fn over micro-batches) / normaliser."""
+    def forward_backward(
+        self, datums: Sequence[Datum], loss_fn: LossFn, regularizer: Regularizer | None = None
+    ) -> dict[str, float]:
+        """Accumulate the gradient of (sum of loss_fn + regulariser over micro-batches) /
+        normaliser; every row counts `weight` times (mask x weight per token)."""
         if not datums:
             raise ValueError("forward_backward got no datums")
-        normaliser = float(len(datums)) if self.normalize == "datums" else 1.0
+        reg = regularizer or Regularizer()
+        normaliser = sum(d.weight for d in datums) if self.normalize == "datums" else 1.0
         self.model.train()
         total_loss, total_tokens = 0.0, 0.0
         sums: dict[str, float] = {}
         for chunk in self._micro_batches(datums, share_prefix=self.share_prefix):
             batch = [datums[i] for i in chunk]
-            new_T = torch.cat(self._batch_logprobs(batch, every_target=False))
+            fwd = self._batch_forward(batch, every_target=False)
+            new_T = torch.cat(fwd.per_datum)
             device = new_T.device
 
             def flat(field: str, batch: list[Datum] = batch, device: Any = device) -> torch.Tensor:
                 values = [v for d in batch for v in getattr(d, field)]
                 return torch.tensor(values, dtype=torch.float32, device=device)
 
-            mask_T = flat("mask")
+            weight_T = torch.tensor(
+                [d.weight for d in batch for _ in d.mask], dtype=torch.float32, device=device
+            )
+            mask_T = flat("mask") * weight_T
             loss, diagnostics = loss_fn(new_T, flat("sampler_logprobs"), flat("advantages"), mask_T)
+            reg_loss, reg_diag = self._regularize(batch, fwd, reg)
+            diagnostics = {**diagnostics, **reg_diag}
+            if reg.active:
+                loss = loss + reg_loss
             if loss.requires_grad:  # False only when no position is masked in
                 (loss / normaliser).backward()
             tokens = float(mask_T.sum())
@@ -252,6 +336,25 @@ class TorchLearner:
             raise FloatingPointError(f"non-finite loss {total_loss}; check advantages/log-probs")
         means = {k: v / total_tokens for k, v in sums.items()} if total_tokens > 0 else {}
         return {**means, "loss": total_loss, "num_tokens": total_tokens}
+
+    def _regularize(
+        self, batch: Sequence[Datum], fwd: _Forward, reg: Regularizer
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        """The regulariser's summed loss over the trained positions (see
+        spiral.algo.regularizers); its entropy diagnostic is reported even when off."""
+        if not fwd.plan.rows:
+            return torch.zeros((), device=fwd.logp_NV.device), {}
+        magnet_NV = None
+        if reg.needs_reference_model:
+            magnet_NV = self._reference_dists(batch, fwd)
+        elif reg.kl_coef > 0:
+            magnet_NV = uniform_magnet(fwd.logp_NV.shape[-1], fwd.plan.shares, fwd.logp_NV.device)
+        weight_N = torch.tensor(fwd.plan.weights, dtype=torch.float32, device=fwd.logp_NV.device)
+        loss, diagnostics = regularizer_loss(fwd.logp_NV, magnet_NV, weight_N, reg)
+        return loss, {
+            **diagnostics,
+            "reg_loss": float(loss.detach()) / max(float(weight_N.sum()), 1e-12),
+        }
 
     def optim_step(self, learning_rate: float) -> dict[str, float]:
         """Clip, AdamW step at `learning_rate`, zero grads, bump the version."""
@@ -302,7 +405,6 @@ class TorchLearner:
             names = [n for n, _ in self._named_trainable()]
             extra = checkpoint_io.load_optimizer(self._get_optimizer(), names, path)
         self.version = int(extra.get("version", self.version))
-        self.temperature = float(extra.get("temperature", self.temperature))
         self._epoch += 1
 
     def _load_adapter(self, path: Path) -> None:

@@ -3,14 +3,23 @@
 Our own decode loop (not `generate`) so that we own the log-probs, the answer constraint
 and the stop rules. One `sample` call:
 
-1. sorts the prompts by their token ids, so prompts sharing a prefix (a game's rules, its
-   earlier turns) sit next to each other, and cuts them into chunks whose total
-   `prompt + new tokens` fits `max_batch_tokens` (the KV cache is the memory bound);
-2. per chunk, runs the chunk's longest common token prefix ONCE (batch 1), repeats its KV
-   cache over the rows, then prefills the differing suffixes as one left-padded batch
+1. groups identical requests (same prompt ids, same constraint): a group is prefilled
+   once, however many rows it holds (self-play asks the same question many times: single-
+   hand Kuhn poker has 12 distinct prompts, a TicTacToe batch opens with one);
+2. sorts the groups by their token ids, so prompts sharing a prefix (a game's rules, its
+   earlier turns) sit next to each other, and cuts them into chunks whose KV-cache cost
+   fits `max_batch_tokens`;
+3. per chunk, runs the chunk's longest common token prefix ONCE (batch 1), repeats its KV
+   cache over the groups, then prefills the differing suffixes as one left-padded batch
    (layout `[prefix][pads][suffix]`, explicit attention mask and position ids, so pads
    are invisible and every row sees positions 0..n-1 exactly as an unpadded forward);
-3. decodes one token per step for all live rows, dropping finished rows from the cache.
+4. decodes as a tree: a *node* is a set of live rows with the same prompt and the same
+   tokens so far, so they share one next-token distribution. Each step runs one forward
+   token per node, every row draws its own token from its node's distribution, and rows
+   that drew the same token form a child node (the KV cache is copied only when a node
+   branches). Free text soon branches into one node per row, which is the ordinary
+   batched decode; a constrained answer over a few legal moves never has more nodes than
+   moves, so 512 identical Kuhn prompts cost about as much as one.
 
 Log-probs: each sampled token records log_softmax(logits / T) at that token, under the
 constraint's mask when one applies; forced marker tokens record 0.0. With top_p < 1 the
@@ -21,7 +30,8 @@ on-policy training). T = 0 means greedy, with log-probs recorded at T = 1.
 
 Determinism: row i draws its uniforms from its own `random.Random(seed, i)` and tokens by
 inverse CDF, so a completion depends only on (seed, its index, its prompt), not on the
-other prompts or on chunking, up to floating-point differences between batch shapes.
+other prompts, on chunking or on grouping, up to floating-point differences between batch
+shapes. Rows of one node get bit-identical log-probs (computed once).
 
 Stop reasons: "eos" (an eos token, kept in the tokens), "stop" (a stop string appeared in
 the decoded text: tokens are cut at the token that completes it, and `text` is always
@@ -88,6 +98,28 @@ class _Row:
     stop_reason: StopReason | None = None
 
 
+@dataclass
+class _Group:
+    """Rows asking the same question: one prompt, one constraint, prefilled once."""
+
+    prompt: list[int]
+    constraint: AnswerConstraint | None
+    rows: list[_Row]
+
+
+_STAT_KEYS = ("prompt_tokens", "prefill_tokens", "prefill_s", "decode_tokens", "decode_s")
+
+
+def _group_cost(group: _Group, params: SamplingParams) -> int:
+    """KV-cache positions a group can occupy: its prompt once per branch it may grow
+    (a constrained answer without thinking branches at most once per legal move) plus
+    every row's new tokens."""
+    n = len(group.rows)
+    c = group.constraint
+    branches = n if c is None or c.think_budget > 0 else min(n, len(c.choices))
+    return len(group.prompt) * branches + n * _row_budget(params, c)
+
+
 def _row_budget(params: SamplingParams, constraint: AnswerConstraint | None) -> int:
     if constraint is None:
         return params.max_tokens
@@ -122,12 +154,14 @@ class TorchSampler:
         max_batch_tokens: int = 32768,
         prefix_reuse: bool = True,
         is_current: Callable[[], bool] | None = None,
+        share_identical: bool = True,
     ) -> None:
         self.model = model
         self._tokenizer = tokenizer
         self.version = version
         self.max_batch_tokens = max_batch_tokens
         self.prefix_reuse = prefix_reuse
+        self.share_identical = share_identical
         self._is_current = is_current
         self.eos_ids = eos_token_ids(model, tokenizer)
         pad = tokenizer.pad_token_id
@@ -165,15 +199,33 @@ class TorchSampler:
             _Row(i, random.Random(base_seed * 1_000_003 + i), self._constrained(c, params))
             for i, c in enumerate(cons)
         ]
-        costs = [len(p) + _row_budget(params, c) for p, c in zip(prompts, cons, strict=True)]
-        order = sorted(range(len(prompts)), key=lambda i: list(prompts[i]))
-        self.last_stats = dict.fromkeys(
-            ("prompt_tokens", "prefill_tokens", "prefill_s", "decode_tokens", "decode_s"), 0.0
-        )
+        groups = self._groups(prompts, cons, rows)
+        costs = [_group_cost(g, params) for g in groups]
+        order = sorted(range(len(groups)), key=lambda k: groups[k].prompt)
+        self.last_stats = dict.fromkeys(_STAT_KEYS, 0.0)
+        self.last_stats["rows"] = float(len(rows))
+        self.last_stats["groups"] = float(len(groups))
         with eval_mode(self.model):
             for chunk in chunk_rows(costs, order, self.max_batch_tokens):
-                self._run_chunk([prompts[i] for i in chunk], [rows[i] for i in chunk], params)
+                self._run_chunk([groups[k] for k in chunk], params)
         return [self._completion(r, cons[r.index]) for r in rows]
+
+    def _groups(
+        self,
+        prompts: Sequence[Sequence[int]],
+        cons: Sequence[AnswerConstraint | None],
+        rows: Sequence[_Row],
+    ) -> list[_Group]:
+        """Rows with the same prompt and constraint form one group (one prefill)."""
+        if not self.share_identical:
+            return [_Group(list(p), c, [r]) for p, c, r in zip(prompts, cons, rows, strict=True)]
+        by_key: dict[tuple[tuple[int, ...], AnswerConstraint | None], _Group] = {}
+        for prompt, constraint, row in zip(prompts, cons, rows, strict=True):
+            key = (tuple(prompt), constraint)
+            if key not in by_key:
+                by_key[key] = _Group(list(prompt), constraint, [])
+            by_key[key].rows.append(row)
+        return list(by_key.values())
 
     def _constrained(self, c: AnswerConstraint | None, params: SamplingParams) -> Any:
         if c is None:
@@ -195,33 +247,31 @@ class TorchSampler:
             constraint=constraint,
         )
 
-    def _run_chunk(
-        self, seqs: Sequence[Sequence[int]], rows: list[_Row], params: SamplingParams
-    ) -> None:
+    def _run_chunk(self, groups: list[_Group], params: SamplingParams) -> None:
         stats = self.last_stats
         t0 = time.perf_counter()
+        seqs = [g.prompt for g in groups]
         max_prefix = min(len(s) for s in seqs) - 1 if self.prefix_reuse else 0
         pre = prefill(self.model, seqs, max_prefix, self.pad_id, logits_to_keep=1)
-        stats["prompt_tokens"] += sum(len(s) for s in seqs)
+        stats["prompt_tokens"] += sum(len(g.prompt) * len(g.rows) for g in groups)
         stats["prefill_tokens"] += pre.computed_tokens
         t1 = time.perf_counter()
         stats["prefill_s"] += t1 - t0
         cache, mask_BK, pos_B = pre.cache, pre.mask_BK, pre.next_pos_B
         logits_BV = pre.out.logits[:, -1, :]
-        live = list(rows)
-        while live:
-            tokens = self._step(logits_BV, live, params)
-            stats["decode_tokens"] += len(live)
-            keep = [k for k, r in enumerate(live) if r.stop_reason is None]
-            if not keep:
+        nodes = [list(g.rows) for g in groups]  # node b <-> row b of the cache
+        while nodes:
+            children = self._step(logits_BV, nodes, params)
+            stats["decode_tokens"] += len(nodes)
+            if not children:
                 break
-            if len(keep) < len(live):
-                keep_t = torch.tensor(keep, device=mask_BK.device)
-                cache.batch_select_indices(keep_t)
-                mask_BK, pos_B = mask_BK[keep_t], pos_B[keep_t]
-                tokens = [tokens[k] for k in keep]
-                live = [live[k] for k in keep]
-            ids_B1 = torch.tensor(tokens, device=mask_BK.device).unsqueeze(1)
+            parents = [parent for parent, _, _ in children]
+            if parents != list(range(len(nodes))):  # a node ended or branched
+                index_t = torch.tensor(parents, device=mask_BK.device)
+                cache.batch_select_indices(index_t)
+                mask_BK, pos_B = mask_BK[index_t], pos_B[index_t]
+            ids_B1 = torch.tensor([t for _, t, _ in children], device=mask_BK.device).unsqueeze(1)
+            nodes = [members for _, _, members in children]
             mask_BK = torch.cat([mask_BK, torch.ones_like(mask_BK[:, :1])], dim=1)
             out = self.model(
                 input_ids=ids_B1,
@@ -234,31 +284,50 @@ class TorchSampler:
             logits_BV = out.logits[:, -1, :]
         stats["decode_s"] += time.perf_counter() - t1
 
-    def _step(self, logits_BV: torch.Tensor, live: list[_Row], params: SamplingParams) -> list[int]:
-        """Choose one token per live row, record it, update stop reasons."""
+    def _step(
+        self, logits_BV: torch.Tensor, nodes: list[list[_Row]], params: SamplingParams
+    ) -> list[tuple[int, int, list[_Row]]]:
+        """Choose one token per row of every node, record it, update stop reasons.
+
+        Returns the live children as (parent node, token, rows): rows of one node that
+        drew the same token and have not finished."""
         temperature = params.temperature if params.temperature > 0 else 1.0
         scaled_BV = logits_BV.float() / temperature
-        for b, row in enumerate(live):
-            allowed = row.constrained.allowed() if row.constrained else None
+        for b, members in enumerate(nodes):
+            lead = members[0]  # every row of a node is in the same constrained state
+            allowed = lead.constrained.allowed() if lead.constrained else None
             if allowed is not None:
                 keep_V = torch.full_like(scaled_BV[b], float("-inf"))
                 keep_V[list(allowed)] = 0.0
                 scaled_BV[b] = scaled_BV[b] + keep_V
         logp_BV = torch.log_softmax(scaled_BV, dim=-1)
-        if params.temperature > 0:
-            uniforms = [row.rng.random() for row in live]
-            chosen = sample_inverse_cdf(logp_BV, uniforms, params.top_p)
-        else:
-            chosen = logp_BV.argmax(dim=-1).tolist()
-        tokens: list[int] = []
-        for b, row in enumerate(live):
-            forced = row.constrained.forced_token() if row.constrained else None
-            token = forced if forced is not None else int(chosen[b])
-            row.tokens.append(token)
-            row.logprobs.append(0.0 if forced is not None else float(logp_BV[b, token]))
-            self._advance(row, token, params)
-            tokens.append(token)
-        return tokens
+        forced = [m[0].constrained.forced_token() if m[0].constrained else None for m in nodes]
+        free = [b for b, f in enumerate(forced) if f is None]
+        drawn: dict[int, list[int]] = {}
+        if free and params.temperature > 0:
+            uniforms = [[row.rng.random() for row in nodes[b]] for b in free]
+            picks = sample_inverse_cdf(logp_BV[free], uniforms, params.top_p)
+            drawn = dict(zip(free, picks, strict=True))
+        elif free:
+            modes = logp_BV[free].argmax(dim=-1).tolist()
+            drawn = {b: [int(t)] * len(nodes[b]) for b, t in zip(free, modes, strict=True)}
+        children: list[tuple[int, int, list[_Row]]] = []
+        for b, members in enumerate(nodes):
+            fixed = forced[b]
+            tokens = [fixed] * len(members) if fixed is not None else drawn[b]
+            by_token: dict[int, list[_Row]] = {}
+            for row, token in zip(members, tokens, strict=True):
+                by_token.setdefault(int(token), []).append(row)
+            for token, rows in by_token.items():
+                logprob = 0.0 if forced[b] is not None else float(logp_BV[b, token])
+                for row in rows:
+                    row.tokens.append(token)
+                    row.logprobs.append(logprob)
+                    self._advance(row, token, params)
+                live = [row for row in rows if row.stop_reason is None]
+                if live:
+                    children.append((b, token, live))
+        return children
 
     def _advance(self, row: _Row, token: int, params: SamplingParams) -> None:
         if row.constrained is not None:
@@ -281,9 +350,12 @@ class TorchSampler:
         return any(s in tail for s in stops)
 
     def score(
-        self, prompts: Sequence[Sequence[int]], continuations: Sequence[Sequence[int]]
+        self,
+        prompts: Sequence[Sequence[int]],
+        continuations: Sequence[Sequence[int]],
+        temperature: float = 1.0,
     ) -> list[list[float]]:
-        """Log-probs (temperature 1) of each continuation given its prompt, batched.
+        """Log-probs of each continuation given its prompt at `temperature` (<= 0: 1), batched.
 
         Chunks share their prompts' common prefix like `sample` does, so scoring every legal
         move of one position runs the position's prompt once.
@@ -315,6 +387,8 @@ class TorchSampler:
                         cols.append(start + len(prompts[i]) - 1 + j)
                         targets.append(int(token))
                 logits_NV = hidden_to_logits(self.model, hidden_BSH[rows, cols])
+                if temperature > 0:
+                    logits_NV = logits_NV / temperature
                 target_N1 = torch.tensor(targets, device=logits_NV.device).unsqueeze(1)
                 logp_N = torch.log_softmax(logits_NV, dim=-1).gather(1, target_N1).squeeze(1)
                 values = logp_N.tolist()
@@ -333,23 +407,28 @@ def hidden_to_logits(model: Any, hidden_NH: torch.Tensor) -> torch.Tensor:
     return logits_NV
 
 
-def sample_inverse_cdf(logp_BV: torch.Tensor, uniforms: list[float], top_p: float) -> list[int]:
-    """Draw one token per row by inverse CDF with the given uniforms (nucleus if top_p < 1)."""
+def sample_inverse_cdf(
+    logp_BV: torch.Tensor, uniforms: Sequence[Sequence[float]], top_p: float
+) -> list[list[int]]:
+    """Draw tokens by inverse CDF: row b of `logp_BV` serves every uniform in
+    `uniforms[b]` (the rows of one decode node), nucleus-truncated if top_p < 1."""
     probs_BV = logp_BV.exp()
-    u_B1 = torch.tensor(uniforms, dtype=probs_BV.dtype, device=probs_BV.device).unsqueeze(1)
+    vocab = probs_BV.shape[-1]
+    index_BV = None
     if top_p < 1.0:
         sorted_BV, index_BV = probs_BV.sort(dim=-1, descending=True)
         before_BV = sorted_BV.cumsum(dim=-1) - sorted_BV
         sorted_BV = torch.where(before_BV < top_p, sorted_BV, torch.zeros_like(sorted_BV))
         cdf_BV = sorted_BV.cumsum(dim=-1)
-        pick_B1 = torch.searchsorted(cdf_BV, u_B1 * cdf_BV[:, -1:], right=True)
-        pick_B1 = pick_B1.clamp(max=probs_BV.shape[-1] - 1)
-        chosen_B = index_BV.gather(1, pick_B1).squeeze(1)
     else:
         cdf_BV = probs_BV.cumsum(dim=-1)
-        pick_B1 = torch.searchsorted(cdf_BV, u_B1 * cdf_BV[:, -1:], right=True)
-        chosen_B = pick_B1.clamp(max=probs_BV.shape[-1] - 1).squeeze(1)
-    # Rounding can land on a zero-probability tail token; fall back to the mode then.
-    bad_B = probs_BV.gather(1, chosen_B.unsqueeze(1)).squeeze(1) <= 0
-    chosen_B = torch.where(bad_B, probs_BV.argmax(dim=-1), chosen_B)
-    return [int(t) for t in chosen_B.tolist()]
+    modes_B = probs_BV.argmax(dim=-1)
+    out: list[list[int]] = []
+    for b, us in enumerate(uniforms):
+        u_K = torch.tensor(list(us), dtype=cdf_BV.dtype, device=cdf_BV.device)
+        pick_K = torch.searchsorted(cdf_BV[b], u_K * cdf_BV[b, -1], right=True).clamp(max=vocab - 1)
+        chosen_K = index_BV[b, pick_K] if index_BV is not None else pick_K
+        # Rounding can land on a zero-probability tail token; fall back to the mode then.
+        chosen_K = torch.where(probs_BV[b, chosen_K] <= 0, modes_B[b], chosen_K)
+        out.append([int(t) for t in chosen_K.tolist()])
+    return out

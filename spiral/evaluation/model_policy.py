@@ -1,6 +1,9 @@
 """A language-model policy's exact move distribution at a state, and its exact Kuhn
 exploitability: one `score` call over the legal answers, no sampling noise.
 
+`temperature` is the sampling temperature whose distribution is wanted: the policy "as
+sampled" at T is log_softmax(logits / T); T = 1 is the model's own distribution.
+
 Constrained answers use the trie normalisation (what the constrained sampler draws);
 free formats use the sequence normalisation (the distribution given that the model
 answers with a legal move directly).
@@ -24,9 +27,15 @@ def _answer_ids(prompt: str, answer: str, tokenizer: Any) -> tuple[int, ...]:
     return tuple(tokenizer.encode(answer, add_special_tokens=False))
 
 
-def model_move_distribution(policy: LLMPolicy, state: State, seat: Seat) -> dict[str, float]:
-    """Exact P(move) of `policy` at `state` from one score call over the legal answers."""
+def model_move_distribution(
+    policy: LLMPolicy, state: State, seat: Seat, temperature: float = 1.0
+) -> dict[str, float]:
+    """Exact P(move) of `policy` at `state`, sampled at `temperature`, from one score
+    call over the legal answers."""
     from spiral.evaluation.move_distribution import move_distribution
+
+    def score(prompts: list[list[int]], conts: list[list[int]]) -> list[list[float]]:
+        return policy.sampler.score(prompts, conts, temperature=temperature)
 
     spec = policy.spec_for(state)
     tokenizer = policy.sampler.tokenizer
@@ -37,7 +46,7 @@ def model_move_distribution(policy: LLMPolicy, state: State, seat: Seat) -> dict
     if constraint is not None:
         choices = [list(c) for c in constraint.choices]
         return move_distribution(
-            policy.sampler.score,
+            score,
             prompt_ids + list(constraint.marker),
             list(zip(legal, choices, strict=True)),
             "trie",
@@ -46,15 +55,16 @@ def model_move_distribution(policy: LLMPolicy, state: State, seat: Seat) -> dict
     raw = [_answer_ids(prompt, wrap.format(m), tokenizer) for m in legal]
     answers = prefix_free(raw, tokenizer.eos_token_id, legal)
     pairs = [(m, list(ids)) for m, ids in zip(legal, answers, strict=True)]
-    return move_distribution(policy.sampler.score, prompt_ids, pairs, "sequence")
+    return move_distribution(score, prompt_ids, pairs, "sequence")
 
 
-def model_kuhn_exploitability(policy: LLMPolicy) -> dict[str, Any]:
-    """Exact exploitability of the model's Kuhn policy plus its 12-state table."""
+def model_kuhn_exploitability(policy: LLMPolicy, temperature: float = 1.0) -> dict[str, Any]:
+    """Exact exploitability of the model's Kuhn policy sampled at `temperature`, plus
+    its 12-state table."""
     from spiral.evaluation.exploitability import kuhn_exploitability, kuhn_info_states
 
     table = {
-        key: model_move_distribution(policy, build(), seat)
+        key: model_move_distribution(policy, build(), seat, temperature)
         for key, seat, build in kuhn_info_states()
     }
     report: dict[str, Any] = dict(kuhn_exploitability(lambda info, seat: table[info]))

@@ -325,7 +325,7 @@ def evaluate_candidate(
         },
         "results": rows,
         "api": api,
-        "exploitability": model_kuhn_exploitability(candidate) if a.exploitability else None,
+        "exploitability": _kuhn_report(candidate) if a.exploitability else None,
         "math": None,
     }
     if report["exploitability"]:
@@ -349,6 +349,13 @@ def evaluate_candidate(
     return report, results
 
 
+def _kuhn_report(candidate: LLMPolicy) -> dict[str, Any]:
+    """Exact Kuhn exploitability of the candidate as it plays here: at its sampling
+    temperature (greedy play is not a distribution, so T <= 0 is scored at T = 1)."""
+    t = candidate.params.temperature if candidate.params.temperature > 0 else 1.0
+    return {**model_kuhn_exploitability(candidate, t), "temperature": t}
+
+
 def format_report(report: Mapping[str, Any], results: Sequence[MatchResult]) -> str:
     """The printed summary: rates table, lengths and API failures, Kuhn and math numbers."""
     lines = [f"candidate: {report['candidate']['name']}", results_table(results), ""]
@@ -368,8 +375,8 @@ def format_report(report: Mapping[str, Any], results: Sequence[MatchResult]) -> 
     if report["exploitability"]:
         e = report["exploitability"]
         lines.append(
-            f"KuhnPokerSingle-v0 exploitability {e['exploitability']:.4f} "
-            f"(NashConv {e['nash_conv']:.4f}; Nash = 0, uniform random = 0.4583)"
+            f"KuhnPokerSingle-v0 exploitability {e['exploitability']:.4f} at temperature "
+            f"{e['temperature']:g} (NashConv {e['nash_conv']:.4f}; Nash = 0, uniform = 0.4583)"
         )
     if report["math"]:
         lines += [f"{k}: {v:.4f}" for k, v in sorted(report["math"].items()) if "accuracy" in k]

@@ -8,12 +8,13 @@ adapters: `openspiel:<name>` (pyspiel) and `textarena:<env id>` (textarena packa
 from __future__ import annotations
 
 from spiral.games.base import IllegalMoveError, ObsStyle, State, normalize_move_text
-from spiral.games.registry import ids, make, register
+from spiral.games.registry import chance_outcomes, ids, make, register
 
 __all__ = [
     "IllegalMoveError",
     "ObsStyle",
     "State",
+    "chance_outcomes",
     "ids",
     "make",
     "normalize_move_text",

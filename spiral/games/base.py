@@ -146,6 +146,20 @@ class State(ABC):
         """
         return ()
 
+    @classmethod
+    def chance_outcomes(cls) -> tuple[dict[str, object], ...] | None:
+        """Every chance outcome of a game, each as constructor keyword arguments that fix
+        it (Kuhn: the six deals as `cards=(c0, c1)`), so a batch can deal each equally
+        often; () for a game without chance; None when they cannot be enumerated."""
+        return None
+
+    def situation(self, seat: Seat) -> str | None:
+        """A short statement of what `seat` must decide now: its private information and
+        the public situation (Kuhn: "Your card: K. Player 0 bet 1 chip."), for prompt
+        styles that put it right before the answer. None: the game has no such summary
+        (its observation already ends with the situation, as TicTacToe's board does)."""
+        return None
+
     def clone(self) -> State:
         return copy.deepcopy(self)
 

@@ -48,6 +48,10 @@ class ConnectFour(State):
     game_id = "ConnectFour-v0"
     default_obs_style: ObsStyle = "latest"
 
+    @classmethod
+    def chance_outcomes(cls) -> tuple[dict[str, object], ...] | None:
+        return ()  # no chance: nothing to balance
+
     def __init__(self, seed: int = 0, max_turns: int | None = None) -> None:
         super().__init__(seed=seed, max_turns=max_turns)
         # _grid[r][c], r = 0 is the top row (the order TextArena prints).

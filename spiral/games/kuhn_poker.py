@@ -140,6 +140,23 @@ class _KuhnBase(State):
     def _current_player(self) -> Seat:
         return self._hand.to_act()
 
+    def _betting_text(self, seat: Seat) -> str:
+        """The betting of the current hand as `seat` sees it, in words."""
+        if not self._hand.moves:
+            return "No bets yet: you act first."
+        words = {CHECK: "checked", BET: "bet 1 chip", FOLD: "folded", CALL: "called"}
+        parts = []
+        for i, move in enumerate(self._hand.moves):
+            actor = self._hand.opener if i % 2 == 0 else 1 - self._hand.opener
+            who = "You" if actor == seat else f"Player {actor}"
+            parts.append(f"{who} {words[move]}")
+        return "Betting so far: " + ", then ".join(parts) + "."
+
+    def situation(self, seat: Seat) -> str | None:
+        if self.is_terminal():
+            return None
+        return f"{self._betting_text(seat)}\nYour card: {CARD_NAMES[self._hand.cards[seat]]}."
+
     def _legal_actions(self) -> list[Move]:
         return list(self._hand.legal())
 
@@ -203,6 +220,16 @@ class KuhnPoker(_KuhnBase):
     def private_info(self, seat: Seat) -> tuple[object, ...]:
         """What `seat` knows beyond the public moves: its cards, and cards shown to it."""
         return tuple(self._seen[seat])
+
+    def situation(self, seat: Seat) -> str | None:
+        hand = super().situation(seat)
+        if hand is None:
+            return None
+        mine, theirs = self._chips[seat], self._chips[1 - seat]
+        return (
+            f"Round {self._round} of {self.max_rounds}. Chips so far: you {mine}, "
+            f"opponent {theirs}.\n{hand}"
+        )
 
     def _rules(self, seat: Seat) -> str:
         r, a, b = self.max_rounds, self.ante, self.bet
@@ -297,6 +324,10 @@ class KuhnPokerSingle(_KuhnBase):
             if seat == 0:
                 text += "\n" + _actions_line(self._hand.legal())
             self._tell(seat, text)
+
+    @classmethod
+    def chance_outcomes(cls) -> tuple[dict[str, object], ...] | None:
+        return tuple({"cards": (a, b)} for a in range(3) for b in range(3) if a != b)
 
     @property
     def cards(self) -> tuple[int, int]:

@@ -69,3 +69,12 @@ def make(game_id: str, seed: int = 0, **params: Any) -> State:
         f"unknown game id {game_id!r}.{hint} Known ids: {', '.join(sorted(_FACTORIES))}; "
         "or use 'openspiel:<game>' / 'textarena:<env id>' through the adapters."
     )
+
+
+def chance_outcomes(game_id: str) -> tuple[dict[str, object], ...] | None:
+    """The game's enumerable chance outcomes as keyword arguments for `make` (see
+    `State.chance_outcomes`); None for adapter games and games that cannot list them."""
+    _load_native()
+    factory = _FACTORIES.get(game_id)
+    outcomes = getattr(factory, "chance_outcomes", None)
+    return outcomes() if callable(outcomes) else None

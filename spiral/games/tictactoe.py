@@ -77,6 +77,10 @@ class TicTacToe(State):
     game_id = "TicTacToe-v0"
     default_obs_style: ObsStyle = "latest"
 
+    @classmethod
+    def chance_outcomes(cls) -> tuple[dict[str, object], ...] | None:
+        return ()  # no chance: nothing to balance
+
     def __init__(self, seed: int = 0, max_turns: int | None = None) -> None:
         super().__init__(seed=seed, max_turns=max_turns)
         self._board: list[int] = [EMPTY] * 9

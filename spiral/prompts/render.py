@@ -1,7 +1,8 @@
 """Build a turn's prompt from a game state, encode it, and constrain the answer.
 
 - `build_prompt(state, seat, spec, tokenizer)`: the seat's observation (in
-  `spec.obs_style`), the answer-format instruction (its example is the first legal move),
+  `spec.obs_style`), the answer-format instruction (its example is the first legal move;
+  in the "focused" style instead the game's `situation(seat)` and the legal moves),
   the template, and with `system_rules` the rules text as a system message. The rules are
   then cut from the front of the observation so the model does not read them twice (only
   when the observation starts with them; otherwise it is left whole).
@@ -39,7 +40,7 @@ from typing import Any
 from spiral import games
 from spiral.games.base import State
 from spiral.prompts.spec import ANSWER_FORMATS, PromptSpec, answer_marker
-from spiral.prompts.templates import instruction_for, render
+from spiral.prompts.templates import focused_instruction, instruction_for, render
 from spiral.types import AnswerConstraint, Seat
 
 __all__ = [
@@ -83,7 +84,13 @@ def build_prompt(state: State, seat: Seat, spec: PromptSpec, tokenizer: Any = No
         rules = state.rules_text(seat)
         observation = _without_rules(observation, rules)
         system = rules.strip() or None
-    instruction = instruction_for(spec.answer_format, legal[0], spec.think_budget)
+    if spec.style == "focused":
+        situation = state.situation(seat)
+        instruction = focused_instruction(spec.answer_format, legal, spec.think_budget)
+        if situation:
+            instruction = f"{situation}\n{instruction}"
+    else:
+        instruction = instruction_for(spec.answer_format, legal[0], spec.think_budget)
     text = render(spec.template, observation, instruction, system=system, tokenizer=tokenizer)
     if spec.answer_format == "constrained" and spec.think_budget == 0:
         text += answer_marker(spec)

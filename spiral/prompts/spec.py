@@ -23,6 +23,12 @@ from spiral.games.base import ObsStyle
 
 AnswerFormat = Literal["boxed", "bracket", "constrained"]
 ANSWER_FORMATS: tuple[AnswerFormat, ...] = get_args(AnswerFormat)
+# "original": the game's observation and the format's instruction with an example move,
+# byte for byte as before. "focused": the observation, then the game's statement of the
+# situation (`State.situation`: Kuhn's betting so far and your card) right before the
+# answer, and the legal moves listed without an example that anchors the choice.
+PromptStyle = Literal["original", "focused"]
+PROMPT_STYLES: tuple[PromptStyle, ...] = get_args(PromptStyle)
 OBS_STYLES: tuple[str, ...] = get_args(ObsStyle)
 # The text right before the move in the constrained format. No trailing space on purpose:
 # BPE tokenizers glue a space to the next word, so " [4]" is the natural continuation.
@@ -39,6 +45,7 @@ class PromptSpec:
     obs_style: ObsStyle | None = None  # None: the game's default style
     system_rules: bool = False  # True: the game's rules text goes in a system message
     think_budget: int = 0  # constrained only: free reasoning tokens before the marker
+    style: PromptStyle = "original"
 
     def __post_init__(self) -> None:
         # Imported here because templates.py imports AnswerFormat from this module.
@@ -57,6 +64,10 @@ class PromptSpec:
             raise ValueError(
                 f"PromptSpec.obs_style={self.obs_style!r} is unknown; "
                 f"valid: None (the game's default), {', '.join(OBS_STYLES)}"
+            )
+        if self.style not in PROMPT_STYLES:
+            raise ValueError(
+                f"PromptSpec.style={self.style!r} is unknown; valid: {', '.join(PROMPT_STYLES)}"
             )
         if isinstance(self.think_budget, bool) or not isinstance(self.think_budget, int):
             raise TypeError(f"PromptSpec.think_budget must be an int, got {self.think_budget!r}")

@@ -184,6 +184,31 @@ INSTRUCTIONS: dict[AnswerFormat, Callable[[str, int], str]] = {
 }
 
 
+def _focused_moves(legal: list[str]) -> str:
+    return f"Your legal moves: {', '.join(legal)}."
+
+
+_FOCUSED: dict[AnswerFormat, Callable[[list[str], int], str]] = {
+    "boxed": lambda legal, budget: f"{_focused_moves(legal)}\n{BOXED_INSTRUCTION}",
+    "bracket": lambda legal, budget: f"{_focused_moves(legal)} Answer with one of them.",
+    "constrained": lambda legal, budget: (
+        f"{_focused_moves(legal)} Answer with one of them."
+        if budget == 0
+        else f"{_focused_moves(legal)} Think briefly, then write 'Move:' and one of them."
+    ),
+}
+
+
+def focused_instruction(
+    answer_format: AnswerFormat, legal: list[str], think_budget: int = 0
+) -> str:
+    """The "focused" style's closing lines: the legal moves, in the game's order, and how
+    to answer, with no example move (an example is copied by small models)."""
+    if answer_format not in _FOCUSED:
+        raise KeyError(f"unknown answer format {answer_format!r}; valid: {', '.join(_FOCUSED)}")
+    return _FOCUSED[answer_format](legal, think_budget)
+
+
 def instruction_for(
     answer_format: AnswerFormat, example: str = "[4]", think_budget: int = 0
 ) -> str:

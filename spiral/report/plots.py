@@ -49,7 +49,12 @@ CURVES: tuple[Curve, ...] = (
     Curve(
         "exploitability",
         "Exact exploitability (0 = Nash) and value against the Nash player",
-        ("eval/*/exploitability", "eval/*/value_vs_nash_seat*"),
+        ("eval/*/exploitability*", "eval/*/value_vs_nash_seat*"),
+    ),
+    Curve(
+        "kuhn_strategy",
+        "Kuhn strategy: P(bet or call) at each information state (card + betting), T = 1",
+        ("eval/*/p_bet_t1/*",),
     ),
     Curve("draw_rate", "Draw rate", ("train/*/draw_rate",)),
     Curve("rae_baselines", "RAE baselines per game and seat", ("rae/*/baseline_updated",)),

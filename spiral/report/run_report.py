@@ -32,7 +32,7 @@ usage: spiral report run=PATH [out=PATH]
 
 SUMMARY_PATTERNS: tuple[str, ...] = (
     "eval/*win_rate",
-    "eval/*/exploitability",
+    "eval/*/exploitability*",
     "eval/*/value_vs_nash_seat*",
     "train/*/seat*/win_rate",
     "train/*invalid_rate",

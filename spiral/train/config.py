@@ -82,6 +82,13 @@ class TrainConfig:
         validator=_choice("boxed", "bracket", "constrained"),
     )
     system_rules: bool = chz.field(default=False, doc="put the game rules in a system message")
+    prompt_style: str = chz.field(
+        default="original",
+        doc="original (the game's observation + an example move, byte for byte) | focused "
+        "(the situation and private information right before the answer, legal moves "
+        "listed, no example)",
+        validator=_choice("original", "focused"),
+    )
     think_budget: int = chz.field(
         default=0,
         doc="constrained only: free reasoning tokens before the answer",
@@ -120,10 +127,48 @@ class TrainConfig:
         validator=_choice("importance_sampling", "ppo"),
     )
     ppo_clip: float = chz.field(default=0.2, doc="PPO clip epsilon", validator=_positive)
+    num_substeps: int = chz.field(
+        default=1,
+        doc="optimizer steps per batch: the batch is shuffled and split into this many "
+        "minibatches (tinker-cookbook's name); > 1 makes ppo's clipping active",
+        validator=_positive,
+    )
+    entropy_coef: float = chz.field(
+        default=0.0,
+        doc="entropy bonus at every trained token (over the legal moves when answers are "
+        "constrained)",
+        validator=_non_negative,
+    )
+    kl_coef: float = chz.field(
+        default=0.0,
+        doc="KL(policy || kl_reference) penalty at every trained token",
+        validator=_non_negative,
+    )
+    kl_reference: str = chz.field(
+        default="reference",
+        doc="the KL's magnet: reference (the model before training) | uniform (over the "
+        "legal moves; over the vocabulary for free text)",
+        validator=_choice("reference", "uniform"),
+    )
+    merge_rows: bool = chz.field(
+        default=True,
+        doc="train identical (prompt, completion) rows once with summed advantages (exact)",
+    )
     use_role_baseline: bool = chz.field(
         default=True, doc="RAE: subtract a per-(game, seat) EMA baseline"
     )
     role_baseline_ema_gamma: float = chz.field(default=0.95, doc="RAE EMA decay, 0 < x < 1")
+    rae_baseline: str = chz.field(
+        default="ema",
+        doc="what RAE subtracts: ema (the original) | ema_debiased (bias-corrected start) | "
+        "leave_one_out (mean of the other returns of the same game and seat in the batch)",
+        validator=_choice("ema", "ema_debiased", "leave_one_out"),
+    )
+    balanced_chance: bool = chz.field(
+        default=False,
+        doc="deal every chance outcome equally often across a batch where the game can "
+        "list them (KuhnPokerSingle-v0: the 6 deals); unbiased, less card-luck variance",
+    )
     gamma: float = chz.field(default=1.0, doc="discount across a seat's turns")
     filter_zero_adv: bool = chz.field(default=False, doc="drop turns whose advantage is exactly 0")
     filter_draw: bool = chz.field(default=False, doc="re-play drawn games (up to max_draw_retries)")

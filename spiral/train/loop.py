@@ -18,10 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from spiral import games
 from spiral.agents.llm_policy import LLMPolicy
 from spiral.algo.assemble import assemble
 from spiral.algo.losses import get_loss
+from spiral.algo.merge import merge_identical, split_minibatches
 from spiral.algo.rae import Baselines, rae_advantages
+from spiral.algo.regularizers import Regularizer
 from spiral.algo.stats import episode_metrics
 from spiral.engines.base import Learner, SamplingParams
 from spiral.report.console import format_progress
@@ -31,7 +34,7 @@ from spiral.rollout.play import GameSpec, derive_seed, play_with_draw_retry
 from spiral.train.checkpoint import LoopState, latest_checkpoint, load_loop_state, save_checkpoint
 from spiral.train.config import TrainConfig
 from spiral.train.setup import RunSetup, build_sinks, make_eval_fn
-from spiral.types import Episode
+from spiral.types import Datum, Episode
 
 POLICY = "policy"
 
@@ -47,80 +50,126 @@ class RunResult:
 def step_specs(
     cfg: TrainConfig, step: int, game_params: dict[str, dict[str, Any]]
 ) -> list[GameSpec]:
-    """The games of one step: round-robin over env_ids, seeds from (seed, step, index)."""
+    """The games of one step: round-robin over env_ids, seeds from (seed, step, index).
+
+    With `balanced_chance`, a game that lists its chance outcomes gets them in turn (the
+    k-th game of an id in the run deals outcome k mod n), so every deal appears equally
+    often in a batch, and over consecutive steps when the batch is not a multiple of n."""
     n = cfg.games_per_step
-    return [
-        GameSpec(
-            game_id=(gid := cfg.env_ids[(step * n + i) % len(cfg.env_ids)]),
-            seed=derive_seed(cfg.seed, step, i),
-            seats=(POLICY, POLICY),
-            params=game_params.get(gid, {}),
+    specs = []
+    seen: dict[str, int] = {}
+    for i in range(n):
+        gid = cfg.env_ids[(step * n + i) % len(cfg.env_ids)]
+        params = dict(game_params.get(gid, {}))
+        outcomes = games.chance_outcomes(gid) if cfg.balanced_chance else None
+        if outcomes:
+            per_step = sum(
+                1 for j in range(n) if cfg.env_ids[(step * n + j) % len(cfg.env_ids)] == gid
+            )
+            params.update(outcomes[(step * per_step + seen.get(gid, 0)) % len(outcomes)])
+            seen[gid] = seen.get(gid, 0) + 1
+        specs.append(
+            GameSpec(
+                game_id=gid,
+                seed=derive_seed(cfg.seed, step, i),
+                seats=(POLICY, POLICY),
+                params=params,
+            )
         )
-        for i in range(n)
-    ]
+    return specs
 
 
-def train_step(
-    cfg: TrainConfig, setup: RunSetup, learner: Learner, step: int, baselines: Baselines
-) -> tuple[dict[str, float], Baselines, list[Episode]]:
-    """One step of self-play and learning; returns its metrics and the new baselines."""
-    timings: dict[str, float] = {}
-    t0 = time.perf_counter()
+def collect(
+    cfg: TrainConfig, setup: RunSetup, learner: Learner, step: int
+) -> tuple[list[Episode], dict[str, float]]:
+    """Play one step's games with the current weights (both seats are the policy)."""
     params = SamplingParams(
         max_tokens=cfg.max_tokens, temperature=cfg.temperature, top_p=cfg.top_p, stop=cfg.stop
     )
     policy = LLMPolicy(
         learner.sampler(), setup.prompt_spec, params, name=POLICY, spec_by_game=setup.spec_by_game
     )
-    specs = step_specs(cfg, step, setup.game_params)
     retries = cfg.max_draw_retries if cfg.filter_draw else 0
-    episodes, rollout_metrics = play_with_draw_retry(
-        specs,
+    return play_with_draw_retry(
+        step_specs(cfg, step, setup.game_params),
         {POLICY: policy},
         setup.invalid_policy,
         seed=derive_seed(cfg.seed, step, 1),
         max_retries=retries,
     )
-    timings["time/sample"] = time.perf_counter() - t0
 
-    t1 = time.perf_counter()
+
+def learn(
+    cfg: TrainConfig, learner: Learner, episodes: list[Episode], baselines: Baselines, step: int
+) -> tuple[dict[str, float], Baselines]:
+    """Advantages (RAE), training rows, merged identical rows, the update(s)."""
+    t0 = time.perf_counter()
     advantages, new_baselines, rae_metrics = rae_advantages(
         episodes,
         baselines,
         decay=cfg.role_baseline_ema_gamma,
         use_baseline=cfg.use_role_baseline,
         trained_agents={POLICY},  # never train on turns sampled by frozen opponents
+        kind=cfg.rae_baseline,  # type: ignore[arg-type]
     )
     datums, assemble_metrics = assemble(
         episodes, advantages, gamma=cfg.gamma, filter_zero_adv=cfg.filter_zero_adv
     )
-    timings["time/prepare_datums"] = time.perf_counter() - t1
+    merge_metrics: dict[str, float] = {}
+    if cfg.merge_rows:
+        datums, merge_metrics = merge_identical(datums)
+    t1 = time.perf_counter()
+    train_metrics = update(cfg, learner, datums, step)
+    return {
+        **rae_metrics,
+        **{f"train/{k}": v for k, v in {**assemble_metrics, **merge_metrics}.items()},
+        **{f"train/{k}": v for k, v in train_metrics.items()},
+        "time/prepare_datums": t1 - t0,
+        "time/train": time.perf_counter() - t1,
+    }, new_baselines
 
-    t2 = time.perf_counter()
+
+def update(cfg: TrainConfig, learner: Learner, datums: list[Datum], step: int) -> dict[str, float]:
+    """`num_substeps` optimizer steps, one per minibatch; metrics averaged over them."""
     loss_fn = functools.partial(get_loss(cfg.loss_fn), clip=cfg.ppo_clip)
-    train_metrics: dict[str, float] = {}
-    if datums:
-        train_metrics.update(learner.forward_backward(datums, loss_fn))
-    train_metrics.update(learner.optim_step(cfg.learning_rate))
-    timings["time/train"] = time.perf_counter() - t2
+    reg = Regularizer(cfg.entropy_coef, cfg.kl_coef, cfg.kl_reference)  # type: ignore[arg-type]
+    minibatches = split_minibatches(datums, cfg.num_substeps, derive_seed(cfg.seed, step, 2))
+    per_substep: list[dict[str, float]] = []
+    for minibatch in minibatches:
+        metrics = learner.forward_backward(minibatch, loss_fn, reg) if minibatch else {}
+        metrics.update(learner.optim_step(cfg.learning_rate))
+        per_substep.append(metrics)
+    keys = sorted({k for m in per_substep for k in m})
+    mean = {k: sum(m.get(k, 0.0) for m in per_substep) / len(per_substep) for k in keys}
+    return {**mean, "num_substeps": float(len(per_substep))}
 
+
+def train_step(
+    cfg: TrainConfig, setup: RunSetup, learner: Learner, step: int, baselines: Baselines
+) -> tuple[dict[str, float], Baselines, list[Episode]]:
+    """One step of self-play and learning; returns its metrics and the new baselines."""
+    t0 = time.perf_counter()
+    episodes, rollout_metrics = collect(cfg, setup, learner, step)
+    sample_s = time.perf_counter() - t0
+    learn_metrics, new_baselines = learn(cfg, learner, episodes, baselines, step)
     sampled = sum(len(t.completion.tokens) for ep in episodes for t in ep.turns if t.completion)
     prompt_tokens = sum(len(t.prompt_ids) for ep in episodes for t in ep.turns)
+    total_s = time.perf_counter() - t0
     metrics: dict[str, float] = {
         "progress/step": float(step),
         "progress/done_frac": (step + 1) / cfg.num_steps,
         "optim/lr": cfg.learning_rate,
-        "perf/sample_tokens_per_s": sampled / max(timings["time/sample"], 1e-9),
-        "perf/prompt_tokens_per_s": prompt_tokens / max(timings["time/sample"], 1e-9),
-        "perf/train_tokens_per_s": (prompt_tokens + sampled) / max(timings["time/train"], 1e-9),
+        "perf/games_per_s": len(episodes) / max(total_s, 1e-9),
+        "perf/sample_tokens_per_s": sampled / max(sample_s, 1e-9),
+        "perf/prompt_tokens_per_s": prompt_tokens / max(sample_s, 1e-9),
+        "perf/train_tokens_per_s": (prompt_tokens + sampled)
+        / max(learn_metrics["time/train"], 1e-9),
         **episode_metrics(episodes, prefix="train", trained_agent=POLICY),
         **rollout_metrics,
-        **rae_metrics,
-        **{f"train/{k}": v for k, v in assemble_metrics.items()},
-        **{f"train/{k}": v for k, v in train_metrics.items()},
-        **timings,
+        **learn_metrics,
+        "time/sample": sample_s,
+        "time/total": total_s,
     }
-    metrics["time/total"] = time.perf_counter() - t0
     return metrics, new_baselines, episodes
 
 
@@ -141,7 +190,6 @@ def train(
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.json").write_text(json.dumps(cfg.to_json(), indent=2), encoding="utf-8")
     learner = make_learner()
-    learner.temperature = cfg.temperature  # type: ignore[attr-defined]
     start, baselines = 0, Baselines({})
     resume = _resume_point(cfg, run_dir)
     if resume is not None:
@@ -149,6 +197,11 @@ def train(
         learner.load(resume / "learner")
         start, baselines = state.step, Baselines.from_json(state.baselines)
         log(f"resumed from {resume} at step {start}")
+        saved_t = state.config.get("temperature", cfg.temperature)
+        if saved_t != cfg.temperature:
+            log(f"temperature {saved_t} -> {cfg.temperature}: sampling and scoring now use it")
+    # After any load: the learner scores at the temperature the sampler draws at.
+    learner.temperature = cfg.temperature
     jsonl = JsonlSink(run_dir / "metrics.jsonl")
     jsonl.truncate_after(start - 1)  # rows past the checkpoint belong to a lost future
     sinks = MultiSink([jsonl, *build_sinks(cfg, run_dir)])

@@ -16,9 +16,12 @@ SUMMARY_KEYS = (
     "draw_rate",
     "loss_rate",
     "invalid_rate",
-    "exploitability",
-    "value_vs_nash_seat0",
-    "value_vs_nash_seat1",
+    "exploitability_t1",
+    "value_vs_nash_seat0_t1",
+    "value_vs_nash_seat1_t1",
+    "exploitability_rollout_t",
+    "value_vs_nash_seat0_rollout_t",
+    "value_vs_nash_seat1_rollout_t",
 )
 
 

@@ -18,7 +18,7 @@ from spiral import games
 from spiral.agents import make as make_agent
 from spiral.agents.llm_policy import LLMPolicy
 from spiral.engines.base import Learner, SamplingParams
-from spiral.evaluation.exploitability import KUHN_GAME_ID
+from spiral.evaluation.exploitability import KUHN_CARDS, KUHN_GAME_ID
 from spiral.evaluation.match import evaluate, results_metrics
 from spiral.evaluation.model_policy import model_kuhn_exploitability
 from spiral.prompts.invalid import InvalidMovePolicy, invalid_policy
@@ -55,10 +55,19 @@ def build_setup(cfg: TrainConfig) -> RunSetup:
             answer_format=cfg.answer_format,  # type: ignore[arg-type]
             system_rules=cfg.system_rules,
             think_budget=cfg.think_budget,
+            style=cfg.prompt_style,  # type: ignore[arg-type]
         )
         policy = invalid_policy(cfg.invalid_move_policy)
     except (KeyError, ValueError) as err:
         raise ConfigError(str(err)) from err
+    if cfg.balanced_chance:
+        for game_id in cfg.env_ids:
+            if games.chance_outcomes(game_id) is None:
+                warnings.warn(
+                    f"balanced_chance: {game_id} cannot list its chance outcomes, so its "
+                    "deals stay random (KuhnPokerSingle-v0 can)",
+                    stacklevel=2,
+                )
     game_params = {g: ({"max_turns": cfg.max_turns} if cfg.max_turns else {}) for g in cfg.env_ids}
     # The original's per-env `use_llm_obs_wrappers`: True = full history, False = latest.
     spec_by_game = {
@@ -138,7 +147,7 @@ def make_eval_fn(cfg: TrainConfig, setup: RunSetup) -> Callable[[Learner, int], 
             )
             metrics.update(results_metrics(results))
         if cfg.eval_exploitability and KUHN_GAME_ID in env_ids:
-            metrics.update(kuhn_exploitability_metrics(candidate))
+            metrics.update(kuhn_exploitability_metrics(candidate, cfg.temperature))
         metrics["time/eval"] = time.perf_counter() - t0
         return metrics
 
@@ -148,12 +157,35 @@ def make_eval_fn(cfg: TrainConfig, setup: RunSetup) -> Callable[[Learner, int], 
 _EXPLOITABILITY_KEYS = ("exploitability", "nash_conv", "value_vs_nash_seat0", "value_vs_nash_seat1")
 
 
-def kuhn_exploitability_metrics(candidate: LLMPolicy) -> dict[str, float]:
+def kuhn_exploitability_metrics(
+    candidate: LLMPolicy, rollout_temperature: float = 1.0
+) -> dict[str, float]:
     """Exact exploitability of the policy's single-hand Kuhn strategy (from log-probs, no
-    sampling noise) as eval/ metrics; empty, with a warning, without the openspiel extra."""
-    try:
-        report = model_kuhn_exploitability(candidate)
-    except ImportError as err:
-        warnings.warn(f"skipping Kuhn exploitability: {err}", stacklevel=2)
-        return {}
-    return {f"eval/{KUHN_GAME_ID}/{key}": float(report[key]) for key in _EXPLOITABILITY_KEYS}
+    sampling noise) as eval/ metrics; empty, with a warning, without the openspiel extra.
+
+    Keys say which distribution they measure: `..._t1` is the model's own distribution
+    (temperature 1), with its strategy table as `p_bet_t1/<card><history>` (P(bet or
+    call) at each of the 12 information states, e.g. `Jpb`); when the rollouts sample at
+    another temperature, `..._rollout_t` is the policy as sampled there."""
+    temperatures = {"t1": 1.0}
+    if rollout_temperature > 0 and rollout_temperature != 1.0:
+        temperatures["rollout_t"] = rollout_temperature
+    prefix = f"eval/{KUHN_GAME_ID}"
+    metrics: dict[str, float] = {}
+    for suffix, temperature in temperatures.items():
+        try:
+            report = model_kuhn_exploitability(candidate, temperature)
+        except ImportError as err:
+            warnings.warn(f"skipping Kuhn exploitability: {err}", stacklevel=2)
+            return {}
+        for key in _EXPLOITABILITY_KEYS:
+            metrics[f"{prefix}/{key}_{suffix}"] = float(report[key])
+        if suffix == "t1":
+            for info, dist in report["distributions"].items():
+                name = KUHN_CARDS[int(info[0])] + info[1:]
+                metrics[f"{prefix}/p_bet_t1/{name}"] = float(
+                    dist.get("[bet]", 0.0) + dist.get("[call]", 0.0)
+                )
+    if "rollout_t" in temperatures:
+        metrics[f"{prefix}/rollout_temperature"] = rollout_temperature
+    return metrics

@@ -61,13 +61,46 @@ def test_chunking_and_prefix_reuse_do_not_change_samples(sampler: TorchSampler) 
     reference = sampler.sample(prompts, params)
     assert sampler.last_stats["prefill_tokens"] < sampler.last_stats["prompt_tokens"]
     small = TorchSampler(sampler.model, sampler.tokenizer, max_batch_tokens=40)
-    plain = TorchSampler(sampler.model, sampler.tokenizer, prefix_reuse=False)
+    plain = TorchSampler(
+        sampler.model, sampler.tokenizer, prefix_reuse=False, share_identical=False
+    )
     for other in (small, plain):
         out = other.sample(prompts, params)
         assert [c.tokens for c in out] == [c.tokens for c in reference]
         for x, y in zip(out, reference, strict=True):
             assert max(abs(p - q) for p, q in zip(x.logprobs, y.logprobs, strict=True)) < 1e-4
     assert plain.last_stats["prefill_tokens"] == plain.last_stats["prompt_tokens"]
+
+
+def test_identical_prompts_are_prefilled_once_and_sampled_per_row(
+    sampler: TorchSampler,
+) -> None:
+    from .conftest import move_constraint
+
+    prompts = chat_prompts(sampler.tokenizer, PROMPT_TEXTS[:2]) * 40
+    cons = [move_constraint(sampler.tokenizer, 0, marker="")] * len(prompts)
+    params = SamplingParams(max_tokens=10, seed=4)
+    grouped = sampler.sample(prompts, params, cons)
+    stats = dict(sampler.last_stats)
+    apart = TorchSampler(sampler.model, sampler.tokenizer, share_identical=False)
+    separate = apart.sample(prompts, params, cons)
+    # Same draws row by row (each row keeps its own random stream) and the same log-probs.
+    assert [c.tokens for c in grouped] == [c.tokens for c in separate]
+    for x, y in zip(grouped, separate, strict=True):
+        assert max(abs(p - q) for p, q in zip(x.logprobs, y.logprobs, strict=True)) < 1e-4
+    assert len({c.tokens for c in grouped}) > 2  # rows of one prompt really differ
+    assert stats["groups"] == 2 and stats["rows"] == 80
+    assert stats["prefill_tokens"] < apart.last_stats["prefill_tokens"] / 20
+    # A node is a set of rows with one history: never more nodes than legal answers.
+    assert stats["decode_tokens"] <= 2 * sum(len(c) for c in cons[0].choices)
+    # Rows that drew the same answer got bit-identical log-probs (computed once).
+    same = [
+        c
+        for p, c in zip(prompts, grouped, strict=True)
+        if p == prompts[0] and c.tokens == grouped[0].tokens
+    ]
+    assert len(same) > 1
+    assert len({c.logprobs for c in same}) == 1
 
 
 def test_length_and_stop_strings(sampler: TorchSampler) -> None:

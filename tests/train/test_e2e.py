@@ -79,13 +79,18 @@ def test_train_checkpoint_resume_matches_uninterrupted(tiny_model: Path, tmp_pat
     keys = set().union(*rows_a)
     assert "train/TicTacToe-v0/seat0/invalid_rate" in keys
     # Exact exploitability rides along with each evaluation of single-hand Kuhn.
+    # Keys say at which temperature: the model's own distribution is `_t1`; the rollouts
+    # sample at temperature 1 here, so no `_rollout_t` keys.
     exploitability = [
-        r["eval/KuhnPokerSingle-v0/exploitability"]
+        r["eval/KuhnPokerSingle-v0/exploitability_t1"]
         for r in rows_a
-        if "eval/KuhnPokerSingle-v0/exploitability" in r
+        if "eval/KuhnPokerSingle-v0/exploitability_t1" in r
     ]
     assert len(exploitability) == 3  # steps 0, 2, 4
     assert all(0.0 < e <= 2.0 for e in exploitability)
+    assert not any(k.endswith("_rollout_t") for k in keys)
+    table = [k for k in keys if k.startswith("eval/KuhnPokerSingle-v0/p_bet_t1/")]
+    assert len(table) == 12 and "eval/KuhnPokerSingle-v0/p_bet_t1/Jpb" in table
     assert any(k.startswith("eval/TicTacToe-v0/random/seat1/win_rate") for k in keys)
     assert "train/loss" in keys and "time/sample" in keys
 
@@ -117,3 +122,33 @@ def test_export_loads_with_plain_transformers(tiny_model: Path, tmp_path: Path) 
     assert export_main([f"checkpoint={run}", f"out={out}"]) == 0
     model = AutoModelForCausalLM.from_pretrained(out)
     assert model.num_parameters() > 0
+
+
+def test_resume_with_another_temperature_scores_at_the_new_one(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    _run(tiny_model, run, 2, "eval_every=0")
+    _run(tiny_model, run, 3, "eval_every=0", "temperature=1.7")
+    rows = read_jsonl(run / "metrics.jsonl")
+    resumed = next(r for r in rows if r["step"] == 2)
+    # One optimizer step on on-policy data: the learner's log-probs equal the sampler's
+    # only if both use 1.7 (the checkpoint was written at 1.0).
+    assert resumed["train/ratio_min"] == pytest.approx(1.0, abs=1e-4)
+    assert resumed["train/ratio_max"] == pytest.approx(1.0, abs=1e-4)
+    config = json.loads((run / "config.json").read_text())
+    assert config["temperature"] == 1.7
+
+
+def test_exploitability_of_the_policy_as_sampled(tiny_model: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    _run(tiny_model, run, 1, "env_ids=KuhnPokerSingle-v0", "temperature=2.0", "eval_every=1")
+    row = next(
+        r
+        for r in read_jsonl(run / "metrics.jsonl")
+        if "eval/KuhnPokerSingle-v0/rollout_temperature" in r
+    )
+    assert row["eval/KuhnPokerSingle-v0/rollout_temperature"] == 2.0
+    t1 = row["eval/KuhnPokerSingle-v0/exploitability_t1"]
+    hot = row["eval/KuhnPokerSingle-v0/exploitability_rollout_t"]
+    assert 0.0 < t1 <= 2.0 and 0.0 < hot <= 2.0 and hot != pytest.approx(t1, abs=1e-6)
