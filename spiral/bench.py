@@ -2,7 +2,8 @@
 
     spiral bench what=games            random-play games/s for every registered game
     spiral bench what=engine model=embedded batch=16 prompt_tokens=256 new_tokens=32
-    spiral bench what=all out=bench.json
+    spiral bench what=selfplay model=embedded hands=512   Kuhn hands/s, by what is shared
+    spiral bench what=all out=bench.json                  games + engine
 
 Numbers are reported as measured (and as ratios where two are compared, e.g. prefix reuse
 vs plain `generate`), never asserted in tests.
@@ -18,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 USAGE = (
-    "usage: spiral bench [what=games|engine|all] [model=embedded] [batch=16] "
-    "[prompt_tokens=256] [new_tokens=32] [seconds=2] [out=FILE.json]"
+    "usage: spiral bench [what=games|engine|selfplay|all] [model=embedded] [batch=16] "
+    "[prompt_tokens=256] [new_tokens=32] [hands=512] [seconds=2] [out=FILE.json]"
 )
 
 
@@ -38,6 +39,14 @@ def bench_engine(args: dict[str, str]) -> dict[str, float]:
         batch=int(args.get("batch", "16")),
         prompt_tokens=int(args.get("prompt_tokens", "256")),
         new_tokens=int(args.get("new_tokens", "32")),
+    )
+
+
+def bench_selfplay(args: dict[str, str]) -> dict[str, float]:
+    from spiral.train.benchmark import run_selfplay_benchmark
+
+    return run_selfplay_benchmark(
+        model=args.get("model", "embedded"), hands=int(args.get("hands", "512"))
     )
 
 
@@ -72,14 +81,19 @@ def main(argv: Sequence[str]) -> int:
         return 0 if argv and argv[0] in ("-h", "--help") else 2
     args = dict(a.split("=", 1) for a in argv)
     what = args.get("what", "all")
-    if what not in ("games", "engine", "all"):
-        print(f"spiral bench: what={what!r} is not one of games, engine, all", file=sys.stderr)
+    if what not in ("games", "engine", "selfplay", "all"):
+        print(
+            f"spiral bench: what={what!r} is not one of games, engine, selfplay, all",
+            file=sys.stderr,
+        )
         return 2
     results: dict[str, Any] = {"machine": machine()}
     if what in ("games", "all"):
         results.update(bench_games(float(args.get("seconds", "2"))))
     if what in ("engine", "all"):
         results.update(bench_engine(args))
+    if what == "selfplay":
+        results.update(bench_selfplay(args))
     width = max(len(k) for k in results)
     for key, value in results.items():
         shown = _fmt(value)

@@ -182,14 +182,14 @@ def run_engine_benchmark(
     plain = TorchSampler(learner.model, tok, prefix_reuse=False)
     _, plain_s, plain_completions = _time_sampler(plain, prompts, new_tokens)
     hf_s, hf_tokens = _time_hf_generate(learner.model, prompts, new_tokens, sampler.pad_id)
-    ours_rate = stats["decode_tokens"] / reuse_s
+    ours_rate = sum(len(c.tokens) for c in completions) / reuse_s
     plain_rate = sum(len(c.tokens) for c in plain_completions) / plain_s
     result.update(
         {
             "sample/prefill_tokens_per_s": stats["prompt_tokens"] / stats["prefill_s"],
             "sample/prefill_computed_tokens_per_s": stats["prefill_tokens"] / stats["prefill_s"],
             "sample/decode_tokens_per_s": stats["decode_tokens"] / stats["decode_s"],
-            "sample/generated_tokens": stats["decode_tokens"],
+            "sample/generated_tokens": float(sum(len(c.tokens) for c in completions)),
             "sample/seconds": reuse_s,
             "sample/seconds_no_prefix_reuse": plain_s,
             "sample/seconds_hf_generate": hf_s,

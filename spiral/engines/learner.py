@@ -56,7 +56,7 @@ from spiral.engines import checkpoint_io
 from spiral.engines.base import LossFn
 from spiral.engines.constrained import answer_masks
 from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
-from spiral.engines.prefill import common_prefix_len, prefill
+from spiral.engines.prefill import common_prefix_len, prefill_grouped
 from spiral.engines.sampler import TorchSampler, eval_mode, hidden_to_logits
 from spiral.types import Datum
 
@@ -81,7 +81,7 @@ class _Forward:
     per_datum: list[torch.Tensor]  # target log-probs per datum (0 where not needed)
     logp_NV: torch.Tensor  # full log-distribution at each planned position
     plan: _Plan
-    max_prefix: int
+    shared: bool  # computed as a shared-prefix tree (the reference must match)
 
 
 def _is_peft(model: Any) -> bool:
@@ -91,12 +91,65 @@ def _is_peft(model: Any) -> bool:
 
 
 def _first_needed(datum: Datum) -> int:
-    """The first target position forward_backward needs (trained or constrained); the
-    prefix before it can be shared. Always < len(input_ids), so every row keeps a suffix."""
-    start = datum.constraint_start if datum.constraint is not None else None
-    needed = [t for t, m in enumerate(datum.mask) if m > 0]
-    first = min(needed + ([start] if start is not None else []), default=len(datum.input_ids) - 1)
+    """The first target position forward_backward trains (mask > 0); the sequence before
+    it can be shared. Always < len(input_ids), so every row keeps a tail."""
+    first = next((t for t, m in enumerate(datum.mask) if m > 0), len(datum.input_ids) - 1)
     return min(first, len(datum.input_ids) - 1)
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    """A micro-batch being packed: its rows and what its tree forward costs."""
+
+    rows: list[int]
+    last: tuple[int, ...]  # input ids of the last row (sorted order)
+    shared: int  # common prefix length (capped by every row's first trained token)
+    stems: frozenset[tuple[int, ...]]  # distinct prompts (ids before the first trained token)
+    stem_end: int  # longest stem end
+    tail: int  # longest tail
+
+    @property
+    def cost(self) -> int:
+        return (
+            self.shared
+            + len(self.stems) * (self.stem_end - self.shared)
+            + len(self.rows) * self.tail
+        )
+
+    @classmethod
+    def of(cls, index: int, datum: Datum) -> _Chunk:
+        end = _first_needed(datum)
+        ids = datum.input_ids
+        return cls([index], ids, end, frozenset({ids[:end]}), end, len(ids) - end)
+
+    def plus(self, index: int, datum: Datum) -> _Chunk:
+        ids, end = datum.input_ids, _first_needed(datum)
+        shared = min(self.shared, common_prefix_len([self.last, ids]), end)
+        return _Chunk(
+            [*self.rows, index],
+            ids,
+            shared,
+            self.stems | {ids[:end]},
+            max(self.stem_end, end),
+            max(self.tail, len(ids) - end),
+        )
+
+
+def _pack_plain(datums: Sequence[Datum], order: list[int], budget: int) -> list[list[int]]:
+    """Rows in `order`, cut so that rows x padded length stays within `budget`."""
+    chunks: list[list[int]] = []
+    current: list[int] = []
+    width = 0
+    for i in order:
+        new_width = max(width, len(datums[i].input_ids))
+        if current and (len(current) + 1) * new_width > budget:
+            chunks.append(current)
+            current, new_width = [], len(datums[i].input_ids)
+        current.append(i)
+        width = new_width
+    if current:
+        chunks.append(current)
+    return chunks
 
 
 class TorchLearner:
@@ -124,6 +177,7 @@ class TorchLearner:
         self.normalize = normalize
         self.sampler_batch_tokens = sampler_batch_tokens
         self.share_prefix = share_prefix
+        self.share_identical = True  # samplers prefill identical prompts once (benchmarks: off)
         self.version = 0
         self.temperature = 1.0
         self._epoch = 0  # bumped on every weight change; samplers check it
@@ -150,45 +204,43 @@ class TorchLearner:
 
         Without prefix sharing, rows are sorted by length and cost rows x padded length.
         With it, rows are sorted by their token ids, so rows that share a prefix (the rules
-        text of a game, a game's earlier turns) sit together, and a chunk costs its common
-        prefix once plus rows x the longest remainder: the prefix is computed once."""
+        text of a game, a game's earlier turns) sit together, and a chunk runs as a
+        two-level tree (`prefill_grouped`): the chunk's common prefix once, each distinct
+        prompt ("stem": everything before the first trained token) once, then every row's
+        few trained tokens. A chunk costs prefix + stems x longest stem + rows x longest
+        tail. A row joins the current chunk only if that costs less than starting a new
+        one, so rows sharing a long prefix (one Kuhn seat and betting history) are not
+        diluted by rows that share only the start (the other seat's)."""
         if not share_prefix:
             order = sorted(range(len(datums)), key=lambda i: len(datums[i].input_ids))
-        else:
-            order = sorted(range(len(datums)), key=lambda i: tuple(datums[i].input_ids))
+            return _pack_plain(datums, order, self.micro_batch_tokens)
+        order = sorted(range(len(datums)), key=lambda i: tuple(datums[i].input_ids))
         chunks: list[list[int]] = []
-        current: list[int] = []
-        shared = width = 0
+        current: _Chunk | None = None
         for i in order:
-            ids = datums[i].input_ids
-            if current:
-                new_shared = shared
-                if share_prefix:
-                    prev = datums[current[-1]].input_ids
-                    new_shared = min(
-                        shared, common_prefix_len([prev, ids]), _first_needed(datums[i])
-                    )
-                new_width = max(width, len(ids))
-                cost = new_shared + (len(current) + 1) * (new_width - new_shared)
-                if cost <= self.micro_batch_tokens:
-                    current.append(i)
-                    shared, width = new_shared, new_width
+            if current is not None:
+                grown = current.plus(i, datums[i])
+                if grown.cost <= self.micro_batch_tokens and grown.cost <= current.cost + len(
+                    datums[i].input_ids
+                ):
+                    current = grown
                     continue
-                chunks.append(current)
-            current = [i]
-            shared = _first_needed(datums[i]) if share_prefix else 0
-            width = len(ids)
-        if current:
-            chunks.append(current)
+                chunks.append(current.rows)
+            current = _Chunk.of(i, datums[i])
+        if current is not None:
+            chunks.append(current.rows)
         return chunks
 
-    def _plan(self, batch: Sequence[Datum], every_target: bool, prefix_len: int) -> _Plan:
+    def _plan(
+        self, batch: Sequence[Datum], every_target: bool, tail_starts: list[int], width: int
+    ) -> _Plan:
         """Which (row, position) pairs need a log-prob: every target, or only trained ones
-        (mask > 0; forced and single-option tokens are masked out by `assemble`)."""
-        suffix_len = max(len(d.input_ids) for d in batch) - prefix_len
+        (mask > 0; forced and single-option tokens are masked out by `assemble`), and the
+        column of each in the left-padded tails (`width` wide)."""
         plan = _Plan()
         for b, d in enumerate(batch):
-            pad = suffix_len - (len(d.input_ids) - prefix_len)
+            start = tail_starts[b]
+            pad = width - (len(d.input_ids) - start)
             forced: set[int] = set()
             answer: dict[int, tuple[int, ...]] = {}
             if d.constraint is not None and d.constraint_start is not None:
@@ -198,7 +250,7 @@ class TorchLearner:
                 if t in forced or not (every_target or d.mask[t] > 0):
                     continue
                 plan.rows.append(b)
-                plan.cols.append(t - prefix_len + pad)
+                plan.cols.append(t - start + pad)
                 plan.positions.append(t)
                 plan.targets.append(int(token))
                 plan.allowed.append(answer.get(t))
@@ -209,17 +261,23 @@ class TorchLearner:
                 plan.shares.append(shares)
         return plan
 
-    def _hidden(self, model: Any, batch: Sequence[Datum], max_prefix: int) -> tuple[Any, int]:
+    def _hidden(self, model: Any, batch: Sequence[Datum], share: bool) -> tuple[Any, list[int]]:
+        """Final hidden states of every row's tail, and where each tail starts. Shared:
+        the batch's common prefix once, each distinct prompt once (`prefill_grouped`);
+        otherwise every row whole."""
         seqs = [list(d.input_ids) for d in batch]
-        pre = prefill(
+        stem_ends = [_first_needed(d) for d in batch] if share else [0] * len(batch)
+        prefix_len = min(common_prefix_len(seqs), *stem_ends) if share and len(seqs) > 1 else 0
+        pre = prefill_grouped(
             model,
             seqs,
-            max_prefix,
+            prefix_len,
+            stem_ends,
             self.tokenizer.pad_token_id,
             output_hidden_states=True,
             logits_to_keep=1,
         )
-        return pre.out.hidden_states[-1], pre.prefix_len
+        return pre.out.hidden_states[-1], pre.tail_starts
 
     def _batch_forward(self, batch: Sequence[Datum], every_target: bool) -> _Forward:
         """Per datum, a 1-D tensor of target log-probs (0 where not needed or forced), plus
@@ -229,9 +287,8 @@ class TorchLearner:
         any row needs) runs once and its KV cache is shared by all rows (`prefill`);
         gradients flow through the shared cache, so the result equals separate rows."""
         share = self.share_prefix and not every_target
-        max_prefix = min(_first_needed(d) for d in batch) if share else 0
-        hidden_BSH, prefix_len = self._hidden(self.model, batch, max_prefix)
-        plan = self._plan(batch, every_target, prefix_len)
+        hidden_BSH, tail_starts = self._hidden(self.model, batch, share)
+        plan = self._plan(batch, every_target, tail_starts, hidden_BSH.shape[1])
         logp_NV = self._log_dists(hidden_BSH[plan.rows, plan.cols], plan.allowed)
         target_N1 = torch.tensor(plan.targets, device=logp_NV.device, dtype=torch.long)
         values_N = logp_NV.gather(1, target_N1.unsqueeze(1)).squeeze(1)
@@ -245,7 +302,7 @@ class TorchLearner:
         )
         flat_T = torch.zeros(sum(lengths), device=logp_NV.device, dtype=values_N.dtype)
         flat_T = flat_T.index_put((flat_N.to(logp_NV.device),), values_N)
-        return _Forward(list(flat_T.split(lengths)), logp_NV, plan, max_prefix)
+        return _Forward(list(flat_T.split(lengths)), logp_NV, plan, share)
 
     def _log_dists(
         self, hidden_NH: torch.Tensor, allowed: list[tuple[int, ...] | None]
@@ -268,9 +325,9 @@ class TorchLearner:
         with torch.no_grad():
             if _is_peft(self.model):
                 with self.model.disable_adapter():
-                    hidden_BSH, _ = self._hidden(self.model, batch, fwd.max_prefix)
+                    hidden_BSH, _ = self._hidden(self.model, batch, fwd.shared)
             else:
-                hidden_BSH, _ = self._hidden(self._reference_model(), batch, fwd.max_prefix)
+                hidden_BSH, _ = self._hidden(self._reference_model(), batch, fwd.shared)
             plan = fwd.plan
             return self._log_dists(hidden_BSH[plan.rows, plan.cols], plan.allowed)
 
@@ -379,6 +436,7 @@ class TorchLearner:
             version=self.version,
             max_batch_tokens=self.sampler_batch_tokens,
             is_current=lambda: self._epoch == epoch,
+            share_identical=self.share_identical,
         )
 
     # ----- checkpoints ----------------------------------------------------------------

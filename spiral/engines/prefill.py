@@ -78,3 +78,96 @@ def prefill(
     computed += sum(lens)
     next_pos_B = torch.tensor([len(s) for s in seqs], dtype=torch.long)
     return Prefill(cache, mask_BK.to(device), next_pos_B.to(device), out, width, prefix, computed)
+
+
+@dataclass
+class GroupedPrefill:
+    """Outputs of the row tails after a shared prefix and per-group stems (see
+    `prefill_grouped`): `out` covers the left-padded tails, `tail_starts[b]` is the index
+    in row b where its tail begins, `tail_width` the padded tail length."""
+
+    out: Any
+    tail_starts: list[int]
+    tail_width: int
+    computed_tokens: int
+
+
+def prefill_grouped(
+    model: Any,
+    seqs: Sequence[Sequence[int]],
+    prefix_len: int,
+    stem_ends: Sequence[int],
+    pad_id: int,
+    **kwargs: Any,
+) -> GroupedPrefill:
+    """Run rows as a two-level tree: a prefix all rows share, a stem per group, a tail per row.
+
+    `seqs[b][:prefix_len]` must be the same for every row; rows with equal
+    `seqs[b][:stem_ends[b]]` form a group (a learner's rows that answer the same prompt).
+    The prefix runs once (batch 1), each group's stem once (left-padded after the prefix),
+    then every row's tail `seqs[b][stem_ends[b]:]` (left-padded again), each from its
+    group's KV cache. The layout is `[prefix][pads][stem][pads][tail]` with an explicit
+    attention mask and position ids, so every row sees exactly its own tokens at positions
+    0..n-1; with gradients on, they flow back through the shared computations."""
+    from transformers import DynamicCache
+
+    device = model.device
+    if any(end < prefix_len or end >= len(s) for s, end in zip(seqs, stem_ends, strict=True)):
+        raise ValueError("every stem must end at or after the prefix and before the row's end")
+    groups: dict[tuple[int, ...], int] = {}
+    group_of_row = [
+        groups.setdefault(tuple(seq[:end]), len(groups))
+        for seq, end in zip(seqs, stem_ends, strict=True)
+    ]
+    stems = [list(key[prefix_len:]) for key in groups]
+    cache = DynamicCache(config=model.config)
+    computed = 0
+    if prefix_len > 0:
+        ids_1P = torch.tensor([list(seqs[0][:prefix_len])], device=device)
+        model(input_ids=ids_1P, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        cache.batch_repeat_interleave(len(stems))
+        computed += prefix_len
+    mask_GK = torch.ones((len(stems), prefix_len), dtype=torch.long)
+    if max(len(s) for s in stems) > 0:
+        ids_GS, real_GS = _left_padded(stems, pad_id)
+        pos_GS = (prefix_len + torch.cumsum(real_GS, dim=1) - 1).clamp(min=0)
+        mask_GK = torch.cat([mask_GK, real_GS], dim=1)
+        model(
+            input_ids=ids_GS.to(device),
+            attention_mask=mask_GK.to(device),
+            position_ids=pos_GS.to(device),
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        computed += sum(len(s) for s in stems)
+    index_R = torch.tensor(group_of_row, dtype=torch.long)
+    if cache.get_seq_length() > 0:
+        cache.batch_select_indices(index_R.to(device))
+    tails = [list(seq[end:]) for seq, end in zip(seqs, stem_ends, strict=True)]
+    ids_RT, real_RT = _left_padded(tails, pad_id)
+    before_R = torch.tensor([len(stems[g]) + prefix_len for g in group_of_row], dtype=torch.long)
+    pos_RT = (before_R.unsqueeze(1) + torch.cumsum(real_RT, dim=1) - 1).clamp(min=0)
+    mask_RK = torch.cat([mask_GK[index_R], real_RT], dim=1)
+    out = model(
+        input_ids=ids_RT.to(device),
+        attention_mask=mask_RK.to(device),
+        position_ids=pos_RT.to(device),
+        past_key_values=cache,
+        use_cache=True,
+        **kwargs,
+    )
+    computed += sum(len(t) for t in tails)
+    return GroupedPrefill(out, list(stem_ends), ids_RT.shape[1], computed)
+
+
+def _left_padded(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(ids, real) as [rows, width] tensors, each row right-aligned after pads."""
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    real = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, row in enumerate(rows):
+        if row:
+            ids[i, width - len(row) :] = torch.tensor(list(row), dtype=torch.long)
+            real[i, width - len(row) :] = 1
+    return ids, real

@@ -169,7 +169,7 @@ def constraint_for(state: State, spec: PromptSpec, tokenizer: Any) -> AnswerCons
 
 # ---- golden prompt files -------------------------------------------------------------
 
-GOLDEN_GAMES = ("TicTacToe-v0", "KuhnPoker-v1")
+GOLDEN_GAMES = ("TicTacToe-v0", "KuhnPoker-v1", "KuhnPokerSingle-v0")
 GOLDEN_TEMPLATES = ("qwen3", "plain")
 GOLDEN_SEATS: tuple[Seat, ...] = (0, 1)
 
@@ -202,6 +202,10 @@ def golden_prompts(game_id: str) -> dict[str, str]:
         # One case with the rules moved into a system message.
         spec = PromptSpec(template="qwen3", answer_format="bracket", system_rules=True)
         name = golden_name(game_id, seat, "qwen3", "bracket", "__system_rules")
+        out[name] = build_prompt(state, seat, spec)
+        # The focused style (situation and private information last, no example move).
+        spec = PromptSpec(template="qwen3", answer_format="constrained", style="focused")
+        name = golden_name(game_id, seat, "qwen3", "constrained", "__focused")
         out[name] = build_prompt(state, seat, spec)
     return out
 

@@ -25,6 +25,7 @@ HEADLINE: tuple[tuple[str, str, str], ...] = (
     ("draw", "train/overall/draw_rate", "{:.3f}"),
     ("win@random", "eval/*/random/*win_rate", "{:.2f}"),
     ("adv_std", "*assemble/std_advantage", "{:.3f}"),
+    ("entropy", "train/entropy", "{:.3f}"),
     ("kl", "*approx_kl", "{:.4f}"),
     ("clip", "*clip_frac", "{:.3f}"),
     ("tokens", "train/*/seat*/mean_response_tokens", "{:.0f}"),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -121,6 +122,11 @@ class TrainConfig:
         default=0, doc="if > 0, overrides num_train_datapoints // batch_size"
     )
     learning_rate: float = chz.field(default=1e-4, doc="Adam learning rate", validator=_positive)
+    lr_schedule: str = chz.field(
+        default="constant",
+        doc="constant | linear (to 0 at the end) | cosine (to 0 at the end)",
+        validator=_choice("constant", "linear", "cosine"),
+    )
     loss_fn: str = chz.field(
         default="importance_sampling",
         doc="importance_sampling | ppo",
@@ -139,6 +145,11 @@ class TrainConfig:
         "constrained)",
         validator=_non_negative,
     )
+    entropy_coef_final: float | None = chz.field(
+        default=None,
+        doc="if set, entropy_coef moves linearly to this value over the run (a strong "
+        "bonus early keeps the policy stochastic, a small one late lets it near Nash)",
+    )
     kl_coef: float = chz.field(
         default=0.0,
         doc="KL(policy || kl_reference) penalty at every trained token",
@@ -149,6 +160,12 @@ class TrainConfig:
         doc="the KL's magnet: reference (the model before training) | uniform (over the "
         "legal moves; over the vocabulary for free text)",
         validator=_choice("reference", "uniform"),
+    )
+    kl_direction: str = chz.field(
+        default="reverse",
+        doc="reverse: KL(policy || magnet), magnetic mirror descent's | forward: "
+        "KL(magnet || policy), whose pull does not fade where the policy is saturated",
+        validator=_choice("reverse", "forward"),
     )
     merge_rows: bool = chz.field(
         default=True,
@@ -163,6 +180,11 @@ class TrainConfig:
         doc="what RAE subtracts: ema (the original) | ema_debiased (bias-corrected start) | "
         "leave_one_out (mean of the other returns of the same game and seat in the batch)",
         validator=_choice("ema", "ema_debiased", "leave_one_out"),
+    )
+    prompt_baseline: bool = chz.field(
+        default=False,
+        doc="also subtract the mean advantage of the other turns with the same prompt "
+        "(leave-one-out state baseline; unbiased, removes the situation's value)",
     )
     balanced_chance: bool = chz.field(
         default=False,
@@ -217,6 +239,23 @@ class TrainConfig:
     def games_per_step(self) -> int:
         return self.batch_size // 2
 
+    def learning_rate_at(self, step: int) -> float:
+        """The learning rate of `step` under `lr_schedule` (step 0 gets learning_rate)."""
+        frac = step / self.num_steps if self.num_steps > 0 else 0.0
+        if self.lr_schedule == "linear":
+            return self.learning_rate * (1.0 - frac)
+        if self.lr_schedule == "cosine":
+            return self.learning_rate * 0.5 * (1.0 + math.cos(math.pi * frac))
+        return self.learning_rate
+
+    def entropy_coef_at(self, step: int) -> float:
+        """The entropy coefficient of `step`: constant, or linear from entropy_coef at step 0
+        to entropy_coef_final at the last step."""
+        if self.entropy_coef_final is None or self.num_steps <= 1:
+            return self.entropy_coef
+        frac = min(1.0, step / (self.num_steps - 1))
+        return self.entropy_coef + frac * (self.entropy_coef_final - self.entropy_coef)
+
     def validate(self) -> TrainConfig:
         if self.batch_size % 2:
             raise ConfigError(
@@ -233,6 +272,8 @@ class TrainConfig:
             )
         if not self.env_ids:
             raise ConfigError("env_ids is empty; e.g. env_ids=TicTacToe-v0,KuhnPoker-v1")
+        if self.entropy_coef_final is not None and self.entropy_coef_final < 0:
+            raise ConfigError(f"entropy_coef_final must be >= 0, got {self.entropy_coef_final}")
         return self
 
     def to_json(self) -> dict[str, Any]:

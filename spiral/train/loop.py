@@ -22,7 +22,7 @@ from spiral import games
 from spiral.agents.llm_policy import LLMPolicy
 from spiral.algo.assemble import assemble
 from spiral.algo.losses import get_loss
-from spiral.algo.merge import merge_identical, split_minibatches
+from spiral.algo.merge import center_by_prompt, merge_identical, split_minibatches
 from spiral.algo.rae import Baselines, rae_advantages
 from spiral.algo.regularizers import Regularizer
 from spiral.algo.stats import episode_metrics
@@ -116,8 +116,12 @@ def learn(
         episodes, advantages, gamma=cfg.gamma, filter_zero_adv=cfg.filter_zero_adv
     )
     merge_metrics: dict[str, float] = {}
+    if cfg.prompt_baseline:
+        datums, centering = center_by_prompt(datums)
+        merge_metrics.update(centering)
     if cfg.merge_rows:
-        datums, merge_metrics = merge_identical(datums)
+        datums, merged = merge_identical(datums)
+        merge_metrics.update(merged)
     t1 = time.perf_counter()
     train_metrics = update(cfg, learner, datums, step)
     return {
@@ -132,16 +136,22 @@ def learn(
 def update(cfg: TrainConfig, learner: Learner, datums: list[Datum], step: int) -> dict[str, float]:
     """`num_substeps` optimizer steps, one per minibatch; metrics averaged over them."""
     loss_fn = functools.partial(get_loss(cfg.loss_fn), clip=cfg.ppo_clip)
-    reg = Regularizer(cfg.entropy_coef, cfg.kl_coef, cfg.kl_reference)  # type: ignore[arg-type]
+    entropy_coef = cfg.entropy_coef_at(step)
+    reg = Regularizer(
+        entropy_coef,
+        cfg.kl_coef,
+        cfg.kl_reference,  # type: ignore[arg-type]
+        cfg.kl_direction,  # type: ignore[arg-type]
+    )
     minibatches = split_minibatches(datums, cfg.num_substeps, derive_seed(cfg.seed, step, 2))
     per_substep: list[dict[str, float]] = []
     for minibatch in minibatches:
         metrics = learner.forward_backward(minibatch, loss_fn, reg) if minibatch else {}
-        metrics.update(learner.optim_step(cfg.learning_rate))
+        metrics.update(learner.optim_step(cfg.learning_rate_at(step)))
         per_substep.append(metrics)
     keys = sorted({k for m in per_substep for k in m})
     mean = {k: sum(m.get(k, 0.0) for m in per_substep) / len(per_substep) for k in keys}
-    return {**mean, "num_substeps": float(len(per_substep))}
+    return {**mean, "num_substeps": float(len(per_substep)), "entropy_coef": entropy_coef}
 
 
 def train_step(
@@ -158,7 +168,7 @@ def train_step(
     metrics: dict[str, float] = {
         "progress/step": float(step),
         "progress/done_frac": (step + 1) / cfg.num_steps,
-        "optim/lr": cfg.learning_rate,
+        "optim/lr": cfg.learning_rate_at(step),
         "perf/games_per_s": len(episodes) / max(total_s, 1e-9),
         "perf/sample_tokens_per_s": sampled / max(sample_s, 1e-9),
         "perf/prompt_tokens_per_s": prompt_tokens / max(sample_s, 1e-9),

@@ -115,3 +115,31 @@ def test_bad_turns_fail_loudly() -> None:
     early = Completion((90, 40), (0, 0), "stop", "", 1, constraint)
     with pytest.raises(ValueError, match="answer_start"):
         turn_to_datum(Turn(GAME, 0, "policy", "o", (1,), early), 1.0)
+
+
+def test_single_option_answer_tokens_are_masked() -> None:
+    # Kuhn-like answers " [" + word + "]": only the word is a choice; " [" and "]" are
+    # the only legal token where they stand, so they carry no gradient and no statistic.
+    constraint = AnswerConstraint(choices=((5, 11, 9), (5, 12, 9)))
+    completion = Completion((5, 12, 9), (0.0, -0.4, 0.0), "stop", "", 0, constraint)
+    datum = turn_to_datum(Turn(GAME, 0, "policy", "o", (1, 2), completion), 1.0)
+    assert datum.target_ids == (2, 5, 12, 9)
+    assert datum.mask == (0.0, 0.0, 1.0, 0.0)
+    # A trie that branches twice keeps both branching tokens and masks the rest.
+    deep = AnswerConstraint(choices=((5, 11, 9), (5, 12, 7, 9), (5, 12, 8, 9)))
+    completion = Completion((5, 12, 8, 9), (0.0, -0.4, -0.7, 0.0), "stop", "", 0, deep)
+    datum = turn_to_datum(Turn(GAME, 0, "policy", "o", (1,), completion), 1.0)
+    assert datum.mask == (0.0, 1.0, 1.0, 0.0)
+    _, metrics = assemble(
+        [Episode(GAME, 0, (Turn(GAME, 0, "policy", "o", (1,), completion),), (1, -1), "win")],
+        {(0, 0): 1.0},
+    )
+    assert metrics["assemble/num_trained_tokens"] == 2.0
+
+
+def test_answer_constraint_next_tokens_counts_moves_through_each_token() -> None:
+    deep = AnswerConstraint(choices=((5, 11, 9), (5, 12, 7, 9), (5, 12, 8, 9)))
+    assert deep.next_tokens(()) == {5: 3}
+    assert deep.next_tokens((5,)) == {11: 1, 12: 2}
+    assert deep.next_tokens((5, 12)) == {7: 1, 8: 1}
+    assert deep.next_tokens((5, 12, 7, 9)) == {}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from spiral.cli import main as cli_main
@@ -72,3 +74,45 @@ def test_cli_reports_config_errors(capsys: pytest.CaptureFixture[str]) -> None:
     assert "strict" in capsys.readouterr().err
     assert cli_main(["train", "--help"]) == 0
     assert "role_baseline_ema_gamma" in capsys.readouterr().out
+
+
+def test_regularised_learning_keys_parse_and_validate() -> None:
+    cfg = parse_config(
+        [
+            "entropy_coef=0.3",
+            "entropy_coef_final=0.05",
+            "max_steps=11",
+            "kl_coef=0.1",
+            "kl_reference=uniform",
+            "num_substeps=4",
+            "rae_baseline=leave_one_out",
+            "balanced_chance=true",
+            "prompt_style=focused",
+        ]
+    )
+    assert cfg.entropy_coef_at(0) == pytest.approx(0.3)
+    assert cfg.entropy_coef_at(5) == pytest.approx(0.175)
+    assert cfg.entropy_coef_at(10) == pytest.approx(0.05)
+    assert parse_config(["entropy_coef=0.2"]).entropy_coef_at(7) == 0.2  # constant
+    for bad, hint in (
+        ("kl_reference=base", "reference, uniform"),
+        ("rae_baseline=median", "ema, ema_debiased, leave_one_out"),
+        ("prompt_style=short", "original, focused"),
+        ("num_substeps=0", "> 0"),
+        ("entropy_coef=-1", ">= 0"),
+        ("entropy_coef_final=-0.1", ">= 0"),
+    ):
+        with pytest.raises(ConfigError, match=hint):
+            parse_config([bad])
+
+
+def test_learning_rate_schedules() -> None:
+    base = ["learning_rate=1e-3", "max_steps=10"]
+    assert parse_config(base).learning_rate_at(9) == pytest.approx(1e-3)
+    linear = parse_config([*base, "lr_schedule=linear"])
+    assert [linear.learning_rate_at(s) for s in (0, 5)] == pytest.approx([1e-3, 5e-4])
+    cosine = parse_config([*base, "lr_schedule=cosine"])
+    assert [cosine.learning_rate_at(s) for s in (0, 5)] == pytest.approx([1e-3, 5e-4])
+    assert cosine.learning_rate_at(9) == pytest.approx(1e-3 * 0.5 * (1 + math.cos(0.9 * math.pi)))
+    with pytest.raises(ConfigError, match="constant, linear, cosine"):
+        parse_config(["lr_schedule=step"])

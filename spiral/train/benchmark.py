@@ -1,0 +1,77 @@
+"""Self-play throughput: hands (games) per second of one training step, by what is shared.
+
+`run_selfplay_benchmark()` plays one step's games with the current weights and computes
+one forward_backward over its rows, three times on the same games and weights:
+
+- `plain`: every request prefilled on its own (no identical-prompt sharing in the
+  sampler) and every row trained on its own (no merging);
+- `shared_sampling`: identical prompts prefilled once and decoded as a tree;
+- `shared_all`: that, plus identical (prompt, answer) rows merged into weighted rows.
+
+Keys: `selfplay/<mode>/hands_per_s` (games / (sampling + learning seconds)),
+`.../sample_s`, `.../learn_s`, `.../rows` (rows the learner ran), and
+`selfplay/speedup` (shared_all over plain). The learner shares prompt prefixes in every
+mode (its tree prefill); `spiral bench what=engine` measures that part on its own.
+No optimizer step is taken, so every mode sees the same weights. Timings depend on the
+machine and its load: compare modes of one run only.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import chz
+
+from spiral.algo.assemble import assemble
+from spiral.algo.losses import importance_sampling_loss
+from spiral.algo.merge import merge_identical
+from spiral.algo.rae import Baselines, rae_advantages
+from spiral.train.config import parse_config
+from spiral.train.loop import POLICY, collect
+from spiral.train.setup import build_setup, make_learner_factory
+
+MODES = ("plain", "shared_sampling", "shared_all")
+
+
+def run_selfplay_benchmark(
+    model: str = "embedded", hands: int = 512, extra: Sequence[str] = ()
+) -> dict[str, float]:
+    """Time one self-play step of preset embedded-kuhn with `hands` games per mode."""
+    cfg = parse_config(
+        [
+            "preset=embedded-kuhn",
+            f"model_name={model}",
+            f"batch_size={2 * hands}",
+            "prompt_style=focused",
+            "log_path=/dev/null",
+            *extra,
+        ]
+    )
+    setup = build_setup(cfg)
+    learner = make_learner_factory(cfg)()
+    learner.temperature = cfg.temperature
+    collect(chz.replace(cfg, batch_size=4), setup, learner, 0)  # warm-up
+    result: dict[str, float] = {}
+    for mode in MODES:
+        learner.share_identical = mode != "plain"  # type: ignore[attr-defined]
+        t0 = time.perf_counter()
+        episodes, _ = collect(cfg, setup, learner, 0)
+        t1 = time.perf_counter()
+        advantages, _, _ = rae_advantages(episodes, Baselines({}), trained_agents={POLICY})
+        datums, _ = assemble(episodes, advantages)
+        if mode == "shared_all":
+            datums, _ = merge_identical(datums)
+        learner.forward_backward(datums, importance_sampling_loss)
+        learner.model.zero_grad(set_to_none=True)  # type: ignore[attr-defined]
+        t2 = time.perf_counter()
+        prefix = f"selfplay/{mode}"
+        result[f"{prefix}/sample_s"] = t1 - t0
+        result[f"{prefix}/learn_s"] = t2 - t1
+        result[f"{prefix}/rows"] = float(len(datums))
+        result[f"{prefix}/hands_per_s"] = len(episodes) / (t2 - t0)
+    result["selfplay/hands"] = float(hands)
+    result["selfplay/speedup"] = (
+        result["selfplay/shared_all/hands_per_s"] / result["selfplay/plain/hands_per_s"]
+    )
+    return result

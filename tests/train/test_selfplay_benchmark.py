@@ -1,0 +1,29 @@
+"""The self-play benchmark runs on a tiny model and reports every mode."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from spiral.train.benchmark import MODES, run_selfplay_benchmark
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from spiral.engines.tiny import make_tiny_model
+
+    return make_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+
+
+def test_selfplay_benchmark_reports_every_mode(tiny_model: Path) -> None:
+    result = run_selfplay_benchmark(model=str(tiny_model), hands=24, extra=("lora_rank=4",))
+    for mode in MODES:
+        assert result[f"selfplay/{mode}/hands_per_s"] > 0
+        assert result[f"selfplay/{mode}/rows"] > 0
+    # 24 hands of single-hand Kuhn have at most 12 prompts x 2 answers x 2 advantage
+    # signs distinct rows; unmerged there is one row per decision (>= 24).
+    assert result["selfplay/plain/rows"] >= 24
+    assert result["selfplay/shared_all/rows"] <= 48
+    assert result["selfplay/shared_all/rows"] < result["selfplay/plain/rows"]
+    assert result["selfplay/speedup"] > 0
