@@ -67,14 +67,7 @@ def prefill(
         real_BS[i, width - n :] = 1
     pos_BS = (prefix + torch.cumsum(real_BS, dim=1) - 1).clamp(min=0)
     mask_BK = torch.cat([torch.ones((rows, prefix), dtype=torch.long), real_BS], dim=1)
-    out = model(
-        input_ids=ids_BS.to(device),
-        attention_mask=mask_BK.to(device),
-        position_ids=pos_BS.to(device),
-        past_key_values=cache,
-        use_cache=True,
-        **kwargs,
-    )
+    out = _extend(model, cache, ids_BS, mask_BK, pos_BS, **kwargs)
     computed += sum(lens)
     next_pos_B = torch.tensor([len(s) for s in seqs], dtype=torch.long)
     return Prefill(cache, mask_BK.to(device), next_pos_B.to(device), out, width, prefix, computed)
@@ -132,14 +125,7 @@ def prefill_grouped(
         ids_GS, real_GS = _left_padded(stems, pad_id)
         pos_GS = (prefix_len + torch.cumsum(real_GS, dim=1) - 1).clamp(min=0)
         mask_GK = torch.cat([mask_GK, real_GS], dim=1)
-        model(
-            input_ids=ids_GS.to(device),
-            attention_mask=mask_GK.to(device),
-            position_ids=pos_GS.to(device),
-            past_key_values=cache,
-            use_cache=True,
-            logits_to_keep=1,
-        )
+        _extend(model, cache, ids_GS, mask_GK, pos_GS, logits_to_keep=1)
         computed += sum(len(s) for s in stems)
     index_R = torch.tensor(group_of_row, dtype=torch.long)
     if cache.get_seq_length() > 0:
@@ -149,16 +135,30 @@ def prefill_grouped(
     before_R = torch.tensor([len(stems[g]) + prefix_len for g in group_of_row], dtype=torch.long)
     pos_RT = (before_R.unsqueeze(1) + torch.cumsum(real_RT, dim=1) - 1).clamp(min=0)
     mask_RK = torch.cat([mask_GK[index_R], real_RT], dim=1)
-    out = model(
-        input_ids=ids_RT.to(device),
-        attention_mask=mask_RK.to(device),
-        position_ids=pos_RT.to(device),
+    out = _extend(model, cache, ids_RT, mask_RK, pos_RT, **kwargs)
+    computed += sum(len(t) for t in tails)
+    return GroupedPrefill(out, list(stem_ends), ids_RT.shape[1], computed)
+
+
+def _extend(
+    model: Any,
+    cache: Any,
+    ids: torch.Tensor,
+    mask: torch.Tensor,
+    pos: torch.Tensor,
+    **kwargs: Any,
+) -> Any:
+    """Run `ids` (with their attention mask over cache + ids and positions) on top of
+    `cache`, extending it; returns the model output."""
+    device = model.device
+    return model(
+        input_ids=ids.to(device),
+        attention_mask=mask.to(device),
+        position_ids=pos.to(device),
         past_key_values=cache,
         use_cache=True,
         **kwargs,
     )
-    computed += sum(len(t) for t in tails)
-    return GroupedPrefill(out, list(stem_ends), ids_RT.shape[1], computed)
 
 
 def _left_padded(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:

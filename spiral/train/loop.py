@@ -136,10 +136,10 @@ def learn(
 def update(cfg: TrainConfig, learner: Learner, datums: list[Datum], step: int) -> dict[str, float]:
     """`num_substeps` optimizer steps, one per minibatch; metrics averaged over them."""
     loss_fn = functools.partial(get_loss(cfg.loss_fn), clip=cfg.ppo_clip)
-    entropy_coef = cfg.entropy_coef_at(step)
+    entropy_coef, kl_coef = cfg.entropy_coef_at(step), cfg.kl_coef_at(step)
     reg = Regularizer(
         entropy_coef,
-        cfg.kl_coef,
+        kl_coef,
         cfg.kl_reference,  # type: ignore[arg-type]
         cfg.kl_direction,  # type: ignore[arg-type]
     )
@@ -151,7 +151,12 @@ def update(cfg: TrainConfig, learner: Learner, datums: list[Datum], step: int) -
         per_substep.append(metrics)
     keys = sorted({k for m in per_substep for k in m})
     mean = {k: sum(m.get(k, 0.0) for m in per_substep) / len(per_substep) for k in keys}
-    return {**mean, "num_substeps": float(len(per_substep)), "entropy_coef": entropy_coef}
+    return {
+        **mean,
+        "num_substeps": float(len(per_substep)),
+        "entropy_coef": entropy_coef,
+        "kl_coef": kl_coef,
+    }
 
 
 def train_step(

@@ -94,6 +94,9 @@ def test_regularised_learning_keys_parse_and_validate() -> None:
     assert cfg.entropy_coef_at(5) == pytest.approx(0.175)
     assert cfg.entropy_coef_at(10) == pytest.approx(0.05)
     assert parse_config(["entropy_coef=0.2"]).entropy_coef_at(7) == 0.2  # constant
+    ramp = parse_config(["kl_coef=0", "kl_coef_final=0.1", "max_steps=11"])
+    assert [ramp.kl_coef_at(s) for s in (0, 5, 10, 20)] == pytest.approx([0, 0.05, 0.1, 0.1])
+    assert cfg.kl_coef_at(9) == pytest.approx(0.1)  # constant without kl_coef_final
     for bad, hint in (
         ("kl_reference=base", "reference, uniform"),
         ("rae_baseline=median", "ema, ema_debiased, leave_one_out"),
@@ -101,6 +104,7 @@ def test_regularised_learning_keys_parse_and_validate() -> None:
         ("num_substeps=0", "> 0"),
         ("entropy_coef=-1", ">= 0"),
         ("entropy_coef_final=-0.1", ">= 0"),
+        ("kl_coef_final=-0.1", "kl_coef_final must be >= 0"),
     ):
         with pytest.raises(ConfigError, match=hint):
             parse_config([bad])
