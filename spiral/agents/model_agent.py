@@ -7,7 +7,8 @@
 - a checkpoint folder (`step_NNNNNN/` with `learner/`, `loop_state.json`, `COMPLETE`):
   the weights in `learner/` and the prompt choices of the run's config;
 - a model folder (config.json: an export or any HF model; adapter_config.json: a PEFT
-  adapter, merged into its base);
+  adapter, merged into its base); inside a checkpoint (`step_N/learner/averaged/`, the
+  averaged weights of `weight_ema_decay`) it is evaluated with that run's config;
 - "base" / "embedded" / "" for the base model (`model_name=` picks it, default the
   embedded SmolLM2), or any other string as a hub id.
 
@@ -135,6 +136,11 @@ def resolve_source(arg: str, model_name: str = "") -> ModelSource:
         if (path / "learner").is_dir() or (path / "loop_state.json").is_file():
             return _checkpoint_source(path)
         if (path / "config.json").is_file() or (path / "adapter_config.json").is_file():
+            if path.parent.name == "learner" and _is_complete(path.parent.parent):
+                # learner/averaged/ (weight averaging): the run's config still applies.
+                found = _checkpoint_source(path.parent.parent)
+                name = f"{found.name}/{path.name}"
+                return ModelSource(str(path), name, found.config, found.checkpoint, found.step)
             return ModelSource(str(path), f"model:{path.name}")
         raise CheckpointNotFound(
             f"{path} is a folder but not a run (checkpoints/), a checkpoint (learner/, "

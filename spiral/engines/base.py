@@ -8,6 +8,7 @@ a sampler carries the `version` of the weights it samples from.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -84,3 +85,13 @@ class Learner(Protocol):
     def save(self, path: Path) -> None: ...
 
     def load(self, path: Path) -> None: ...
+
+    @property
+    def has_average(self) -> bool:
+        """True when the learner keeps an average of its weights (and has one yet)."""
+        ...
+
+    def averaged(self) -> AbstractContextManager[None]:
+        """A block in which the model (and samplers made inside it) hold the averaged
+        weights; the live weights come back on exit."""
+        ...

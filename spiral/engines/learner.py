@@ -38,13 +38,27 @@ Choices:
   made earlier raises StaleSamplerError instead of sampling from changed weights.
 - Checkpoints are HF folders (PEFT adapter or full model, plus tokenizer) and the
   optimizer state in safetensors + JSON (checkpoint_io). No pickle.
+- Weight averaging (`average_decay` > 0): after every optimizer step the trainable
+  weights are folded into a bias-corrected exponential moving average (Polyak
+  averaging), avg_t = avg_{t-1} + w_t (theta_t - avg_{t-1}) with
+  w_t = (1 - d) / (1 - d^t): a proper weighted mean of the iterates, with no pull towards
+  the initial weights. Self-play's last iterate cycles around an equilibrium (each
+  player best-responds to the other's last move); the average sits near the cycle's
+  centre. `averaged()` swaps the average in for evaluation; `save` writes it as a
+  loadable model folder `averaged/` (with `averaging.json`: decay and count), and `load`
+  restores it bit for bit, so a resumed run continues the same average. For LoRA the
+  A and B factors are averaged separately (the product of averages is not the average
+  of products; close when the factors move slowly, and what is measured in
+  docs/results.md is this averaged adapter).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -152,6 +166,10 @@ def _pack_plain(datums: Sequence[Datum], order: list[int], budget: int) -> list[
     return chunks
 
 
+AVERAGED = "averaged"  # the averaged weights' model folder inside a learner checkpoint
+AVERAGING_JSON = "averaging.json"
+
+
 class TorchLearner:
     """Learner over a local transformers model (LoRA via PEFT or full fine-tuning)."""
 
@@ -166,9 +184,12 @@ class TorchLearner:
         normalize: Literal["datums", "none"] = "datums",
         sampler_batch_tokens: int = 32768,
         share_prefix: bool = True,
+        average_decay: float = 0.0,
     ) -> None:
         if normalize not in ("datums", "none"):
             raise ValueError(f"normalize must be 'datums' or 'none', got {normalize!r}")
+        if not 0.0 <= average_decay < 1.0:
+            raise ValueError(f"average_decay must be in [0, 1), got {average_decay}")
         self.cfg = cfg
         self.model, self.tokenizer = load_model_and_tokenizer(cfg)
         self.micro_batch_tokens = micro_batch_tokens
@@ -183,6 +204,9 @@ class TorchLearner:
         self._epoch = 0  # bumped on every weight change; samplers check it
         self._optimizer: torch.optim.Optimizer | None = None
         self._reference: Any = None  # frozen base model for full fine-tuning's KL
+        self.average_decay = average_decay
+        self._average: dict[str, torch.Tensor] | None = None  # averaged trainable weights
+        self._average_count = 0  # optimizer steps folded into the average
 
     # ----- parameters and optimizer -------------------------------------------------
     def _named_trainable(self) -> list[tuple[str, torch.nn.Parameter]]:
@@ -423,9 +447,50 @@ class TorchLearner:
             group["lr"] = learning_rate
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+        self._update_average()
         self.version += 1
         self._epoch += 1
         return {"grad_norm": grad_norm, "lr": learning_rate}
+
+    # ----- weight averaging -----------------------------------------------------------
+    @property
+    def has_average(self) -> bool:
+        """True once an average of the weights exists (average_decay > 0, >= 1 step)."""
+        return self._average is not None
+
+    def _update_average(self) -> None:
+        if self.average_decay <= 0:
+            return
+        self._average_count += 1
+        named = self._named_trainable()
+        with torch.no_grad():
+            if self._average is None:
+                self._average = {n: p.detach().clone() for n, p in named}
+                return
+            d = self.average_decay
+            weight = (1.0 - d) / (1.0 - d**self._average_count)
+            for n, p in named:
+                self._average[n].lerp_(p.detach(), weight)
+
+    @contextlib.contextmanager
+    def averaged(self) -> Iterator[None]:
+        """Inside the block the model holds the averaged weights (samplers made inside
+        are valid only there); the live weights come back on exit, also on error."""
+        if self._average is None:
+            raise RuntimeError("no averaged weights: set average_decay > 0 and train a step")
+        named = self._named_trainable()
+        live = {n: p.detach().clone() for n, p in named}
+        with torch.no_grad():
+            for n, p in named:
+                p.copy_(self._average[n])
+        self._epoch += 1
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                for n, p in named:
+                    p.copy_(live[n])
+            self._epoch += 1
 
     def sampler(self) -> TorchSampler:
         """A sampler sharing this model; it refuses to run after the weights change."""
@@ -449,6 +514,12 @@ class TorchLearner:
         names = [n for n, _ in self._named_trainable()]
         extra = {"version": self.version, "temperature": self.temperature}
         checkpoint_io.save_optimizer(self._get_optimizer(), names, path, extra)
+        if self._average is not None:
+            with self.averaged():
+                self.model.save_pretrained(str(path / AVERAGED))
+            self.tokenizer.save_pretrained(str(path / AVERAGED))
+            state = {"decay": self.average_decay, "count": self._average_count}
+            (path / AVERAGED / AVERAGING_JSON).write_text(json.dumps(state), encoding="utf-8")
 
     def load(self, path: Path) -> None:
         """Restore weights and optimizer state written by `save` into this learner."""
@@ -463,7 +534,27 @@ class TorchLearner:
             names = [n for n, _ in self._named_trainable()]
             extra = checkpoint_io.load_optimizer(self._get_optimizer(), names, path)
         self.version = int(extra.get("version", self.version))
+        self._load_average(path)
         self._epoch += 1
+
+    def _load_average(self, path: Path) -> None:
+        """The average saved beside the weights (exact), or none: averaging restarts."""
+        self._average, self._average_count = None, 0
+        folder = path / AVERAGED
+        if self.average_decay <= 0 or not (folder / AVERAGING_JSON).is_file():
+            return
+        state = json.loads((folder / AVERAGING_JSON).read_text(encoding="utf-8"))
+        named = self._named_trainable()
+        live = {n: p.detach().clone() for n, p in named}
+        if (folder / "adapter_model.safetensors").is_file():
+            self._load_adapter(folder)
+        else:
+            self._load_full(folder)
+        self._average = {n: p.detach().clone() for n, p in named}
+        with torch.no_grad():
+            for n, p in named:
+                p.copy_(live[n])
+        self._average_count = int(state["count"])
 
     def _load_adapter(self, path: Path) -> None:
         from peft import set_peft_model_state_dict

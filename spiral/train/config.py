@@ -198,6 +198,13 @@ class TrainConfig:
         "list them (KuhnPokerSingle-v0: the 6 deals); unbiased, less card-luck variance",
     )
     gamma: float = chz.field(default=1.0, doc="discount across a seat's turns")
+    weight_ema_decay: float = chz.field(
+        default=0.0,
+        doc="if > 0, also keep a bias-corrected moving average of the trained weights "
+        "(Polyak averaging) with this decay, e.g. 0.95; evaluated beside the live weights "
+        "(eval/<game>/averaged/...) and saved in every checkpoint as learner/averaged/. "
+        "Self-play's last iterate cycles around an equilibrium; the average settles",
+    )
     filter_zero_adv: bool = chz.field(default=False, doc="drop turns whose advantage is exactly 0")
     filter_draw: bool = chz.field(default=False, doc="re-play drawn games (up to max_draw_retries)")
     max_draw_retries: int = chz.field(
@@ -276,6 +283,11 @@ class TrainConfig:
             )
         if not 0.0 < self.role_baseline_ema_gamma < 1.0:
             raise ConfigError("role_baseline_ema_gamma must be in (0, 1)")
+        if not 0.0 <= self.weight_ema_decay < 1.0:
+            raise ConfigError(
+                f"weight_ema_decay must be in [0, 1) (0 = off, 0.95 is usual), got "
+                f"{self.weight_ema_decay}"
+            )
         if not 0.0 < self.top_p <= 1.0:
             raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.use_llm_obs_wrappers and len(self.use_llm_obs_wrappers) != len(self.env_ids):

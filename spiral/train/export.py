@@ -1,7 +1,8 @@
 """`spiral export checkpoint=PATH out=DIR`: a standalone merged model folder.
 
 LoRA checkpoints are merged into their base model; the result loads with plain
-`AutoModelForCausalLM.from_pretrained(out)` and any Hugging Face tool.
+`AutoModelForCausalLM.from_pretrained(out)` and any Hugging Face tool. `weights=averaged`
+exports the run's averaged weights (`weight_ema_decay`) instead of the last iterate.
 """
 
 from __future__ import annotations
@@ -12,7 +13,11 @@ from pathlib import Path
 
 from spiral.train.checkpoint import CheckpointError, latest_checkpoint, load_loop_state
 
-USAGE = "usage: spiral export checkpoint=PATH (a checkpoint or run folder) out=DIR"
+USAGE = (
+    "usage: spiral export checkpoint=PATH (a checkpoint or run folder) out=DIR "
+    "[weights=live|averaged]"
+)
+WEIGHTS = ("live", "averaged")
 
 
 def resolve_checkpoint(path: Path) -> Path:
@@ -31,6 +36,13 @@ def main(argv: Sequence[str]) -> int:
     if "checkpoint" not in args or "out" not in args or any("=" not in a for a in argv):
         print(USAGE, file=sys.stderr)
         return 2
+    weights = args.get("weights", "live")
+    if weights not in WEIGHTS:
+        print(
+            f"spiral export: weights={weights!r}; choose one of {', '.join(WEIGHTS)}",
+            file=sys.stderr,
+        )
+        return 2
     from spiral.engines.learner import TorchLearner
     from spiral.engines.loading import ModelConfig
 
@@ -46,9 +58,21 @@ def main(argv: Sequence[str]) -> int:
             lora_rank=int(config.get("lora_rank", 0)),
             lora_alpha=int(config.get("lora_alpha", 0)) or None,
             device="cpu",
-        )
+        ),
+        average_decay=float(config.get("weight_ema_decay", 0.0)),
     )
     learner.load(ckpt / "learner")
-    learner.export_merged(Path(args["out"]))
-    print(f"exported {ckpt} -> {args['out']}")
+    if weights == "averaged":
+        if not learner.has_average:
+            print(
+                f"spiral export: {ckpt} holds no averaged weights (the run had "
+                "weight_ema_decay=0); export weights=live",
+                file=sys.stderr,
+            )
+            return 2
+        with learner.averaged():
+            learner.export_merged(Path(args["out"]))
+    else:
+        learner.export_merged(Path(args["out"]))
+    print(f"exported {ckpt} ({weights} weights) -> {args['out']}")
     return 0

@@ -92,7 +92,10 @@ def make_learner_factory(cfg: TrainConfig) -> Callable[[], Learner]:
             seed=cfg.seed,
         )
         return TorchLearner(
-            model_cfg, micro_batch_tokens=cfg.micro_batch_tokens, max_grad_norm=cfg.max_grad_norm
+            model_cfg,
+            micro_batch_tokens=cfg.micro_batch_tokens,
+            max_grad_norm=cfg.max_grad_norm,
+            average_decay=cfg.weight_ema_decay,
         )
 
     return build
@@ -123,13 +126,17 @@ def make_eval_fn(cfg: TrainConfig, setup: RunSetup) -> Callable[[Learner, int], 
             top_p=cfg.top_p,
             stop=cfg.stop,
         )
-        candidate = LLMPolicy(
-            learner.sampler(),
-            setup.prompt_spec,
-            params,
-            name="policy",
-            spec_by_game=setup.spec_by_game,
-        )
+
+        def policy() -> LLMPolicy:  # over the weights the learner holds right now
+            return LLMPolicy(
+                learner.sampler(),
+                setup.prompt_spec,
+                params,
+                name="policy",
+                spec_by_game=setup.spec_by_game,
+            )
+
+        candidate = policy()
         metrics: dict[str, float] = {}
         for game_id in env_ids:
             opponents = {
@@ -148,10 +155,23 @@ def make_eval_fn(cfg: TrainConfig, setup: RunSetup) -> Callable[[Learner, int], 
             metrics.update(results_metrics(results))
         if cfg.eval_exploitability and KUHN_GAME_ID in env_ids:
             metrics.update(kuhn_exploitability_metrics(candidate, cfg.temperature))
+            if learner.has_average:
+                with learner.averaged():
+                    found = kuhn_exploitability_metrics(policy(), cfg.temperature)
+                metrics.update(_averaged_keys(found))
         metrics["time/eval"] = time.perf_counter() - t0
         return metrics
 
     return run
+
+
+def _averaged_keys(metrics: dict[str, float]) -> dict[str, float]:
+    """eval/<game>/<rest> -> eval/<game>/averaged/<rest>: the averaged weights' numbers."""
+    out = {}
+    for key, value in metrics.items():
+        _, game, rest = key.split("/", 2)
+        out[f"eval/{game}/averaged/{rest}"] = value
+    return out
 
 
 _EXPLOITABILITY_KEYS = ("exploitability", "nash_conv", "value_vs_nash_seat0", "value_vs_nash_seat1")

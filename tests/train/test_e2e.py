@@ -152,3 +152,30 @@ def test_exploitability_of_the_policy_as_sampled(tiny_model: Path, tmp_path: Pat
     t1 = row["eval/KuhnPokerSingle-v0/exploitability_t1"]
     hot = row["eval/KuhnPokerSingle-v0/exploitability_rollout_t"]
     assert 0.0 < t1 <= 2.0 and 0.0 < hot <= 2.0 and hot != pytest.approx(t1, abs=1e-6)
+
+
+def test_weight_average_is_evaluated_resumed_and_exported(tiny_model: Path, tmp_path: Path) -> None:
+    from transformers import AutoModelForCausalLM
+
+    from spiral.train.export import main as export_main
+
+    extra = ("env_ids=KuhnPokerSingle-v0", "weight_ema_decay=0.9")
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    _run(tiny_model, straight, 4, *extra)
+    _run(tiny_model, resumed, 2, *extra)
+    _run(tiny_model, resumed, 4, *extra)
+    rows_a, rows_b = read_jsonl(straight / "metrics.jsonl"), read_jsonl(resumed / "metrics.jsonl")
+    _assert_rows_close(rows_a, rows_b)  # the average resumes exactly too
+    key = "eval/KuhnPokerSingle-v0/averaged/exploitability_t1"
+    averaged = {r["step"]: r[key] for r in rows_a if key in r}
+    assert sorted(averaged) == [2, 4]  # none at step 0: no step has been averaged yet
+    live = {r["step"]: r["eval/KuhnPokerSingle-v0/exploitability_t1"] for r in rows_a if key in r}
+    assert all(0.0 < v <= 2.0 for v in averaged.values())
+    assert averaged[4] != pytest.approx(live[4], abs=1e-9)  # a different policy
+    assert "eval/KuhnPokerSingle-v0/averaged/p_bet_t1/Kb" in rows_a[-1]
+    final = latest_checkpoint(straight / "checkpoints")
+    assert (final / "learner" / "averaged" / "adapter_model.safetensors").is_file()
+    out = tmp_path / "merged-averaged"
+    assert export_main([f"checkpoint={straight}", f"out={out}", "weights=averaged"]) == 0
+    assert AutoModelForCausalLM.from_pretrained(out).num_parameters() > 0
+    assert export_main([f"checkpoint={straight}", f"out={out}", "weights=mean"]) == 2
