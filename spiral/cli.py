@@ -7,8 +7,11 @@ Commands are a small registry of "module:function" targets loaded on demand, so
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Sequence
+
+from spiral.errors import SpiralError
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("spiral.train.run:main", "self-play training (key=value config; --help lists keys)"),
@@ -25,11 +28,14 @@ def _usage() -> str:
     lines = ["usage: spiral <command> key=value ...", "", "commands:"]
     lines += [f"  {name:<8} {help_}" for name, (_, help_) in COMMANDS.items()]
     lines += ["", "`spiral <command> --help` lists that command's keys."]
+    lines += ["`spiral --debug <command> ...` (or SPIRAL_DEBUG=1) shows tracebacks of errors."]
     return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args or os.environ.get("SPIRAL_DEBUG", "") not in ("", "0")
+    args = [a for a in args if a != "--debug"]
     if not args or args[0] in ("-h", "--help", "help"):
         print(_usage())
         return 0
@@ -38,8 +44,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"spiral: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2
     module_name, _, func_name = COMMANDS[name][0].partition(":")
-    func = getattr(importlib.import_module(module_name), func_name)
-    result = func(rest)
+    try:
+        func = getattr(importlib.import_module(module_name), func_name)
+        result = func(rest)
+    except SpiralError as err:
+        # A problem the user can fix; its message says how. One line, no traceback.
+        if debug:
+            raise
+        print(f"spiral {name}: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print(f"spiral {name}: interrupted", file=sys.stderr)
+        return 130
     return int(result or 0)
 
 

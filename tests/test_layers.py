@@ -14,6 +14,7 @@ import pytest
 
 RANK = {
     "types": 0,
+    "errors": 0,
     "games": 1,
     "prompts": 2,
     "algo": 2,

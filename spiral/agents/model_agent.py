@@ -35,6 +35,7 @@ from typing import Any
 
 from spiral.agents.llm_policy import LLMPolicy
 from spiral.engines.base import SamplingParams
+from spiral.errors import SpiralError
 from spiral.prompts.spec import PromptSpec
 
 COMPLETE = "COMPLETE"
@@ -43,7 +44,7 @@ DEFAULT_MAX_TOKENS = 256
 SPEC_KEYS = ("template", "answer_format", "system_rules", "think_budget")
 
 
-class CheckpointNotFound(FileNotFoundError):
+class CheckpointNotFound(SpiralError, FileNotFoundError):
     """A path that is neither a run, a checkpoint nor a model folder (says what to pass)."""
 
 

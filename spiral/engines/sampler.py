@@ -53,6 +53,7 @@ import torch
 from spiral.engines.base import SamplingParams
 from spiral.engines.constrained import ConstrainedRow
 from spiral.engines.prefill import prefill
+from spiral.errors import SpiralError
 from spiral.types import AnswerConstraint, Completion, StopReason
 
 
@@ -86,6 +87,10 @@ def eos_token_ids(model: Any, tokenizer: Any) -> frozenset[int]:
     if not ids:
         raise ValueError("the tokenizer has no eos token; set tokenizer.eos_token")
     return frozenset(ids)
+
+
+class NonFiniteLogitsError(SpiralError, FloatingPointError):
+    """The model's logits hold NaN or inf: sampling stops instead of drawing garbage."""
 
 
 @dataclass
@@ -293,6 +298,12 @@ class TorchSampler:
         drew the same token and have not finished."""
         temperature = params.temperature if params.temperature > 0 else 1.0
         scaled_BV = logits_BV.float() / temperature
+        if not bool(torch.isfinite(scaled_BV).all()):
+            raise NonFiniteLogitsError(
+                "the model produced NaN or infinite logits while sampling: its weights are "
+                "broken (a diverged update, e.g. too high a learning_rate, or a damaged "
+                "checkpoint); resume from an earlier checkpoint or lower learning_rate"
+            )
         for b, members in enumerate(nodes):
             lead = members[0]  # every row of a node is in the same constrained state
             allowed = lead.constrained.allowed() if lead.constrained else None
@@ -334,6 +345,8 @@ class TorchSampler:
             row.constrained.push(token)
             if row.constrained.done:
                 row.stop_reason = "stop"
+            elif len(row.tokens) >= _row_budget(params, row.constrained.constraint):
+                row.stop_reason = "length"  # never reached with finite logits; a backstop
             return
         if token in self.eos_ids:
             row.stop_reason = "eos"

@@ -27,11 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from spiral.errors import SpiralError
+
 COMPLETE = "COMPLETE"
 INDEX = "index.jsonl"
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(SpiralError, RuntimeError):
     """A checkpoint that cannot be used, with a message saying what to do."""
 
 
@@ -109,10 +111,16 @@ def save_checkpoint(
     save_learner(tmp / "learner")
     _write_json_atomic(tmp / "loop_state.json", state.to_json())
     (tmp / COMPLETE).write_text(time.strftime("%Y-%m-%dT%H:%M:%S"), encoding="utf-8")
+    old = None
     if target.exists():
-        # A checkpoint from a run that was resumed from an earlier step: keep it aside.
-        target.rename(ckpt_dir / f"{name}.superseded-{int(time.time())}")
+        # Written by a run that was then resumed from an earlier step: a lost future. It is
+        # replaced (renamed aside first, so a crash here leaves one complete folder, and
+        # removed once the new one is in place): no .superseded copies pile up.
+        old = ckpt_dir / f".tmp-old-{name}-{os.getpid()}"
+        target.rename(old)
     os.replace(tmp, target)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
     rows = [r for r in read_index(ckpt_dir) if int(r["step"]) < state.step]
     rows.append({"step": state.step, "path": name, "time": time.time(), "final": final})
     _write_json_atomic(ckpt_dir / INDEX, "".join(json.dumps(r) + "\n" for r in rows))

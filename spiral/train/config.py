@@ -18,10 +18,12 @@ from typing import Any, Literal
 
 import chz
 
+from spiral.errors import SpiralError
+
 LossName = Literal["importance_sampling", "ppo"]
 
 
-class ConfigError(ValueError):
+class ConfigError(SpiralError, ValueError):
     """A config problem, with a message that says how to fix it."""
 
 

@@ -4,8 +4,9 @@
     -> new sampler -> log, evaluate (every k), checkpoint (every m)
 
 Every seed is derived from (`seed`, step), so a run resumed from a checkpoint replays the
-same games and reaches the same metrics as an uninterrupted run. Ctrl-C saves a
-checkpoint at the last finished step and exits cleanly.
+same games and reaches the same metrics as an uninterrupted run. Ctrl-C or SIGTERM finishes
+the step in flight, saves a checkpoint of that moment and exits (`stopping.py`); a second
+Ctrl-C abandons the step, and resume replays it from the last checkpoint.
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ from spiral.report.transcripts import write_transcripts
 from spiral.rollout.play import GameSpec, derive_seed, play_with_draw_retry
 from spiral.train.checkpoint import LoopState, latest_checkpoint, load_loop_state, save_checkpoint
 from spiral.train.config import TrainConfig
+from spiral.train.resume import check_resume_config, remove_partial_writes
 from spiral.train.setup import RunSetup, build_sinks, make_eval_fn
+from spiral.train.stopping import StopRequest
 from spiral.types import Datum, Episode
 
 POLICY = "policy"
@@ -203,12 +206,25 @@ def train(
     """Run (or resume) training as configured; returns where it stopped."""
     run_dir = setup.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
+    ckpt_dir = run_dir / "checkpoints"
+    if removed := remove_partial_writes(ckpt_dir):
+        log(f"removed {removed} unfinished checkpoint write(s) left by a killed run")
+    resume = _resume_point(cfg, run_dir)
+    state = load_loop_state(resume) if resume is not None else None
+    if resume is not None and state is not None:
+        same_run = resume.resolve().parent == ckpt_dir.resolve()
+        check_resume_config(state.config, cfg.to_json(), same_run)
+        if state.step >= cfg.num_steps:
+            log(
+                f"{resume} is at step {state.step} of {cfg.num_steps}: the run is finished, "
+                "nothing to do (raise max_steps to train further)"
+            )
+            return RunResult(run_dir, state.step, {})
+    # Written only once the resume checks passed: a refused resume keeps the old config.
     (run_dir / "config.json").write_text(json.dumps(cfg.to_json(), indent=2), encoding="utf-8")
     learner = make_learner()
     start, baselines = 0, Baselines({})
-    resume = _resume_point(cfg, run_dir)
-    if resume is not None:
-        state = load_loop_state(resume)
+    if resume is not None and state is not None:
         learner.load(resume / "learner")
         start, baselines = state.step, Baselines.from_json(state.baselines)
         log(f"resumed from {resume} at step {start}")
@@ -224,35 +240,47 @@ def train(
 
     def checkpoint(next_step: int, final: bool = False) -> Path:
         state = LoopState(next_step, baselines.to_json(), cfg.to_json(), {})
-        return save_checkpoint(run_dir / "checkpoints", state, learner.save, final=final)
+        return save_checkpoint(ckpt_dir, state, learner.save, final=final)
 
     metrics: dict[str, float] = {}
     step = start
     started = time.perf_counter()
-    try:
-        for step in range(start, cfg.num_steps):
-            if cfg.eval_every and step % cfg.eval_every == 0:
-                sinks.log(evaluate(learner, step), step)
-            metrics, baselines, episodes = train_step(cfg, setup, learner, step, baselines)
-            if cfg.transcripts_per_step:
-                write_transcripts(
-                    episodes, run_dir / "transcripts", step, limit=cfg.transcripts_per_step
+    with StopRequest(log) as stop:
+        try:
+            for step in range(start, cfg.num_steps):
+                if cfg.eval_every and step % cfg.eval_every == 0:
+                    sinks.log(evaluate(learner, step), step)
+                metrics, baselines, episodes = train_step(cfg, setup, learner, step, baselines)
+                if cfg.transcripts_per_step:
+                    write_transcripts(
+                        episodes, run_dir / "transcripts", step, limit=cfg.transcripts_per_step
+                    )
+                sinks.log(metrics, step)
+                log(
+                    format_progress(step + 1, cfg.num_steps, metrics, time.perf_counter() - started)
                 )
-            sinks.log(metrics, step)
-            log(format_progress(step + 1, cfg.num_steps, metrics, time.perf_counter() - started))
-            if cfg.save_every and (step + 1) % cfg.save_every == 0 and step + 1 < cfg.num_steps:
-                checkpoint(step + 1)
-        step = cfg.num_steps
-        if cfg.eval_every:
-            final_eval = evaluate(learner, step)
-            sinks.log(final_eval, step)
-            metrics.update(final_eval)
-        path = checkpoint(step, final=True)
-        log(f"final checkpoint: {path}")
-    except KeyboardInterrupt:
-        path = checkpoint(step)
-        log(f"\ninterrupted: saved {path}; run the same command again to resume")
-        return RunResult(run_dir, step, metrics, interrupted=True)
-    finally:
-        sinks.close()
+                last = step + 1 == cfg.num_steps
+                scheduled = bool(cfg.save_every) and (step + 1) % cfg.save_every == 0
+                if (scheduled or stop.requested) and not last:
+                    path = checkpoint(step + 1)
+                    if stop.requested:
+                        log(f"stopped by {stop.signal_name}: saved {path}; run the same "
+                            "command again to resume")  # fmt: skip
+                        return RunResult(run_dir, step + 1, metrics, interrupted=True)
+            step = cfg.num_steps
+            if cfg.eval_every:
+                final_eval = evaluate(learner, step)
+                sinks.log(final_eval, step)
+                metrics.update(final_eval)
+            path = checkpoint(step, final=True)
+            log(f"final checkpoint: {path}")
+        except KeyboardInterrupt:
+            kept = latest_checkpoint(ckpt_dir)
+            log(
+                f"\ninterrupted: step {step} abandoned; the same command resumes from "
+                f"{kept if kept is not None else 'the start'}"
+            )
+            return RunResult(run_dir, step, metrics, interrupted=True)
+        finally:
+            sinks.close()
     return RunResult(run_dir, step, metrics)

@@ -179,3 +179,25 @@ def test_bad_inputs_fail_loudly(sampler: TorchSampler) -> None:
 def test_common_prefix_len() -> None:
     assert common_prefix_len([[1, 2, 3], [1, 2, 4], [1, 2]]) == 2
     assert common_prefix_len([[5], [6]]) == 0
+
+
+@pytest.mark.parametrize("think_budget", [None, 0, 3])
+def test_nan_weights_stop_sampling_with_a_clear_error(
+    tiny_llama: Path, think_budget: int | None
+) -> None:
+    """A diverged model (NaN weights) used to hang constrained sampling forever: a NaN
+    drew a token outside the legal set and the row never finished."""
+    from spiral.engines.sampler import NonFiniteLogitsError
+    from spiral.errors import SpiralError
+
+    from .conftest import move_constraint
+
+    model, tok = load_model_and_tokenizer(ModelConfig(str(tiny_llama), lora_rank=0))
+    with torch.no_grad():
+        model.get_output_embeddings().weight.fill_(float("nan"))
+    sampler = TorchSampler(model, tok)
+    prompts = chat_prompts(tok, PROMPT_TEXTS)[:2]
+    cons = None if think_budget is None else [move_constraint(tok, think_budget)] * 2
+    with pytest.raises(NonFiniteLogitsError, match="NaN or infinite logits") as err:
+        sampler.sample(prompts, SamplingParams(max_tokens=5, seed=0), cons)
+    assert isinstance(err.value, SpiralError)

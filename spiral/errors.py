@@ -1,0 +1,13 @@
+"""Errors a user can fix: the message names the problem and what to do about it.
+
+Every such error derives from `SpiralError`; the `spiral` command prints it as one line
+and exits with status 2 (`--debug` or SPIRAL_DEBUG=1 shows the traceback). Anything else
+that escapes is a bug and keeps its traceback. Subclasses also derive from the builtin
+they refine (ValueError, FileNotFoundError, ...) so existing `except` clauses still hold.
+"""
+
+from __future__ import annotations
+
+
+class SpiralError(Exception):
+    """A problem with the input (config, files, checkpoints, weights) that the user fixes."""

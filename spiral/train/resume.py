@@ -1,0 +1,93 @@
+"""What resume checks before it trusts a run folder.
+
+- **Leftovers of killed writes** (`checkpoints/.tmp-*`) are removed at start: resume never
+  reads them, and on a preemptible cluster they would slowly fill the disk.
+- **The saved config is compared with the new one.** Keys that change the checkpoint's
+  shape (model, LoRA rank/alpha: full vs LoRA) are refused always, since the weights
+  cannot load. Keys that change the meaning of the run (games, batch, seed, loss,
+  prompts, regularisers...) are refused when continuing a run folder: the metrics would
+  silently mix two experiments. Keys that only extend or observe the run (`max_steps`,
+  evaluation, logging, checkpoint cadence, device and memory knobs, `temperature`, which
+  the learner follows on resume) may change. Starting a NEW run folder from a checkpoint
+  (`load_checkpoint_path=` with a fresh `log_path=`) is fine-tuning, not resuming: only
+  the shape keys must match.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from spiral.train.config import ConfigError
+
+SHAPE_KEYS = ("model_name", "lora_rank", "lora_alpha")
+SAFE_KEYS = frozenset(
+    {
+        "max_steps",
+        "num_train_datapoints",
+        "eval_every",
+        "eval_games",
+        "eval_opponent_names",
+        "eval_env_ids",
+        "eval_exploitability",
+        "eval_temperature",
+        "save_every",
+        "log_path",
+        "load_checkpoint_path",
+        "transcripts_per_step",
+        "wandb_project",
+        "wandb_name",
+        "tensorboard",
+        "device",
+        "dtype",
+        "micro_batch_tokens",
+        "temperature",
+        "preset",
+    }
+)
+
+
+def remove_partial_writes(ckpt_dir: Path) -> int:
+    """Delete `.tmp-*` folders and files left by checkpoint writes that were killed."""
+    removed = 0
+    if not ckpt_dir.is_dir():
+        return 0
+    for leftover in ckpt_dir.glob(".tmp-*"):
+        if leftover.is_dir():
+            shutil.rmtree(leftover, ignore_errors=True)
+        else:
+            leftover.unlink(missing_ok=True)
+        removed += 1
+    return removed
+
+
+def check_resume_config(saved: dict[str, Any], new: dict[str, Any], same_run: bool) -> None:
+    """Raise ConfigError naming the first key whose change the resume cannot honour."""
+    for key in SHAPE_KEYS:
+        if key in saved and saved[key] != new.get(key):
+            raise ConfigError(
+                f"cannot resume: {key}={new.get(key)!r} but the checkpoint was trained with "
+                f"{key}={saved[key]!r} (its weights have that shape); put {key} back, or "
+                "start a new run with another log_path"
+            )
+    if not same_run:
+        return
+    for key in sorted(set(saved) | set(new)):
+        if key in SAFE_KEYS or key in SHAPE_KEYS:
+            continue
+        if saved.get(key) != new.get(key):
+            raise ConfigError(
+                f"cannot resume this run folder with {key}={new.get(key)!r}: it was trained "
+                f"with {key}={saved.get(key)!r}, and mixing both in one metrics.jsonl hides "
+                f"the change; pass {key}={_cli(saved.get(key))} to continue, or start a new "
+                "run (another log_path, optionally load_checkpoint_path=<this checkpoint>)"
+            )
+
+
+def _cli(value: Any) -> str:
+    if isinstance(value, list | tuple):
+        return ",".join(str(v) for v in value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

@@ -1,0 +1,69 @@
+"""The `spiral` command answers user errors in one line (exit 2), not with a traceback;
+`--debug` brings the traceback back. Ctrl-C at start-up exits quietly (130)."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from spiral import cli
+from spiral.errors import SpiralError
+
+
+def _one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    return err
+
+
+def test_missing_checkpoint_for_play_is_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    err = _one_line_error(
+        capsys, ["play", "game=TicTacToe-v0", f"opponent=checkpoint:{tmp_path / 'nope'}"]
+    )
+    assert "does not exist" in err
+
+
+def test_damaged_checkpoint_for_export_is_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    (tmp_path / "step_000002").mkdir()
+    err = _one_line_error(
+        capsys, ["export", f"checkpoint={tmp_path / 'step_000002'}", f"out={tmp_path / 'o'}"]
+    )
+    assert "incomplete" in err
+
+
+def test_debug_shows_the_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom(_: list[str]) -> int:
+        raise SpiralError("bad input; do this instead")
+
+    real = importlib.import_module
+
+    def fake_import(name: str, *args: Any) -> Any:
+        module = real(name, *args)
+        if name == "spiral.train.export":
+            monkeypatch.setattr(module, "main", boom)
+        return module
+
+    monkeypatch.setattr(cli.importlib, "import_module", fake_import)
+    with pytest.raises(SpiralError):
+        cli.main(["--debug", "export"])
+    assert cli.main(["export"]) == 2
+
+
+def test_ctrl_c_at_start_up_exits_quietly(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def interrupted(name: str, *args: Any) -> Any:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli.importlib, "import_module", interrupted)
+    assert cli.main(["train", "preset=embedded-kuhn"]) == 130
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "interrupted" in err

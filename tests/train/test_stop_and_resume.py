@@ -1,0 +1,151 @@
+"""Stopping and resuming a run: Ctrl-C / SIGTERM finish the step in flight and save that
+consistent moment; a second Ctrl-C abandons the step; resume refuses changed meanings,
+cleans killed writes, and a finished run is left alone."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from spiral.engines.base import Learner
+from spiral.report.sinks import read_jsonl
+from spiral.train.checkpoint import latest_checkpoint, load_loop_state
+from spiral.train.config import ConfigError, parse_config
+from spiral.train.loop import RunResult, train
+from spiral.train.setup import build_setup, make_learner_factory
+
+from .test_e2e import _assert_rows_close, tiny_model  # noqa: F401  (fixture)
+
+
+def _cfg(model: Path, run: Path, steps: int, *extra: str):  # type: ignore[no-untyped-def]
+    return parse_config(
+        [
+            f"model_name={model}",
+            "env_ids=KuhnPokerSingle-v0",
+            "batch_size=4",
+            f"max_steps={steps}",
+            "max_tokens=6",
+            "lora_rank=4",
+            "learning_rate=1e-2",
+            "eval_every=2",
+            "eval_games=2",
+            "save_every=2",
+            "template=chat",
+            f"log_path={run}",
+            *extra,
+        ]
+    )
+
+
+def _signalling(cfg, signals: list[int], at_call: int) -> Callable[[], Learner]:  # type: ignore[no-untyped-def]
+    """A learner factory whose `at_call`-th optimizer step receives `signals` first."""
+    build = make_learner_factory(cfg)
+
+    def factory() -> Learner:
+        learner = build()
+        real, calls = learner.optim_step, [0]
+
+        def optim_step(lr: float) -> dict[str, float]:
+            calls[0] += 1
+            if calls[0] == at_call:
+                for signum in signals:
+                    os.kill(os.getpid(), signum)
+            return real(lr)
+
+        learner.optim_step = optim_step  # type: ignore[method-assign]
+        return learner
+
+    return factory
+
+
+def _train(cfg, factory: Callable[[], Learner] | None = None) -> RunResult:  # type: ignore[no-untyped-def]
+    return train(cfg, build_setup(cfg), factory or make_learner_factory(cfg), log=lambda _: None)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_signal_mid_step_saves_that_step_and_resumes_exactly(
+    tiny_model: Path,  # noqa: F811
+    tmp_path: Path,
+    signum: int,
+) -> None:
+    straight, stopped = tmp_path / "straight", tmp_path / "stopped"
+    _train(_cfg(tiny_model, straight, 4))
+    cfg = _cfg(tiny_model, stopped, 4)
+    result = _train(cfg, _signalling(cfg, [signum], at_call=2))  # inside step 1
+    assert result.interrupted and result.steps_done == 2
+    # The checkpoint says "next step 2" and holds the weights after step 1.
+    assert load_loop_state(latest_checkpoint(stopped / "checkpoints")).step == 2
+    _train(cfg)
+    _assert_rows_close(
+        read_jsonl(straight / "metrics.jsonl"), read_jsonl(stopped / "metrics.jsonl")
+    )
+    leftovers = [p.name for p in (stopped / "checkpoints").iterdir() if p.name.startswith(".")]
+    assert leftovers == [] and not list((stopped / "checkpoints").glob("*superseded*"))
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+
+
+def test_second_ctrl_c_abandons_the_step(tiny_model: Path, tmp_path: Path) -> None:  # noqa: F811
+    straight, stopped = tmp_path / "straight", tmp_path / "stopped"
+    _train(_cfg(tiny_model, straight, 3, "save_every=1"))
+    cfg = _cfg(tiny_model, stopped, 3, "save_every=1")
+    result = _train(cfg, _signalling(cfg, [signal.SIGINT, signal.SIGINT], at_call=2))
+    assert result.interrupted and result.steps_done == 1  # step 1 was abandoned
+    assert load_loop_state(latest_checkpoint(stopped / "checkpoints")).step == 1
+    _train(cfg)
+    _assert_rows_close(
+        read_jsonl(straight / "metrics.jsonl"), read_jsonl(stopped / "metrics.jsonl")
+    )
+
+
+def test_finished_run_is_left_alone(tiny_model: Path, tmp_path: Path) -> None:  # noqa: F811
+    run = tmp_path / "run"
+    _train(_cfg(tiny_model, run, 2))
+    before = sorted(p.name for p in (run / "checkpoints").iterdir())
+    rows = (run / "metrics.jsonl").read_text()
+    result = _train(_cfg(tiny_model, run, 2))
+    assert result.steps_done == 2 and not result.interrupted
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == before
+    assert (run / "metrics.jsonl").read_text() == rows  # no duplicated final evaluation
+
+
+@pytest.mark.parametrize(
+    ("change", "key"),
+    [
+        ("batch_size=8", "batch_size"),
+        ("env_ids=TicTacToe-v0", "env_ids"),
+        ("lora_rank=8", "lora_rank"),
+        ("lora_rank=0", "lora_rank"),
+    ],
+)
+def test_resume_refuses_a_changed_meaning(
+    tiny_model: Path,  # noqa: F811
+    tmp_path: Path,
+    change: str,
+    key: str,
+) -> None:
+    run = tmp_path / "run"
+    _train(_cfg(tiny_model, run, 2))
+    config = (run / "config.json").read_text()
+    with pytest.raises(ConfigError, match=f"{key}=") as err:
+        _train(_cfg(tiny_model, run, 4, change))
+    assert "put" in str(err.value) or "pass" in str(err.value)  # says how to fix it
+    assert (run / "config.json").read_text() == config  # a refused resume changes nothing
+
+
+def test_resume_allows_extending_and_cleans_killed_writes(
+    tiny_model: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    run = tmp_path / "run"
+    _train(_cfg(tiny_model, run, 2))
+    killed = run / "checkpoints" / ".tmp-step_000004-12345"
+    (killed / "learner").mkdir(parents=True)
+    _train(_cfg(tiny_model, run, 3, "eval_every=1", "temperature=1.3"))
+    assert not killed.exists()
+    assert json.loads((run / "config.json").read_text())["max_steps"] == 3
+    assert load_loop_state(latest_checkpoint(run / "checkpoints")).step == 3
