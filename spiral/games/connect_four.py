@@ -25,7 +25,9 @@ COLS = 7
 EMPTY = -1
 SYMBOLS = ("X", "O")
 MOVES: tuple[Move, ...] = tuple(f"[col {c}]" for c in range(COLS))
-_MOVE_RE = re.compile(r"\[\s*(?:col\s*)?(\d+)\s*\]", re.IGNORECASE)
+# At most 4 digits: int() of a longer run is pointless here (7 columns) and Python refuses
+# more than 4,300 digits with a ValueError; the parser must never raise.
+_MOVE_RE = re.compile(r"\[\s*(?:col\s*)?(\d{1,4})\s*\]", re.IGNORECASE)
 _DIRECTIONS = ((0, 1), (1, 0), (1, 1), (1, -1))
 
 

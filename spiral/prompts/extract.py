@@ -25,29 +25,33 @@ _MAX_WRAP_WORDS = 5  # the original wraps answers of at most five words in brack
 _BRACKETED = re.compile(r"\[[^\[\]\n]*\]")
 
 
-def _group_end(text: str, open_index: int) -> int | None:
-    """Index of the `}` closing the `{` at `open_index`, or None if it never closes.
-    A backslash escapes the next character, so `\\{` and `\\}` do not count."""
-    depth = 0
-    i = open_index
+def _brace_matches(text: str) -> dict[int, int]:
+    """For every `{` that closes, the index of its `}`, in one pass (a stack).
+    A backslash escapes the next character, so `\\{` and `\\}` do not count. Linear
+    in the text: a reply of many nested, unclosed `\\boxed{` cannot stall the parser
+    (searching for each group's end separately was quadratic: 60 s on 98k characters)."""
+    matches: dict[int, int] = {}
+    stack: list[int] = []
+    i = 0
     while i < len(text):
         ch = text[i]
         if ch == "\\":
             i += 2
             continue
         if ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-            if depth == 0:
-                return i
+            stack.append(i)
+        elif ch == "}" and stack:
+            matches[stack.pop()] = i
         i += 1
-    return None
+    return matches
 
 
-def _command_group(text: str, start: int, command: str) -> tuple[int, int] | None:
+def _command_group(
+    text: str, start: int, command: str, matches: dict[int, int]
+) -> tuple[int, int] | None:
     """If `command` at `start` is followed (after optional spaces) by `{`, the span
-    (content_start, content_end) of its brace group; None when absent or unclosed."""
+    (content_start, content_end) of its brace group; None when absent or unclosed.
+    `matches` is `_brace_matches(text)`."""
     i = start + len(command)
     if i < len(text) and text[i].isalpha():
         return None  # a longer command name, e.g. \boxedx
@@ -55,7 +59,7 @@ def _command_group(text: str, start: int, command: str) -> tuple[int, int] | Non
         i += 1
     if i >= len(text) or text[i] != "{":
         return None
-    end = _group_end(text, i)
+    end = matches.get(i)
     return None if end is None else (i + 1, end)
 
 
@@ -63,7 +67,7 @@ def _unwrap_text(content: str) -> str:
     stripped = content.strip()
     if not stripped.startswith(_TEXT):
         return content
-    group = _command_group(stripped, 0, _TEXT)
+    group = _command_group(stripped, 0, _TEXT, _brace_matches(stripped))
     if group is None or group[1] != len(stripped) - 1:
         return content  # \text{...} followed by more material: keep it whole
     return stripped[group[0] : group[1]]
@@ -73,12 +77,13 @@ def extract_boxed(text: str) -> str | None:
     """Content of the last `\\boxed{...}` in `text` (braces matched, `\\text{}` unwrapped),
     or None when there is none or the last one is unclosed."""
     pos = text.rfind(_BOXED)
+    matches = _brace_matches(text) if pos != -1 else {}
     while pos != -1:
         nxt = pos + len(_BOXED)
         if nxt < len(text) and text[nxt].isalpha():
             pos = text.rfind(_BOXED, 0, pos)  # \boxedfoo is another command; look earlier
             continue
-        group = _command_group(text, pos, _BOXED)
+        group = _command_group(text, pos, _BOXED, matches)
         if group is None:
             return None
         return _unwrap_text(text[group[0] : group[1]])
@@ -88,12 +93,13 @@ def extract_boxed(text: str) -> str | None:
 def _replace_inner_boxed(s: str) -> str:
     out: list[str] = []
     i = 0
+    matches = _brace_matches(s) if _BOXED in s else {}
     while True:
         pos = s.find(_BOXED, i)
         if pos == -1:
             out.append(s[i:])
             return "".join(out)
-        group = _command_group(s, pos, _BOXED)
+        group = _command_group(s, pos, _BOXED, matches)
         if group is None:
             out.append(s[i : pos + len(_BOXED)])
             i = pos + len(_BOXED)

@@ -22,6 +22,9 @@ Rules:
 
 `ParseResult.answer` holds the raw extracted span. `parse_move` never raises on any text;
 an exception from `state.parse_action` is a bug in that game and is left to propagate.
+Only the last `MAX_PARSE_CHARS` characters of a reply are read (the answer comes last in
+every format), and every step is linear in that length, so a long degenerate reply costs
+milliseconds (`benchmarks/fuzz_parsers.py` measures the worst case).
 """
 
 from __future__ import annotations
@@ -32,6 +35,9 @@ from spiral.games.base import State
 from spiral.prompts.extract import extract_boxed, find_bracketed, normalize_answer
 from spiral.prompts.spec import AnswerFormat, PromptSpec, answer_marker
 from spiral.types import ParseFailure, ParseFailureKind, ParseResult
+
+
+MAX_PARSE_CHARS = 65_536
 
 
 def _fail(kind: ParseFailureKind, detail: str, answer: str | None = None) -> ParseResult:
@@ -94,7 +100,7 @@ _PARSERS: dict[AnswerFormat, Callable[[str, State, PromptSpec], ParseResult]] = 
 def parse_move(text: str, state: State, spec: PromptSpec, truncated: bool = False) -> ParseResult:
     """The legal move `text` gives for `state` under `spec.answer_format`, or a typed
     failure ("no_answer", "not_legal", "ambiguous", "truncated")."""
-    result = _PARSERS[spec.answer_format](text, state, spec)
+    result = _PARSERS[spec.answer_format](text[-MAX_PARSE_CHARS:], state, spec)
     if truncated and result.failure is not None:
         reason = f"{result.failure.kind}: {result.failure.detail}"
         return _fail("truncated", f"cut off at the length limit ({reason})", result.answer)

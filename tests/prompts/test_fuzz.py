@@ -112,3 +112,37 @@ def test_a_legal_answer_after_any_noise_is_found(
         assert parse_move(f"{noise}\n{move}", state, bracket).move == move
         constrained = PromptSpec(template="plain", answer_format="constrained")
         assert parse_move(f"{noise}\nMove: {move}", state, constrained).move == move
+
+
+def _states_of_every_game() -> list[State]:
+    """Each registered game at its start and after a few random moves."""
+    import random
+
+    from spiral import games
+
+    states: list[State] = []
+    for game_id in games.ids():
+        state = games.make(game_id, seed=0)
+        states.append(state.clone())
+        rng = random.Random(0)
+        for _ in range(3):
+            if state.is_terminal():
+                break
+            state.apply_action(rng.choice(state.legal_actions()))
+            states.append(state.clone())
+    return states
+
+
+def test_adversarial_corpus_never_raises_in_any_game_or_format() -> None:
+    from .adversarial import CORPUS
+
+    states = _states_of_every_game()
+    for text in CORPUS:
+        extract_boxed(text)
+        normalize_answer(text[:20_000])
+        find_bracketed(text)
+        for state in states:
+            assert state.parse_action(text) is None or text.strip()
+            for spec in SPECS:
+                result = parse_move(text, state, spec)
+                assert (result.move is None) != (result.failure is None)
