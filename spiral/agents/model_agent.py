@@ -35,6 +35,7 @@ from typing import Any
 
 from spiral.agents.llm_policy import LLMPolicy
 from spiral.engines.base import SamplingParams
+from spiral.engines.manifest import verify_manifest
 from spiral.errors import SpiralError
 from spiral.prompts.spec import PromptSpec
 
@@ -119,6 +120,11 @@ def _checkpoint_source(folder: Path) -> ModelSource:
         raise CheckpointNotFound(
             f"checkpoint {folder}: unreadable loop_state.json ({err})"
         ) from err
+    problems = verify_manifest(folder, required=False)
+    if problems:
+        raise CheckpointNotFound(
+            f"checkpoint {folder} is damaged ({'; '.join(problems)}); use an earlier one"
+        )
     config = dict(state.get("config") or {})
     step = int(state.get("step", 0))
     model = _model_folder(folder / "learner")

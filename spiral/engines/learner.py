@@ -70,6 +70,7 @@ from spiral.engines import checkpoint_io
 from spiral.engines.base import LossFn
 from spiral.engines.constrained import answer_masks
 from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
+from spiral.engines.manifest import DamagedCheckpointError
 from spiral.engines.prefill import common_prefix_len, prefill_grouped
 from spiral.engines.sampler import TorchSampler, eval_mode, hidden_to_logits
 from spiral.types import Datum
@@ -164,6 +165,20 @@ def _pack_plain(datums: Sequence[Datum], order: list[int], budget: int) -> list[
     if current:
         chunks.append(current)
     return chunks
+
+
+@contextlib.contextmanager
+def _damaged_if_unreadable(path: Path) -> Iterator[None]:
+    """Unreadable checkpoint files (truncated, flipped bytes, bad JSON) -> one clear error."""
+    from safetensors import SafetensorError
+
+    try:
+        yield
+    except (SafetensorError, OSError, json.JSONDecodeError, KeyError) as err:
+        raise DamagedCheckpointError(
+            f"{path}: a checkpoint file is unreadable ({type(err).__name__}: {err}); resume "
+            "from an earlier checkpoint"
+        ) from err
 
 
 AVERAGED = "averaged"  # the averaged weights' model folder inside a learner checkpoint
@@ -524,18 +539,29 @@ class TorchLearner:
     def load(self, path: Path) -> None:
         """Restore weights and optimizer state written by `save` into this learner."""
         path = Path(path)
-        if (path / "adapter_model.safetensors").is_file():
-            self._load_adapter(path)
-        else:
-            self._load_full(path)
+        self._epoch += 1  # whatever happens below, samplers made before are stale
+        with _damaged_if_unreadable(path):
+            if (path / "adapter_model.safetensors").is_file():
+                self._load_adapter(path)
+            else:
+                self._load_full(path)
+        if not all(bool(torch.isfinite(p).all()) for _, p in self._named_trainable()):
+            raise DamagedCheckpointError(
+                f"{path}: the weights hold NaN or inf (a diverged update was saved, or the "
+                "file is corrupted); resume from an earlier checkpoint"
+            )
         self._optimizer = None
-        extra: dict[str, Any] = {}
-        if (path / checkpoint_io.OPTIMIZER_JSON).is_file():
-            names = [n for n, _ in self._named_trainable()]
+        if not (path / checkpoint_io.OPTIMIZER_JSON).is_file():
+            raise DamagedCheckpointError(
+                f"{path}: the optimizer state ({checkpoint_io.OPTIMIZER_JSON}) is missing, so "
+                "training cannot continue exactly; use an earlier checkpoint (to evaluate "
+                "these weights, load the folder as a model instead)"
+            )
+        names = [n for n, _ in self._named_trainable()]
+        with _damaged_if_unreadable(path):
             extra = checkpoint_io.load_optimizer(self._get_optimizer(), names, path)
+            self._load_average(path)
         self.version = int(extra.get("version", self.version))
-        self._load_average(path)
-        self._epoch += 1
 
     def _load_average(self, path: Path) -> None:
         """The average saved beside the weights (exact), or none: averaging restarts."""

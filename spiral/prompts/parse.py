@@ -36,7 +36,6 @@ from spiral.prompts.extract import extract_boxed, find_bracketed, normalize_answ
 from spiral.prompts.spec import AnswerFormat, PromptSpec, answer_marker
 from spiral.types import ParseFailure, ParseFailureKind, ParseResult
 
-
 MAX_PARSE_CHARS = 65_536
 
 

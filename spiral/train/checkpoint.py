@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from spiral.engines.manifest import DamagedCheckpointError, verify_manifest, write_manifest
 from spiral.errors import SpiralError
 
 COMPLETE = "COMPLETE"
@@ -110,6 +111,7 @@ def save_checkpoint(
     tmp.mkdir()
     save_learner(tmp / "learner")
     _write_json_atomic(tmp / "loop_state.json", state.to_json())
+    write_manifest(tmp)  # every file's size and hash, checked before resume trusts it
     (tmp / COMPLETE).write_text(time.strftime("%Y-%m-%dT%H:%M:%S"), encoding="utf-8")
     old = None
     if target.exists():
@@ -139,9 +141,38 @@ def load_loop_state(folder: Path) -> LoopState:
         )
     try:
         data = json.loads((folder / "loop_state.json").read_text(encoding="utf-8"))
-        return LoopState.from_json(data)
-    except (OSError, json.JSONDecodeError, KeyError, ValueError) as err:
+        state = LoopState.from_json(data)
+    except (OSError, json.JSONDecodeError, KeyError, ValueError, TypeError) as err:
         raise CheckpointError(f"checkpoint {folder} has a corrupt loop_state.json ({err})") from err
+    named = folder.name[len("step_") :] if folder.name.startswith("step_") else ""
+    if state.step < 0 or (named.isdigit() and int(named) != state.step):
+        raise CheckpointError(
+            f"checkpoint {folder} has a corrupt loop_state.json (step {state.step} does not "
+            "match the folder); use an earlier checkpoint"
+        )
+    return state
+
+
+def verified_loop_state(folder: Path) -> LoopState:
+    """`load_loop_state` after checking every file against the checkpoint's manifest;
+    DamagedCheckpointError says what is wrong. Checkpoints written before manifests
+    existed are accepted unverified."""
+    problems = verify_manifest(folder, required=False)
+    if problems:
+        raise DamagedCheckpointError(f"checkpoint {folder} is damaged: {'; '.join(problems)}")
+    try:
+        return load_loop_state(folder)
+    except CheckpointError as err:
+        raise DamagedCheckpointError(str(err)) from err
+
+
+def complete_checkpoints(ckpt_dir: Path) -> list[Path]:
+    """Every complete checkpoint folder (index rows and a folder scan), newest first."""
+    found = {int(r["step"]): ckpt_dir / str(r["path"]) for r in read_index(ckpt_dir)}
+    for p in ckpt_dir.glob("step_[0-9]*"):
+        if p.name[5:].isdigit() and is_complete(p):
+            found.setdefault(int(p.name[5:]), p)
+    return [found[k] for k in sorted(found, reverse=True)]
 
 
 def latest_checkpoint(ckpt_dir: Path) -> Path | None:

@@ -32,9 +32,9 @@ from spiral.report.console import format_progress
 from spiral.report.sinks import JsonlSink, MultiSink
 from spiral.report.transcripts import write_transcripts
 from spiral.rollout.play import GameSpec, derive_seed, play_with_draw_retry
-from spiral.train.checkpoint import LoopState, latest_checkpoint, load_loop_state, save_checkpoint
+from spiral.train.checkpoint import LoopState, latest_checkpoint, save_checkpoint
 from spiral.train.config import TrainConfig
-from spiral.train.resume import check_resume_config, remove_partial_writes
+from spiral.train.resume import remove_partial_writes, restore
 from spiral.train.setup import RunSetup, build_sinks, make_eval_fn
 from spiral.train.stopping import StopRequest
 from spiral.types import Datum, Episode
@@ -191,12 +191,6 @@ def train_step(
     return metrics, new_baselines, episodes
 
 
-def _resume_point(cfg: TrainConfig, run_dir: Path) -> Path | None:
-    if cfg.load_checkpoint_path:
-        return Path(cfg.load_checkpoint_path)
-    return latest_checkpoint(run_dir / "checkpoints")
-
-
 def train(
     cfg: TrainConfig,
     setup: RunSetup,
@@ -209,28 +203,26 @@ def train(
     ckpt_dir = run_dir / "checkpoints"
     if removed := remove_partial_writes(ckpt_dir):
         log(f"removed {removed} unfinished checkpoint write(s) left by a killed run")
-    resume = _resume_point(cfg, run_dir)
-    state = load_loop_state(resume) if resume is not None else None
-    if resume is not None and state is not None:
-        same_run = resume.resolve().parent == ckpt_dir.resolve()
-        check_resume_config(state.config, cfg.to_json(), same_run)
+    restored = restore(cfg, ckpt_dir, make_learner, log)
+    start, baselines = 0, Baselines({})
+    if restored is not None:
+        state = restored.state
         if state.step >= cfg.num_steps:
             log(
-                f"{resume} is at step {state.step} of {cfg.num_steps}: the run is finished, "
-                "nothing to do (raise max_steps to train further)"
+                f"{restored.folder} is at step {state.step} of {cfg.num_steps}: the run is "
+                "finished, nothing to do (raise max_steps to train further)"
             )
             return RunResult(run_dir, state.step, {})
-    # Written only once the resume checks passed: a refused resume keeps the old config.
-    (run_dir / "config.json").write_text(json.dumps(cfg.to_json(), indent=2), encoding="utf-8")
-    learner = make_learner()
-    start, baselines = 0, Baselines({})
-    if resume is not None and state is not None:
-        learner.load(resume / "learner")
+        learner = restored.learner
         start, baselines = state.step, Baselines.from_json(state.baselines)
-        log(f"resumed from {resume} at step {start}")
+        log(f"resumed from {restored.folder} at step {start}")
         saved_t = state.config.get("temperature", cfg.temperature)
         if saved_t != cfg.temperature:
             log(f"temperature {saved_t} -> {cfg.temperature}: sampling and scoring now use it")
+    else:
+        learner = make_learner()
+    # Written only once the resume checks passed: a refused resume keeps the old config.
+    (run_dir / "config.json").write_text(json.dumps(cfg.to_json(), indent=2), encoding="utf-8")
     # After any load: the learner scores at the temperature the sampler draws at.
     learner.temperature = cfg.temperature
     jsonl = JsonlSink(run_dir / "metrics.jsonl")

@@ -16,10 +16,15 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spiral.train.config import ConfigError
+from spiral.engines.base import Learner
+from spiral.engines.manifest import DamagedCheckpointError
+from spiral.train.checkpoint import LoopState, complete_checkpoints, verified_loop_state
+from spiral.train.config import ConfigError, TrainConfig
 
 SHAPE_KEYS = ("model_name", "lora_rank", "lora_alpha")
 SAFE_KEYS = frozenset(
@@ -91,3 +96,46 @@ def _cli(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+@dataclass
+class Restored:
+    folder: Path
+    state: LoopState
+    learner: Learner
+
+
+def restore(
+    cfg: TrainConfig,
+    ckpt_dir: Path,
+    make_learner: Callable[[], Learner],
+    log: Callable[[str], None],
+) -> Restored | None:
+    """The newest intact checkpoint (or the named one) loaded into a new learner; None
+    when there is nothing to resume. Raises ConfigError for a refused config change and
+    DamagedCheckpointError when a named checkpoint (or every one) is damaged."""
+    named = bool(cfg.load_checkpoint_path)
+    candidates = [Path(cfg.load_checkpoint_path)] if named else complete_checkpoints(ckpt_dir)
+    damaged: list[str] = []
+    for folder in candidates:
+        try:
+            state = verified_loop_state(folder)
+            same_run = folder.resolve().parent == ckpt_dir.resolve()
+            check_resume_config(state.config, cfg.to_json(), same_run)
+            learner = make_learner()
+            learner.load(folder / "learner")
+        except DamagedCheckpointError as err:
+            if named:
+                raise
+            log(f"skipping damaged checkpoint: {err}")
+            damaged.append(folder.name)
+            continue
+        if damaged:
+            log(f"resuming from {folder.name}, the newest intact checkpoint")
+        return Restored(folder, state, learner)
+    if damaged:
+        raise DamagedCheckpointError(
+            f"every checkpoint in {ckpt_dir} is damaged ({', '.join(damaged)}); move the "
+            "folder aside to start over"
+        )
+    return None

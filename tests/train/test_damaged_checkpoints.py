@@ -1,0 +1,142 @@
+"""Checkpoints that prove they are whole: every kind of damage to the newest checkpoint
+is detected, reported, and resume falls back to the newest intact one, ending exactly
+where an uninterrupted run ends. A damaged checkpoint named by the user stops the run."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from spiral.engines.manifest import DamagedCheckpointError, verify_manifest, write_manifest
+from spiral.report.sinks import read_jsonl
+from spiral.train.checkpoint import latest_checkpoint, load_loop_state
+
+from .test_e2e import _assert_rows_close, tiny_model  # noqa: F401  (fixture)
+from .test_stop_and_resume import _cfg, _train
+
+ADAPTER = "learner/adapter_model.safetensors"
+
+
+def _truncate(folder: Path) -> None:
+    path = folder / ADAPTER
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _flip(folder: Path) -> None:
+    path = folder / ADAPTER
+    data = bytearray(path.read_bytes())
+    data[-100] ^= 0xFF  # inside the tensor data: the file still parses
+    path.write_bytes(bytes(data))
+
+
+def _nan_weights_hashed(folder: Path) -> None:
+    """A diverged update saved faithfully: the manifest matches, the contents do not."""
+    path = folder / ADAPTER
+    tensors = load_file(str(path))
+    name = next(iter(tensors))
+    tensors[name] = torch.full_like(tensors[name], float("nan"))
+    save_file(tensors, str(path))
+    write_manifest(folder)
+
+
+def _no_optimizer(folder: Path) -> None:
+    (folder / "learner" / "optimizer.json").unlink()
+    write_manifest(folder)
+
+
+def _negative_step(folder: Path) -> None:
+    path = folder / "loop_state.json"
+    state = json.loads(path.read_text())
+    state["step"] = -3
+    path.write_text(json.dumps(state))
+    write_manifest(folder)
+
+
+def _bad_optimizer_json(folder: Path) -> None:
+    (folder / "learner" / "optimizer.json").write_text("{not json")
+    write_manifest(folder)
+
+
+DAMAGE: dict[str, Callable[[Path], None]] = {
+    "truncated adapter": _truncate,
+    "flipped bytes": _flip,
+    "no COMPLETE marker": lambda f: (f / "COMPLETE").unlink(),
+    "NaN weights": _nan_weights_hashed,
+    "missing optimizer state": _no_optimizer,
+    "unreadable optimizer state": _bad_optimizer_json,
+    "negative step": _negative_step,
+}
+
+
+@pytest.fixture(scope="module")
+def finished_runs(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:  # noqa: F811
+    """An uninterrupted 5-step run and a 4-step run (checkpoints at 2 and 4) to damage."""
+    root = tmp_path_factory.mktemp("damage")
+    _train(_cfg(tiny_model, root / "straight", 5))
+    _train(_cfg(tiny_model, root / "four", 4))
+    return root
+
+
+@pytest.mark.parametrize("kind", sorted(DAMAGE))
+def test_damaged_newest_checkpoint_falls_back(
+    finished_runs: Path,
+    tiny_model: Path,  # noqa: F811
+    tmp_path: Path,
+    kind: str,
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(finished_runs / "four", run)
+    newest = latest_checkpoint(run / "checkpoints")
+    assert newest is not None and newest.name == "step_000004"
+    DAMAGE[kind](newest)
+    logs: list[str] = []
+    cfg = _cfg(tiny_model, run, 5)
+    from spiral.train.loop import train
+    from spiral.train.setup import build_setup, make_learner_factory
+
+    train(cfg, build_setup(cfg), make_learner_factory(cfg), log=logs.append)
+    said = "\n".join(logs)
+    assert "resumed from" in said and "step_000002" in said, said
+    if kind != "no COMPLETE marker":  # an incomplete folder is simply not a checkpoint
+        assert "skipping damaged checkpoint" in said, said
+    assert load_loop_state(latest_checkpoint(run / "checkpoints")).step == 5
+    _assert_rows_close(
+        read_jsonl(finished_runs / "straight" / "metrics.jsonl"), read_jsonl(run / "metrics.jsonl")
+    )
+
+
+def test_named_damaged_checkpoint_stops_with_the_reason(
+    finished_runs: Path,
+    tiny_model: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(finished_runs / "four", run)
+    named = run / "checkpoints" / "step_000004"
+    _flip(named)
+    assert verify_manifest(named) == [
+        "learner/adapter_model.safetensors does not match its hash (changed or corrupted)"
+    ]
+    with pytest.raises(DamagedCheckpointError, match="does not match its hash"):
+        _train(_cfg(tiny_model, tmp_path / "new", 5, f"load_checkpoint_path={named}"))
+
+
+def test_torn_metrics_line_is_dropped_on_resume(
+    finished_runs: Path,
+    tiny_model: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(finished_runs / "four", run)
+    with (run / "metrics.jsonl").open("a") as handle:
+        handle.write('{"step": 4, "train/loss": 0.1')  # a kill during the write
+    _train(_cfg(tiny_model, run, 5))
+    _assert_rows_close(
+        read_jsonl(finished_runs / "straight" / "metrics.jsonl"), read_jsonl(run / "metrics.jsonl")
+    )
