@@ -428,8 +428,7 @@ class TorchLearner:
             total_tokens += tokens
             for key, value in diagnostics.items():
                 sums[key] = sums.get(key, 0.0) + float(value) * tokens
-        if not math.isfinite(total_loss):
-            raise FloatingPointError(f"non-finite loss {total_loss}; check advantages/log-probs")
+        # A non-finite loss leaves non-finite gradients: optim_step then skips the update.
         means = {k: v / total_tokens for k, v in sums.items()} if total_tokens > 0 else {}
         return {**means, "loss": total_loss, "num_tokens": total_tokens}
 
@@ -453,11 +452,18 @@ class TorchLearner:
         }
 
     def optim_step(self, learning_rate: float) -> dict[str, float]:
-        """Clip, AdamW step at `learning_rate`, zero grads, bump the version."""
+        """Clip, AdamW step at `learning_rate`, zero grads, bump the version; a non-finite
+        gradient norm skips the step (`skipped_nonfinite` = 1, weights unchanged)."""
         optimizer = self._get_optimizer()
         params = [p for _, p in self._named_trainable()]
         limit = self.max_grad_norm if self.max_grad_norm > 0 else float("inf")
         grad_norm = float(torch.nn.utils.clip_grad_norm_(params, limit))
+        if not math.isfinite(grad_norm):
+            # NaN/inf in the loss or gradients: skip the update (the weights and Adam's
+            # moments stay as they were); the loop counts skipped steps and stops a run
+            # that keeps producing them.
+            optimizer.zero_grad(set_to_none=True)
+            return {"grad_norm": grad_norm, "lr": learning_rate, "skipped_nonfinite": 1.0}
         for group in optimizer.param_groups:
             group["lr"] = learning_rate
         optimizer.step()
@@ -465,7 +471,7 @@ class TorchLearner:
         self._update_average()
         self.version += 1
         self._epoch += 1
-        return {"grad_norm": grad_norm, "lr": learning_rate}
+        return {"grad_norm": grad_norm, "lr": learning_rate, "skipped_nonfinite": 0.0}
 
     # ----- weight averaging -----------------------------------------------------------
     @property

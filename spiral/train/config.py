@@ -200,6 +200,12 @@ class TrainConfig:
         "list them (KuhnPokerSingle-v0: the 6 deals); unbiased, less card-luck variance",
     )
     gamma: float = chz.field(default=1.0, doc="discount across a seat's turns")
+    max_bad_steps: int = chz.field(
+        default=3,
+        doc="stop the run after this many consecutive steps whose loss or gradients were "
+        "NaN/inf (each such update is skipped and reported as train/skipped_nonfinite)",
+        validator=_positive,
+    )
     weight_ema_decay: float = chz.field(
         default=0.0,
         doc="if > 0, also keep a bias-corrected moving average of the trained weights "

@@ -28,6 +28,7 @@ from spiral.algo.rae import Baselines, rae_advantages
 from spiral.algo.regularizers import Regularizer
 from spiral.algo.stats import episode_metrics
 from spiral.engines.base import Learner, SamplingParams
+from spiral.errors import SpiralError
 from spiral.report.console import format_progress
 from spiral.report.sinks import JsonlSink, MultiSink
 from spiral.report.transcripts import write_transcripts
@@ -40,6 +41,10 @@ from spiral.train.stopping import StopRequest
 from spiral.types import Datum, Episode
 
 POLICY = "policy"
+
+
+class TrainingDivergedError(SpiralError, FloatingPointError):
+    """Too many consecutive updates with NaN/inf losses or gradients."""
 
 
 @dataclass
@@ -235,7 +240,7 @@ def train(
         return save_checkpoint(ckpt_dir, state, learner.save, final=final)
 
     metrics: dict[str, float] = {}
-    step = start
+    step, bad_steps = start, 0
     started = time.perf_counter()
     with StopRequest(log) as stop:
         try:
@@ -251,6 +256,15 @@ def train(
                 log(
                     format_progress(step + 1, cfg.num_steps, metrics, time.perf_counter() - started)
                 )
+                bad_steps = bad_steps + 1 if metrics.get("train/skipped_nonfinite") else 0
+                if bad_steps:
+                    log(f"step {step}: NaN/inf in the loss or gradients, update skipped")
+                if bad_steps >= cfg.max_bad_steps:
+                    raise TrainingDivergedError(
+                        f"{bad_steps} consecutive steps had NaN/inf losses or gradients (the "
+                        "policy diverged); lower learning_rate or max_grad_norm and resume "
+                        "from the last checkpoint, or raise max_bad_steps"
+                    )
                 last = step + 1 == cfg.num_steps
                 scheduled = bool(cfg.save_every) and (step + 1) % cfg.save_every == 0
                 if (scheduled or stop.requested) and not last:
