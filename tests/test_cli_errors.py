@@ -67,3 +67,28 @@ def test_ctrl_c_at_start_up_exits_quietly(
     assert cli.main(["train", "preset=embedded-kuhn"]) == 130
     err = capsys.readouterr().err
     assert "Traceback" not in err and "interrupted" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["model_name=/no/such/model"], "does not exist"),
+        (["device=cuda"], "no CUDA GPU is visible"),
+        (["device=tpu"], "is not valid"),
+        (["dtype=fp8"], "is not valid"),
+        (["max_steps=-5"], ">= 0"),
+        (["max_turns=-1"], ">= 0"),
+        (["gamma=0"], "(0, 1]"),
+        (["weight_ema_decay=1.5"], "[0, 1)"),
+    ],
+)
+def test_train_input_errors_are_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, args: list[str], expected: str
+) -> None:
+    import torch
+
+    if "device=cuda" in args and torch.cuda.is_available():
+        pytest.skip("a GPU is visible here")
+    base = ["train", "env_ids=KuhnPokerSingle-v0", "max_steps=1", f"log_path={tmp_path / 'r'}"]
+    err = _one_line_error(capsys, [*base, *args])
+    assert expected in err

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from spiral.engines import embedded
+from spiral.errors import SpiralError
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,17 @@ class ModelConfig:
         return self.lora_alpha if self.lora_alpha is not None else 2 * self.lora_rank
 
 
+class ModelNotFoundError(SpiralError, FileNotFoundError):
+    """A model name that is neither a model folder nor a reachable hub id."""
+
+
+class DeviceError(SpiralError, ValueError):
+    """A device or dtype that does not exist on this machine."""
+
+
+DEVICE_HELP = "auto (CUDA if visible, else CPU), cpu, cuda or cuda:N"
+
+
 def resolve_model_path(name: str) -> str:
     """Map a model name to what `from_pretrained` should get (a folder or a hub id)."""
     if name in embedded.EMBEDDED_NAMES:
@@ -54,13 +66,16 @@ def resolve_model_path(name: str) -> str:
     path = Path(name).expanduser()
     if path.is_dir():
         if not ((path / "config.json").is_file() or (path / "adapter_config.json").is_file()):
-            raise FileNotFoundError(
+            raise ModelNotFoundError(
                 f"{path} is a folder but holds neither config.json (a transformers model) "
                 "nor adapter_config.json (a PEFT adapter); pass a model folder or a hub id"
             )
         return str(path)
     if name.startswith((".", "/", "~")):
-        raise FileNotFoundError(f"model folder {name} does not exist")
+        raise ModelNotFoundError(
+            f"model folder {name} does not exist; pass a model folder, a hub id (with the "
+            "hub reachable or the model in its cache) or model_name=embedded"
+        )
     return name  # a hub id
 
 
@@ -69,7 +84,22 @@ def resolve_device(device: str) -> Any:
 
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+    try:
+        found = torch.device(device)
+    except RuntimeError:
+        raise DeviceError(f"device={device!r} is not a device; use {DEVICE_HELP}") from None
+    if found.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise DeviceError(
+                f"device={device!r} but no CUDA GPU is visible to torch {torch.__version__} "
+                "here; use device=cpu (or auto), or install a CUDA build of torch"
+            )
+        if found.index is not None and found.index >= count:
+            raise DeviceError(f"device={device!r} but only {count} CUDA GPU(s) are visible")
+    elif found.type != "cpu":
+        raise DeviceError(f"device={device!r} is not supported; use {DEVICE_HELP}")
+    return found
 
 
 def resolve_dtype(dtype: str, device: Any) -> Any:
@@ -79,7 +109,7 @@ def resolve_dtype(dtype: str, device: Any) -> Any:
         return torch.bfloat16 if device.type == "cuda" else torch.float32
     table = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
     if dtype not in table:
-        raise ValueError(f"dtype must be 'auto' or one of {sorted(table)}, got {dtype!r}")
+        raise DeviceError(f"dtype must be 'auto' or one of {sorted(table)}, got {dtype!r}")
     return table[dtype]
 
 
@@ -90,7 +120,7 @@ def _from_pretrained(loader: Any, source: str, **kwargs: Any) -> Any:
     except OSError as err:
         if Path(source).is_dir():
             raise
-        raise OSError(
+        raise ModelNotFoundError(
             f"Could not load {source!r}: it is not a local folder and the Hugging Face hub "
             "is unreachable or does not have it. Pass a local model folder (model=/path), "
             f"or model=embedded for the built-in SmolLM2-135M-Instruct. Cause: {err}"

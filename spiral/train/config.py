@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -42,9 +43,22 @@ def _positive(obj: Any, attr: str) -> None:
         raise ConfigError(f"{attr.removeprefix('X_')} must be > 0, got {getattr(obj, attr)!r}")
 
 
+def _unit(obj: Any, attr: str) -> None:
+    if not 0.0 < getattr(obj, attr) <= 1.0:
+        raise ConfigError(
+            f"{attr.removeprefix('X_')} must be in (0, 1], got {getattr(obj, attr)!r}"
+        )
+
+
 def _non_negative(obj: Any, attr: str) -> None:
     if getattr(obj, attr) < 0:
         raise ConfigError(f"{attr.removeprefix('X_')} must be >= 0, got {getattr(obj, attr)!r}")
+
+
+def _device_name(obj: Any, attr: str) -> None:
+    value = getattr(obj, attr)
+    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", value):
+        raise ConfigError(f"device={value!r} is not valid; choose auto, cpu, cuda or cuda:N")
 
 
 @chz.chz
@@ -60,9 +74,13 @@ class TrainConfig:
     lora_alpha: int = chz.field(
         default=0, doc="LoRA alpha; 0 = 2 * lora_rank", validator=_non_negative
     )
-    device: str = chz.field(default="auto", doc="auto | cpu | cuda | cuda:N")
+    device: str = chz.field(
+        default="auto", doc="auto | cpu | cuda | cuda:N", validator=_device_name
+    )
     dtype: str = chz.field(
-        default="auto", doc="auto (fp32 on CPU, bf16 on CUDA) | float32 | bfloat16"
+        default="auto",
+        doc="auto (fp32 on CPU, bf16 on CUDA) | float32 | bfloat16 | float16",
+        validator=_choice("auto", "float32", "bfloat16", "float16"),
     )
     micro_batch_tokens: int = chz.field(
         default=4096,
@@ -97,7 +115,11 @@ class TrainConfig:
         doc="constrained only: free reasoning tokens before the answer",
         validator=_non_negative,
     )
-    max_turns: int = chz.field(default=0, doc="turn limit per game (draw); 0 = each game's default")
+    max_turns: int = chz.field(
+        default=0,
+        doc="turn limit per game (draw); 0 = each game's default",
+        validator=_non_negative,
+    )
     invalid_move_policy: str = chz.field(
         default="spiral", doc="spiral (-1.5/+0.5, original) | strict (-1/+1) | loss (-1/0)"
     )
@@ -121,7 +143,9 @@ class TrainConfig:
         validator=_positive,
     )
     max_steps: int = chz.field(
-        default=0, doc="if > 0, overrides num_train_datapoints // batch_size"
+        default=0,
+        doc="if > 0, overrides num_train_datapoints // batch_size",
+        validator=_non_negative,
     )
     learning_rate: float = chz.field(default=1e-4, doc="Adam learning rate", validator=_positive)
     lr_schedule: str = chz.field(
@@ -199,7 +223,9 @@ class TrainConfig:
         doc="deal every chance outcome equally often across a batch where the game can "
         "list them (KuhnPokerSingle-v0: the 6 deals); unbiased, less card-luck variance",
     )
-    gamma: float = chz.field(default=1.0, doc="discount across a seat's turns")
+    gamma: float = chz.field(
+        default=1.0, doc="discount across a seat's turns, 0 < gamma <= 1", validator=_unit
+    )
     max_bad_steps: int = chz.field(
         default=3,
         doc="stop the run after this many consecutive steps whose loss or gradients were "
@@ -220,7 +246,9 @@ class TrainConfig:
     )
     # ---- evaluation, checkpoints, logging -----------------------------------------
     eval_every: int = chz.field(
-        default=16, doc="evaluate vs eval opponents every N steps; 0 = never"
+        default=16,
+        doc="evaluate vs eval opponents every N steps; 0 = never",
+        validator=_non_negative,
     )
     eval_games: int = chz.field(
         default=16, doc="eval games per (env, opponent, seat)", validator=_positive
@@ -233,13 +261,17 @@ class TrainConfig:
     )
     eval_temperature: float = chz.field(default=1.0, doc="sampling temperature in evaluation")
     save_every: int = chz.field(
-        default=20, doc="checkpoint every N steps (and at the end); 0 = end only"
+        default=20,
+        doc="checkpoint every N steps (and at the end); 0 = end only",
+        validator=_non_negative,
     )
     log_path: str = chz.field(
         default="", doc="run folder; empty = runs/<auto name>; resumes if it exists"
     )
     load_checkpoint_path: str = chz.field(default="", doc="checkpoint folder to resume from")
-    transcripts_per_step: int = chz.field(default=2, doc="game transcripts written per step")
+    transcripts_per_step: int = chz.field(
+        default=2, doc="game transcripts written per step", validator=_non_negative
+    )
     wandb_project: str = chz.field(
         default="", doc="W&B project; empty = off (WANDB_MODE=offline works)"
     )
