@@ -92,3 +92,19 @@ def test_train_input_errors_are_one_line(
     base = ["train", "env_ids=KuhnPokerSingle-v0", "max_steps=1", f"log_path={tmp_path / 'r'}"]
     err = _one_line_error(capsys, [*base, *args])
     assert expected in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["play", "gmae=TicTacToe-v0"], "did you mean game=?"),
+        (["play", "game=TicTacToe-v0", "bogus=1"], "unknown key 'bogus'"),
+        (["export", "checkpoint=x", "out=y", "wieghts=live"], "did you mean weights=?"),
+        (["export", "checkpoint=x", "out"], "is not key=value"),
+        (["eval", "checkpoint=base", "math=gsm9k"], "is not a file"),
+    ],
+)
+def test_unknown_or_malformed_arguments_are_refused(
+    capsys: pytest.CaptureFixture[str], argv: list[str], expected: str
+) -> None:
+    assert expected in _one_line_error(capsys, argv)

@@ -15,6 +15,7 @@ from typing import TextIO
 from spiral import games
 from spiral.agents.base import Agent
 from spiral.agents.registry import make as make_agent
+from spiral.args import parse_key_values
 from spiral.games.base import State
 from spiral.types import Move
 
@@ -101,7 +102,7 @@ def main(argv: Sequence[str]) -> int:
     if "--list" in argv:
         print("\n".join(games.ids()))
         return 0
-    args = dict(a.split("=", 1) for a in argv if "=" in a)
+    args = parse_key_values(argv, ("game", "opponent", "seat", "seed"))
     game_id = args.get("game", "TicTacToe-v0")
     try:
         seat, seed = int(args.get("seat", "0")), int(args.get("seed", "0"))

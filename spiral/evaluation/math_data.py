@@ -274,6 +274,25 @@ def _load_hub(name: str) -> list[MathProblem]:
     return [_problem_from_row(r, spec, name, i) for i, r in enumerate(rows)]
 
 
+def math_source_problem(name_or_path: str) -> str:
+    """Why `name_or_path` cannot name math problems, or "" when it can (checked before
+    any model loads; the hub is only asked later, by `load_math`)."""
+    if name_or_path.startswith(SAMPLE_PREFIX):
+        name = name_or_path.removeprefix(SAMPLE_PREFIX)
+        if not (DATA_DIR / f"{name}.jsonl").is_file():
+            return f"no shipped sample {name!r}; valid: {', '.join(sample_names())}"
+        return ""
+    if Path(name_or_path).exists() or name_or_path in BENCHMARKS:
+        return ""
+    if re.fullmatch(r"[\w.-]+/[\w.-]+", name_or_path):
+        return ""
+    return (
+        f"{name_or_path!r} is not a file, a folder, 'sample:<name>' "
+        f"({', '.join(sample_names())}), a benchmark ({', '.join(BENCHMARKS)}) "
+        "or a hub id (owner/name)"
+    )
+
+
 def load_math(name_or_path: str, limit: int | None = None, seed: int = 0) -> list[MathProblem]:
     """Problems from a shipped sample ("sample:gsm8k"), a local file or folder, or the hub."""
     if name_or_path.startswith(SAMPLE_PREFIX):

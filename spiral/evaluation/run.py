@@ -50,8 +50,10 @@ from spiral.agents.model_agent import (
     resolve_source,
 )
 from spiral.agents.scripted import optimal_game_ids
+from spiral.errors import SpiralError
 from spiral.evaluation.exploitability import INSTALL_HINT
 from spiral.evaluation.match import CANDIDATE, MatchResult, evaluate, results_metrics, results_table
+from spiral.evaluation.math_data import math_source_problem
 from spiral.evaluation.model_policy import model_kuhn_exploitability
 from spiral.prompts.invalid import INVALID_POLICIES, InvalidMovePolicy, invalid_policy
 from spiral.rollout.play import derive_seed
@@ -61,7 +63,7 @@ MODEL_PREFIXES = ("checkpoint", "api")  # game-independent opponents, built once
 RATE_FIELDS = (("win", "wins"), ("draw", "draws"), ("loss", "losses"), ("invalid", "invalid"))
 
 
-class EvalError(ValueError):
+class EvalError(SpiralError, ValueError):
     """A bad `spiral eval` argument, with a message saying what to pass instead."""
 
 
@@ -189,6 +191,10 @@ def validate(a: EvalArgs) -> None:
             resolve_source(arg)  # raises CheckpointNotFound with the reason
     if a.exploitability and importlib.util.find_spec("pyspiel") is None:
         raise EvalError(f"exploitability=true needs OpenSpiel: {INSTALL_HINT}")
+    for name in a.math:
+        problem = math_source_problem(name)
+        if problem:
+            raise EvalError(f"math={name}: {problem}")
     if a.invalid_policy and a.invalid_policy not in INVALID_POLICIES:
         raise EvalError(
             f"unknown invalid_policy {a.invalid_policy!r}; valid: {', '.join(INVALID_POLICIES)}"

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from spiral.args import parse_key_values
 from spiral.train.checkpoint import CheckpointError, latest_checkpoint, load_loop_state
 
 USAGE = (
@@ -32,8 +33,8 @@ def resolve_checkpoint(path: Path) -> Path:
 
 
 def main(argv: Sequence[str]) -> int:
-    args = dict(a.split("=", 1) for a in argv if "=" in a)
-    if "checkpoint" not in args or "out" not in args or any("=" not in a for a in argv):
+    args = parse_key_values(argv, ("checkpoint", "out", "weights"))
+    if "checkpoint" not in args or "out" not in args:
         print(USAGE, file=sys.stderr)
         return 2
     weights = args.get("weights", "live")
