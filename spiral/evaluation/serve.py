@@ -21,11 +21,20 @@ Choices:
 - The model name in a request is not checked (OpenAI clients insist on sending one); the
   reply names the served model.
 - Binds 127.0.0.1 by default; pass host=0.0.0.0 deliberately to expose it.
+- Limits, so one request cannot tie the server up: `max_tokens` above `max_tokens_limit`
+  (default 4096) is a 400, and so is a prompt whose tokens plus `max_tokens` exceed the
+  model's context (`max_position_embeddings`). Every generation is therefore bounded;
+  a request is not cancelled when its client disconnects (the lock is held until it
+  ends), which the bound keeps short.
+- `api_key_env=NAME`: requests must carry `Authorization: Bearer <value of $NAME>`
+  (401 otherwise, in OpenAI's shape); without it the server is open (loopback only).
 """
 
 # No `from __future__ import annotations` here: FastAPI reads the request model from the
 # handler's annotation at runtime. fastapi and pydantic come with the `serve` extra.
 import dataclasses
+import hmac
+import os
 import sys
 import threading
 import time
@@ -33,7 +42,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
@@ -45,6 +54,7 @@ from spiral.types import Completion
 
 FINISH_REASON = {"eos": "stop", "stop": "stop", "length": "length"}
 DEFAULT_MAX_TOKENS = 256
+MAX_TOKENS_LIMIT = 4096
 USAGE = """usage: spiral serve checkpoint=PATH [key=value ...]
 
 keys:
@@ -55,6 +65,9 @@ keys:
   template     chat (the tokenizer's chat template, default) or a named template
                ({templates})
   device       auto | cpu | cuda (default auto)
+  max_tokens_limit  largest max_tokens a request may ask for (default 4096)
+  api_key_env  name of an environment variable holding a bearer token that requests
+               must send (default: none, open on loopback)
 
 Requests are answered one at a time."""
 
@@ -120,18 +133,42 @@ def chat_response(completion: Completion, prompt_tokens: int, model_name: str) -
     }
 
 
-def _error(status: int, message: str, param: str | None = None) -> JSONResponse:
-    body = {"error": {"message": message, "type": "invalid_request_error", "param": param}}
+def _error(
+    status: int, message: str, param: str | None = None, kind: str = "invalid_request_error"
+) -> JSONResponse:
+    body = {"error": {"message": message, "type": kind, "param": param}}
     return JSONResponse(status_code=status, content=body)
 
 
-def create_app(sampler: Sampler, model_name: str, template: str = "chat") -> FastAPI:
+def model_context(sampler: Sampler) -> int | None:
+    """The served model's context length in tokens, when its config says."""
+    config = getattr(getattr(sampler, "model", None), "config", None)
+    value = getattr(config, "max_position_embeddings", None)
+    return int(value) if isinstance(value, int) and value > 0 else None
+
+
+def create_app(
+    sampler: Sampler,
+    model_name: str,
+    template: str = "chat",
+    max_tokens_limit: int = MAX_TOKENS_LIMIT,
+    api_key: str | None = None,
+) -> FastAPI:
     """The FastAPI app serving `sampler` under `model_name` (one request at a time)."""
     if template not in TEMPLATES:
         raise ValueError(f"unknown template {template!r}; valid: {', '.join(TEMPLATES)}")
     app = FastAPI(title="spiral serve", description=f"OpenAI-compatible chat over {model_name}")
     lock = threading.Lock()
     created = int(time.time())
+    context = model_context(sampler)
+
+    @app.middleware("http")
+    async def _auth(request: Request, call_next: Any) -> Any:
+        if api_key is not None:
+            sent = request.headers.get("authorization", "")
+            if not hmac.compare_digest(sent.encode(), f"Bearer {api_key}".encode()):
+                return _error(401, "missing or wrong bearer token", kind="authentication_error")
+        return await call_next(request)
 
     @app.exception_handler(RequestValidationError)
     def _validation(request: Any, exc: RequestValidationError) -> JSONResponse:
@@ -148,12 +185,26 @@ def create_app(sampler: Sampler, model_name: str, template: str = "chat") -> Fas
             return _error(400, f"only n=1 is supported, got n={req.n}", "n")
         messages = [{"role": m.role, "content": _text(m.content)} for m in req.messages]
         params = req.sampling_params()
-        with lock:
+        if params.max_tokens > max_tokens_limit:
+            return _error(
+                400,
+                f"max_tokens={params.max_tokens} is above this server's limit of "
+                f"{max_tokens_limit} (spiral serve max_tokens_limit=...)",
+                "max_tokens",
+            )
+        with lock:  # the tokenizer and the model are used by one request at a time
             try:
                 text = render_messages(messages, template, sampler.tokenizer)
             except ValueError as err:
                 return _error(400, str(err), "messages")
             prompt_ids = encode(text, sampler.tokenizer)
+            if context is not None and len(prompt_ids) + params.max_tokens > context:
+                return _error(
+                    400,
+                    f"the prompt has {len(prompt_ids)} tokens; with max_tokens="
+                    f"{params.max_tokens} that exceeds the model's context of {context} tokens",
+                    "messages",
+                )
             completion = sampler.sample([prompt_ids], params)[0]
         for stop in params.stop:  # OpenAI replies end before the stop string
             if stop in completion.text:
@@ -176,7 +227,16 @@ def parse_args(args: Sequence[str]) -> dict[str, str]:
     if bad:
         raise ValueError(f"arguments must be key=value, got {bad}")
     values = dict(a.split("=", 1) for a in args)
-    known = {"checkpoint", "model_name", "host", "port", "template", "device"}
+    known = {
+        "checkpoint",
+        "model_name",
+        "host",
+        "port",
+        "template",
+        "device",
+        "max_tokens_limit",
+        "api_key_env",
+    }
     unknown = set(values) - known
     if unknown:
         raise ValueError(f"unknown keys {sorted(unknown)}; valid: {sorted(known)}")
@@ -194,6 +254,16 @@ def main(args: list[str]) -> int:
     try:
         values = parse_args(args)
         port = int(values.get("port", "8000"))
+        limit = int(values.get("max_tokens_limit", str(MAX_TOKENS_LIMIT)))
+        if limit < 1:
+            raise ValueError(f"max_tokens_limit must be >= 1, got {limit}")
+        api_key = None
+        if "api_key_env" in values:
+            api_key = os.environ.get(values["api_key_env"], "")
+            if not api_key:
+                raise ValueError(
+                    f"api_key_env={values['api_key_env']}: that variable is empty or unset"
+                )
     except ValueError as err:
         print(f"spiral serve: {err}\n\n{usage}", file=sys.stderr)
         return 2
@@ -208,7 +278,7 @@ def main(args: list[str]) -> int:
         return 2
     sampler = load_sampler(source, device=values.get("device", "auto"))
     name = values.get("model_name") or source.name
-    app = create_app(sampler, name, values.get("template", "chat"))
+    app = create_app(sampler, name, values.get("template", "chat"), limit, api_key)
     host = values.get("host", "127.0.0.1")
     print(f"serving {source.name} as {name!r} on http://{host}:{port}/v1 (one request at a time)")
     uvicorn.run(app, host=host, port=port, log_level="warning")

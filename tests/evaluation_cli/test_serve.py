@@ -97,3 +97,43 @@ def test_cli_arguments_are_checked(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main([f"checkpoint={tmp_path / 'missing'}"]) == 2
     assert "does not exist" in capsys.readouterr().err
     assert parse_args(["checkpoint=base", "port=9"])["port"] == "9"
+
+
+def test_requests_that_would_tie_the_server_up_are_refused(base_url: str) -> None:
+    msgs = [{"role": "user", "content": "hi"}]
+    huge = httpx.post(
+        f"{base_url}/chat/completions", json={"model": "x", "messages": msgs, "max_tokens": 10**9}
+    )
+    assert huge.status_code == 400
+    assert "max_tokens_limit" in huge.json()["error"]["message"]
+    long_prompt = [{"role": "user", "content": "game " * 5000}]
+    too_long = httpx.post(
+        f"{base_url}/chat/completions",
+        json={"model": "x", "messages": long_prompt, "max_tokens": 4},
+    )
+    assert too_long.status_code == 400
+    assert "exceeds the model's context" in too_long.json()["error"]["message"]
+
+
+def test_bearer_token_is_required_when_configured() -> None:
+    from openai import AuthenticationError, OpenAI
+
+    sampler = load_sampler(resolve_source(str(tiny_model_dir())), device="cpu")
+    with running_server(create_app(sampler, "tiny-model", api_key="s3cret")) as url:
+        body = {"model": "x", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+        assert httpx.post(f"{url}/chat/completions", json=body).status_code == 401
+        wrong = OpenAI(base_url=url, api_key="nope", max_retries=0)
+        with pytest.raises(AuthenticationError):
+            wrong.chat.completions.create(**body)  # type: ignore[call-overload]
+        right = OpenAI(base_url=url, api_key="s3cret", max_retries=0)
+        reply = right.chat.completions.create(**body)  # type: ignore[call-overload]
+        assert reply.usage is not None and reply.usage.completion_tokens <= 2
+
+
+def test_api_key_env_must_name_a_set_variable(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SPIRAL_TEST_KEY", raising=False)
+    assert main(["checkpoint=base", "api_key_env=SPIRAL_TEST_KEY"]) == 2
+    assert "empty or unset" in capsys.readouterr().err
+    assert main(["checkpoint=base", "max_tokens_limit=0"]) == 2
