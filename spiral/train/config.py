@@ -356,7 +356,9 @@ PRESETS: dict[str, dict[str, str]] = {
     # a tree and merged into ~33 weighted rows (a step costs ~14 s); the focused prompt
     # (card and betting last); lr 1e-3 (5e-5 and 3e-4 never leave the card-blind
     # plateau), cosine decay; an entropy bonus 0.3 -> 0.1 and a forward KL to uniform
-    # over the legal moves 0 -> 0.05 (regularised equilibrium: exploitability 0.042).
+    # over the legal moves 0 -> 0.05 (regularised equilibrium: exploitability 0.042);
+    # a moving average of the weights (decay 0.95) evaluated beside the last iterate,
+    # which cycles around the equilibrium.
     "embedded-kuhn": {
         "model_name": "embedded",
         "env_ids": "KuhnPokerSingle-v0",
@@ -375,6 +377,7 @@ PRESETS: dict[str, dict[str, str]] = {
         "kl_coef_final": "0.05",
         "kl_reference": "uniform",
         "kl_direction": "forward",
+        "weight_ema_decay": "0.95",
         "lora_rank": "16",
         "eval_every": "10",
         "eval_games": "100",
