@@ -15,7 +15,7 @@ import pytest
 RANK = {
     "types": 0,
     "errors": 0,
-    "args": 0,
+    "args": 1,
     "games": 1,
     "prompts": 2,
     "algo": 2,

@@ -25,24 +25,28 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
 
 
+def tiny_args(
+    model: Path, log_path: Path, steps: int, envs: str = "TicTacToe-v0,KuhnPokerSingle-v0"
+) -> list[str]:
+    """The key=value list of a tiny, fast run (shared by the train tests)."""
+    return [
+        f"model_name={model}",
+        f"env_ids={envs}",
+        "batch_size=4",
+        f"max_steps={steps}",
+        "max_tokens=6",
+        "lora_rank=4",
+        "learning_rate=1e-2",
+        "eval_every=2",
+        "eval_games=2",
+        "save_every=2",
+        "template=chat",
+        f"log_path={log_path}",
+    ]
+
+
 def _run(model: Path, log_path: Path, steps: int, *extra: str) -> None:
-    cfg = parse_config(
-        [
-            f"model_name={model}",
-            "env_ids=TicTacToe-v0,KuhnPokerSingle-v0",
-            "batch_size=4",
-            f"max_steps={steps}",
-            "max_tokens=6",
-            "lora_rank=4",
-            "learning_rate=1e-2",
-            "eval_every=2",
-            "eval_games=2",
-            "save_every=2",
-            "template=chat",
-            f"log_path={log_path}",
-            *extra,
-        ]
-    )
+    cfg = parse_config([*tiny_args(model, log_path, steps), *extra])
     train(cfg, build_setup(cfg), make_learner_factory(cfg), log=lambda _: None)
 
 

@@ -19,27 +19,11 @@ from spiral.train.config import ConfigError, parse_config
 from spiral.train.loop import RunResult, train
 from spiral.train.setup import build_setup, make_learner_factory
 
-from .test_e2e import _assert_rows_close, tiny_model  # noqa: F401  (fixture)
+from .test_e2e import _assert_rows_close, tiny_args, tiny_model  # noqa: F401  (fixture)
 
 
 def _cfg(model: Path, run: Path, steps: int, *extra: str):  # type: ignore[no-untyped-def]
-    return parse_config(
-        [
-            f"model_name={model}",
-            "env_ids=KuhnPokerSingle-v0",
-            "batch_size=4",
-            f"max_steps={steps}",
-            "max_tokens=6",
-            "lora_rank=4",
-            "learning_rate=1e-2",
-            "eval_every=2",
-            "eval_games=2",
-            "save_every=2",
-            "template=chat",
-            f"log_path={run}",
-            *extra,
-        ]
-    )
+    return parse_config([*tiny_args(model, run, steps, envs="KuhnPokerSingle-v0"), *extra])
 
 
 def _signalling(cfg, signals: list[int], at_call: int) -> Callable[[], Learner]:  # type: ignore[no-untyped-def]
