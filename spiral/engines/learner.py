@@ -38,18 +38,11 @@ Choices:
   made earlier raises StaleSamplerError instead of sampling from changed weights.
 - Checkpoints are HF folders (PEFT adapter or full model, plus tokenizer) and the
   optimizer state in safetensors + JSON (checkpoint_io). No pickle.
-- Weight averaging (`average_decay` > 0): after every optimizer step the trainable
-  weights are folded into a bias-corrected exponential moving average (Polyak
-  averaging), avg_t = avg_{t-1} + w_t (theta_t - avg_{t-1}) with
-  w_t = (1 - d) / (1 - d^t): a proper weighted mean of the iterates, with no pull towards
-  the initial weights. Self-play's last iterate cycles around an equilibrium (each
-  player best-responds to the other's last move); the average sits near the cycle's
-  centre. `averaged()` swaps the average in for evaluation; `save` writes it as a
-  loadable model folder `averaged/` (with `averaging.json`: decay and count), and `load`
-  restores it bit for bit, so a resumed run continues the same average. For LoRA the
-  A and B factors are averaged separately (the product of averages is not the average
-  of products; close when the factors move slowly, and what is measured in
-  docs/results.md is this averaged adapter).
+- Weight averaging (`average_decay` > 0, `spiral.engines.averaging`): after every
+  optimizer step the trainable weights are folded into a bias-corrected moving average.
+  `averaged()` swaps it in for evaluation; `save` writes it as a loadable model folder
+  `averaged/` (with `averaging.json`: decay and count), and `load` restores it bit for
+  bit, so a resumed run continues the same average.
 """
 
 from __future__ import annotations
@@ -67,6 +60,7 @@ import torch
 
 from spiral.algo.regularizers import Regularizer, regularizer_loss, uniform_magnet
 from spiral.engines import checkpoint_io
+from spiral.engines.averaging import WeightAverage
 from spiral.engines.base import LossFn
 from spiral.engines.constrained import answer_masks
 from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
@@ -220,8 +214,7 @@ class TorchLearner:
         self._optimizer: torch.optim.Optimizer | None = None
         self._reference: Any = None  # frozen base model for full fine-tuning's KL
         self.average_decay = average_decay
-        self._average: dict[str, torch.Tensor] | None = None  # averaged trainable weights
-        self._average_count = 0  # optimizer steps folded into the average
+        self._average: WeightAverage | None = None  # None until a step is averaged
 
     # ----- parameters and optimizer -------------------------------------------------
     def _named_trainable(self) -> list[tuple[str, torch.nn.Parameter]]:
@@ -482,16 +475,9 @@ class TorchLearner:
     def _update_average(self) -> None:
         if self.average_decay <= 0:
             return
-        self._average_count += 1
-        named = self._named_trainable()
-        with torch.no_grad():
-            if self._average is None:
-                self._average = {n: p.detach().clone() for n, p in named}
-                return
-            d = self.average_decay
-            weight = (1.0 - d) / (1.0 - d**self._average_count)
-            for n, p in named:
-                self._average[n].lerp_(p.detach(), weight)
+        if self._average is None:
+            self._average = WeightAverage(self.average_decay)
+        self._average.update(self._named_trainable())
 
     @contextlib.contextmanager
     def averaged(self) -> Iterator[None]:
@@ -499,18 +485,11 @@ class TorchLearner:
         are valid only there); the live weights come back on exit, also on error."""
         if self._average is None:
             raise RuntimeError("no averaged weights: set average_decay > 0 and train a step")
-        named = self._named_trainable()
-        live = {n: p.detach().clone() for n, p in named}
-        with torch.no_grad():
-            for n, p in named:
-                p.copy_(self._average[n])
         self._epoch += 1
         try:
-            yield
+            with self._average.swapped_in(self._named_trainable()):
+                yield
         finally:
-            with torch.no_grad():
-                for n, p in named:
-                    p.copy_(live[n])
             self._epoch += 1
 
     def sampler(self) -> TorchSampler:
@@ -539,7 +518,7 @@ class TorchLearner:
             with self.averaged():
                 self.model.save_pretrained(str(path / AVERAGED))
             self.tokenizer.save_pretrained(str(path / AVERAGED))
-            state = {"decay": self.average_decay, "count": self._average_count}
+            state = {"decay": self.average_decay, "count": self._average.count}
             (path / AVERAGED / AVERAGING_JSON).write_text(json.dumps(state), encoding="utf-8")
 
     def load(self, path: Path) -> None:
@@ -547,10 +526,7 @@ class TorchLearner:
         path = Path(path)
         self._epoch += 1  # whatever happens below, samplers made before are stale
         with _damaged_if_unreadable(path):
-            if (path / "adapter_model.safetensors").is_file():
-                self._load_adapter(path)
-            else:
-                self._load_full(path)
+            self._load_weights(path)
         if not all(bool(torch.isfinite(p).all()) for _, p in self._named_trainable()):
             raise DamagedCheckpointError(
                 f"{path}: the weights hold NaN or inf (a diverged update was saved, or the "
@@ -571,22 +547,24 @@ class TorchLearner:
 
     def _load_average(self, path: Path) -> None:
         """The average saved beside the weights (exact), or none: averaging restarts."""
-        self._average, self._average_count = None, 0
+        self._average = None
         folder = path / AVERAGED
         if self.average_decay <= 0 or not (folder / AVERAGING_JSON).is_file():
             return
         state = json.loads((folder / AVERAGING_JSON).read_text(encoding="utf-8"))
-        named = self._named_trainable()
-        live = {n: p.detach().clone() for n, p in named}
+        self._average = WeightAverage.capture(
+            self.average_decay,
+            int(state["count"]),
+            self._named_trainable(),
+            lambda: self._load_weights(folder),
+        )
+
+    def _load_weights(self, folder: Path) -> None:
+        """A PEFT adapter or full weights from `folder` into this learner's model."""
         if (folder / "adapter_model.safetensors").is_file():
             self._load_adapter(folder)
         else:
             self._load_full(folder)
-        self._average = {n: p.detach().clone() for n, p in named}
-        with torch.no_grad():
-            for n, p in named:
-                p.copy_(live[n])
-        self._average_count = int(state["count"])
 
     def _load_adapter(self, path: Path) -> None:
         from peft import set_peft_model_state_dict

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from spiral.agents.model_agent import list_checkpoints
 from spiral.engines.manifest import DamagedCheckpointError, verify_manifest, write_manifest
 from spiral.errors import SpiralError
 
@@ -168,11 +169,7 @@ def verified_loop_state(folder: Path) -> LoopState:
 
 def complete_checkpoints(ckpt_dir: Path) -> list[Path]:
     """Every complete checkpoint folder (index rows and a folder scan), newest first."""
-    found = {int(r["step"]): ckpt_dir / str(r["path"]) for r in read_index(ckpt_dir)}
-    for p in ckpt_dir.glob("step_[0-9]*"):
-        if p.name[5:].isdigit() and is_complete(p):
-            found.setdefault(int(p.name[5:]), p)
-    return [found[k] for k in sorted(found, reverse=True)]
+    return [folder for _, folder in reversed(list_checkpoints(ckpt_dir.parent))]
 
 
 def latest_checkpoint(ckpt_dir: Path) -> Path | None:

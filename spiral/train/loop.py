@@ -196,6 +196,52 @@ def train_step(
     return metrics, new_baselines, episodes
 
 
+def _begin(
+    cfg: TrainConfig,
+    ckpt_dir: Path,
+    make_learner: Callable[[], Learner],
+    log: Callable[[str], None],
+) -> tuple[Learner | None, int, Baselines]:
+    """The learner, first step and baselines: from the newest intact checkpoint, or
+    fresh; no learner when that checkpoint already finished the run."""
+    restored = restore(cfg, ckpt_dir, make_learner, log)
+    if restored is None:
+        return make_learner(), 0, Baselines({})
+    state = restored.state
+    if state.step >= cfg.num_steps:
+        log(
+            f"{restored.folder} is at step {state.step} of {cfg.num_steps}: the run is "
+            "finished, nothing to do (raise max_steps to train further)"
+        )
+        return None, state.step, Baselines({})
+    log(f"resumed from {restored.folder} at step {state.step}")
+    saved_t = state.config.get("temperature", cfg.temperature)
+    if saved_t != cfg.temperature:
+        log(f"temperature {saved_t} -> {cfg.temperature}: sampling and scoring now use it")
+    return restored.learner, state.step, Baselines.from_json(state.baselines)
+
+
+def _count_bad_steps(
+    cfg: TrainConfig,
+    metrics: dict[str, float],
+    bad_steps: int,
+    step: int,
+    log: Callable[[str], None],
+) -> int:
+    """Consecutive steps whose update was skipped for NaN/inf; too many stop the run."""
+    if not metrics.get("train/skipped_nonfinite"):
+        return 0
+    bad_steps += 1
+    log(f"step {step}: NaN/inf in the loss or gradients, update skipped")
+    if bad_steps >= cfg.max_bad_steps:
+        raise TrainingDivergedError(
+            f"{bad_steps} consecutive steps had NaN/inf losses or gradients (the policy "
+            "diverged); lower learning_rate or max_grad_norm and resume from the last "
+            "checkpoint, or raise max_bad_steps"
+        )
+    return bad_steps
+
+
 def train(
     cfg: TrainConfig,
     setup: RunSetup,
@@ -208,24 +254,9 @@ def train(
     ckpt_dir = run_dir / "checkpoints"
     if removed := remove_partial_writes(ckpt_dir):
         log(f"removed {removed} unfinished checkpoint write(s) left by a killed run")
-    restored = restore(cfg, ckpt_dir, make_learner, log)
-    start, baselines = 0, Baselines({})
-    if restored is not None:
-        state = restored.state
-        if state.step >= cfg.num_steps:
-            log(
-                f"{restored.folder} is at step {state.step} of {cfg.num_steps}: the run is "
-                "finished, nothing to do (raise max_steps to train further)"
-            )
-            return RunResult(run_dir, state.step, {})
-        learner = restored.learner
-        start, baselines = state.step, Baselines.from_json(state.baselines)
-        log(f"resumed from {restored.folder} at step {start}")
-        saved_t = state.config.get("temperature", cfg.temperature)
-        if saved_t != cfg.temperature:
-            log(f"temperature {saved_t} -> {cfg.temperature}: sampling and scoring now use it")
-    else:
-        learner = make_learner()
+    learner, start, baselines = _begin(cfg, ckpt_dir, make_learner, log)
+    if learner is None:
+        return RunResult(run_dir, start, {})
     # Written only once the resume checks passed: a refused resume keeps the old config.
     (run_dir / "config.json").write_text(json.dumps(cfg.to_json(), indent=2), encoding="utf-8")
     # After any load: the learner scores at the temperature the sampler draws at.
@@ -256,15 +287,7 @@ def train(
                 log(
                     format_progress(step + 1, cfg.num_steps, metrics, time.perf_counter() - started)
                 )
-                bad_steps = bad_steps + 1 if metrics.get("train/skipped_nonfinite") else 0
-                if bad_steps:
-                    log(f"step {step}: NaN/inf in the loss or gradients, update skipped")
-                if bad_steps >= cfg.max_bad_steps:
-                    raise TrainingDivergedError(
-                        f"{bad_steps} consecutive steps had NaN/inf losses or gradients (the "
-                        "policy diverged); lower learning_rate or max_grad_norm and resume "
-                        "from the last checkpoint, or raise max_bad_steps"
-                    )
+                bad_steps = _count_bad_steps(cfg, metrics, bad_steps, step, log)
                 last = step + 1 == cfg.num_steps
                 scheduled = bool(cfg.save_every) and (step + 1) % cfg.save_every == 0
                 if (scheduled or stop.requested) and not last:
