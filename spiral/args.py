@@ -1,30 +1,268 @@
-"""`key=value` arguments for the commands that do not have a typed config yet (`play`,
-`export`): unknown keys and words without `=` are refused with the closest valid key,
-instead of being dropped silently. (`train` and `eval` parse their own typed configs.)"""
+"""The one front door of every `spiral` command: `key=value` words -> a typed chz config.
+
+`parse_command(Config, argv, "eval")` refuses words without `=`, unknown keys (with the
+closest valid name), and values that do not fit the field's type (with the type, or the
+choices of a `Literal` field), each as one `UsageError` line; then the config's own
+validators and its `validate()` method (if any) check ranges and cross-field rules.
+`help_text(Config, "eval")` is generated from the fields' types, defaults and docs, so a
+key cannot exist without its help line. The small validators below (`choice`,
+`positive`, ...) are shared by every command's config.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
-from collections.abc import Iterable, Sequence
+import json
+import types
+import typing
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Literal, TypeVar, get_args, get_origin
+
+import chz
 
 from spiral.errors import SpiralError
+
+T = TypeVar("T")
+HELP_WORDS = ("-h", "--help", "help")
+_TRUE_FALSE = ("true", "false", "True", "False", "1", "0")
 
 
 class UsageError(SpiralError, ValueError):
     """A command line that does not parse; the message names the fix."""
 
 
-def parse_key_values(argv: Sequence[str], valid: Iterable[str]) -> dict[str, str]:
-    """{key: value} from `key=value` words; every key must be in `valid`."""
-    keys = sorted(valid)
-    out: dict[str, str] = {}
+def wants_help(argv: Sequence[str]) -> bool:
+    return any(word in HELP_WORDS for word in argv)
+
+
+# ---- validators (chz `validator=`): one line naming the key and the valid range ---------
+def _name(attr: str) -> str:
+    return attr.removeprefix("X_")  # chz stores fields as X_<name>
+
+
+def positive(obj: Any, attr: str) -> None:
+    if getattr(obj, attr) <= 0:
+        raise UsageError(f"{_name(attr)} must be > 0, got {getattr(obj, attr)!r}")
+
+
+def non_negative(obj: Any, attr: str) -> None:
+    if getattr(obj, attr) < 0:
+        raise UsageError(f"{_name(attr)} must be >= 0, got {getattr(obj, attr)!r}")
+
+
+def unit_interval(obj: Any, attr: str) -> None:
+    if not 0.0 < getattr(obj, attr) <= 1.0:
+        raise UsageError(f"{_name(attr)} must be in (0, 1], got {getattr(obj, attr)!r}")
+
+
+def choice(valid: Iterable[str], what: str = "") -> Callable[[Any, str], None]:
+    """A validator for an open-ended registry (games, opponents) read when it runs."""
+
+    def check(obj: Any, attr: str) -> None:
+        names = list(valid)
+        value = getattr(obj, attr)
+        for item in value if isinstance(value, tuple) else (value,):
+            if item not in names:
+                raise UsageError(
+                    f"{_name(attr)}={item!r} is not {what or 'valid'}; {_closest(item, names)}"
+                )
+
+    return check
+
+
+def known_games(obj: Any, attr: str) -> None:
+    """Every id in a tuple of game ids is registered (spiral.games)."""
+    from spiral import games
+
+    choice(games.ids(), "a registered game")(obj, attr)
+
+
+def known_game(obj: Any, attr: str) -> None:
+    """One registered game id."""
+    known_games(obj, attr)
+
+
+def known_opponents(obj: Any, attr: str) -> None:
+    """Every agent spec (`random`, `checkpoint:PATH`, ...) names a registered kind."""
+    from spiral import agents
+
+    kinds = agents.specs()
+    value = getattr(obj, attr)
+    for spec in value if isinstance(value, tuple) else (value,):
+        kind = spec.partition(":")[0]
+        if kind not in kinds:
+            raise UsageError(
+                f"{_name(attr)}: unknown opponent {spec!r}; valid kinds: {', '.join(kinds)} "
+                "(e.g. random, checkpoint:PATH, api:MODEL)"
+            )
+
+
+known_opponent = known_opponents  # one spec or a tuple of them
+
+
+def seat_number(obj: Any, attr: str) -> None:
+    if getattr(obj, attr) not in (0, 1):
+        raise UsageError(f"{_name(attr)} must be 0 or 1, got {getattr(obj, attr)!r}")
+
+
+def port_number(obj: Any, attr: str) -> None:
+    if not 0 < getattr(obj, attr) < 65536:
+        raise UsageError(f"{_name(attr)} must be in 1..65535, got {getattr(obj, attr)!r}")
+
+
+def device_name(obj: Any, attr: str) -> None:
+    value = str(getattr(obj, attr))
+    head, _, index = value.partition(":")
+    if not (value in ("auto", "cpu", "cuda") or (head == "cuda" and index.isdigit())):
+        raise UsageError(f"{_name(attr)}={value!r} is not valid; choose auto, cpu, cuda or cuda:N")
+
+
+# ---- parsing -------------------------------------------------------------------------
+def _closest(word: str, names: Sequence[str], suffix: str = "") -> str:
+    close = difflib.get_close_matches(word, names, n=1)
+    if close:
+        return f"did you mean {close[0]}{suffix}?"
+    return f"valid keys: {', '.join(names)}" if suffix else f"choose one of {', '.join(names)}"
+
+
+def describe_type(tp: Any) -> str:
+    """A field type as a user reads it: `one of a, b`, `an integer`, `comma-separated ...`."""
+    origin, args = get_origin(tp), get_args(tp)
+    if origin is Literal:
+        return "one of " + ", ".join(str(a) for a in args)
+    if origin in (types.UnionType, typing.Union):
+        parts = [describe_type(a) for a in args if a is not type(None)]
+        return " or ".join(parts) + (" (or None)" if type(None) in args else "")
+    if origin is tuple:
+        item = describe_type(args[0])
+        plural = {"a string": "strings", "an integer": "integers", "a number": "numbers"}
+        return f"a comma-separated list of {plural.get(item, item)}"
+    return {
+        int: "an integer",
+        float: "a number",
+        bool: "true or false",
+        str: "a string",
+    }.get(tp, getattr(tp, "__name__", str(tp)))
+
+
+def _fits(tp: Any, text: str) -> bool:
+    """Whether `text` converts to `tp` (the types our configs use)."""
+    origin, args = get_origin(tp), get_args(tp)
+    if origin is Literal:
+        return text in {str(a) for a in args}
+    if origin in (types.UnionType, typing.Union):
+        return (type(None) in args and text == "None") or any(
+            _fits(a, text) for a in args if a is not type(None)
+        )
+    if origin is tuple:
+        return all(_fits(args[0], part.strip()) for part in text.split(",") if part.strip())
+    if tp is bool:
+        return text in _TRUE_FALSE
+    if tp in (int, float):
+        try:
+            tp(text)
+        except ValueError:
+            return False
+        return True
+    return True
+
+
+def _fields(cls: type) -> dict[str, Any]:
+    return dict(chz.chz_fields(cls))
+
+
+def parse_command(
+    cls: type[T],
+    argv: Sequence[str],
+    command: str,
+    presets: Mapping[str, Mapping[str, str]] | None = None,
+) -> T:
+    """A validated `cls` from `key=value` words (`preset=NAME` expanded first, if given)."""
+    fields = _fields(cls)
+    names = sorted(fields)
+    given: list[tuple[str, str]] = []
     for word in argv:
         key, eq, value = word.partition("=")
         if not eq:
-            raise UsageError(f"{word!r} is not key=value; valid keys: {', '.join(keys)}")
-        if key not in keys:
-            close = difflib.get_close_matches(key, keys, n=1)
-            hint = f"did you mean {close[0]}=?" if close else f"valid keys: {', '.join(keys)}"
-            raise UsageError(f"unknown key {key!r}; {hint}")
-        out[key] = value
-    return out
+            raise UsageError(
+                f"{word!r} is not key=value; see `spiral {command} --help` for the keys"
+            )
+        if key not in fields:
+            raise UsageError(f"unknown key {key!r}; {_closest(key, names, '=')}")
+        tp = fields[key].final_type
+        if not _fits(tp, value):
+            raise UsageError(f"{key}={value!r} is not valid: expected {describe_type(tp)}")
+        given.append((key, value))
+    if presets is not None:
+        given = _expand_preset(given, presets)
+    missing = [n for n, f in fields.items() if _shown_default(f) == "required"]
+    missing = [n for n in missing if n not in {k for k, _ in given}]
+    if missing:
+        doc = fields[missing[0]]._doc
+        raise UsageError(
+            f"{missing[0]}= is required ({doc}); see `spiral {command} --help`"
+            if doc
+            else f"{missing[0]}= is required; see `spiral {command} --help`"
+        )
+    try:
+        obj = chz.Blueprint(cls).make_from_argv([f"{k}={v}" for k, v in given])
+    except SpiralError:
+        raise
+    except Exception as err:  # chz's own errors (e.g. a missing required key): one line
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise UsageError(f"{first}; see `spiral {command} --help`") from err
+    validate = getattr(obj, "validate", None)
+    return validate() if callable(validate) else obj
+
+
+def _expand_preset(
+    given: list[tuple[str, str]], presets: Mapping[str, Mapping[str, str]]
+) -> list[tuple[str, str]]:
+    """The named preset's values first, then the user's (the last `preset=` wins, like any
+    repeated key, so `make train TRAIN_ARGS=preset=...` replaces the Makefile's)."""
+    chosen = [v for k, v in given if k == "preset"]
+    if not chosen or not chosen[-1]:
+        return given
+    name = chosen[-1]
+    if name not in presets:
+        raise UsageError(f"unknown preset {name!r}; {_closest(name, sorted(presets))}")
+    return [*presets[name].items(), *given]
+
+
+# ---- help ------------------------------------------------------------------------------
+def help_text(cls: type, command: str, epilog: str = "") -> str:
+    """`spiral <command> --help`: the config's docstring, then every key with its type,
+    default and doc."""
+    lines = [(cls.__doc__ or f"usage: spiral {command} key=value ...").strip(), ""]
+    lines.append("keys (default; type) description:")
+    for name, field in _fields(cls).items():
+        default = _shown_default(field)
+        lines.append(f"  {name} ({default}; {describe_type(field.final_type)})")
+        if field._doc:
+            lines.append(f"      {field._doc}")
+    if epilog:
+        lines += ["", epilog]
+    return "\n".join(lines)
+
+
+def _shown_default(field: Any) -> str:
+    if not _missing(field._default):
+        default = field._default
+    elif not _missing(field._default_factory):
+        default = field._default_factory()
+    else:
+        return "required"
+    if isinstance(default, tuple):
+        return json.dumps(",".join(str(x) for x in default))
+    return repr(default)
+
+
+def _missing(value: Any) -> bool:
+    """chz's and dataclasses' "no default" markers."""
+    return value is dataclasses.MISSING or type(value).__name__ == "MISSING_TYPE"
+
+
+def field_docs(cls: type) -> list[tuple[str, str, str]]:
+    """(name, default, doc) for every field of a command config."""
+    return [(n, _shown_default(f), f._doc or "") for n, f in _fields(cls).items()]

@@ -13,15 +13,31 @@ from __future__ import annotations
 
 import json
 import platform
-import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-USAGE = (
-    "usage: spiral bench [what=games|engine|selfplay|all] [model=embedded] [batch=16] "
-    "[prompt_tokens=256] [new_tokens=32] [hands=512] [seconds=2] [out=FILE.json]"
-)
+import chz
+
+from spiral.args import help_text, parse_command, positive, wants_help
+
+
+@chz.chz
+class BenchArgs:
+    """usage: spiral bench [what=games|engine|selfplay|all] [key=value ...]
+
+    Throughput measured on this machine, in one run (ratios where two things compare)."""
+
+    what: Literal["games", "engine", "selfplay", "all"] = chz.field(
+        default="all", doc="games: random-play games/s; engine: sampling; selfplay: Kuhn hands/s"
+    )
+    model: str = chz.field(default="embedded", doc="model for engine and selfplay")
+    batch: int = chz.field(default=16, doc="engine: prompts per batch", validator=positive)
+    prompt_tokens: int = chz.field(default=256, doc="engine: prompt length", validator=positive)
+    new_tokens: int = chz.field(default=32, doc="engine: tokens generated", validator=positive)
+    hands: int = chz.field(default=512, doc="selfplay: Kuhn hands per step", validator=positive)
+    seconds: float = chz.field(default=2.0, doc="games: seconds per game", validator=positive)
+    out: str = chz.field(default="", doc="also write the numbers to this JSON file")
 
 
 def bench_games(seconds: float) -> dict[str, float]:
@@ -31,23 +47,21 @@ def bench_games(seconds: float) -> dict[str, float]:
     return {f"games_per_s/{g}": games_per_second(g, seconds=seconds) for g in games.ids()}
 
 
-def bench_engine(args: dict[str, str]) -> dict[str, float]:
+def bench_engine(args: BenchArgs) -> dict[str, float]:
     from spiral.engines.benchmark import run_engine_benchmark
 
     return run_engine_benchmark(
-        model=args.get("model", "embedded"),
-        batch=int(args.get("batch", "16")),
-        prompt_tokens=int(args.get("prompt_tokens", "256")),
-        new_tokens=int(args.get("new_tokens", "32")),
+        model=args.model,
+        batch=args.batch,
+        prompt_tokens=args.prompt_tokens,
+        new_tokens=args.new_tokens,
     )
 
 
-def bench_selfplay(args: dict[str, str]) -> dict[str, float]:
+def bench_selfplay(args: BenchArgs) -> dict[str, float]:
     from spiral.train.benchmark import run_selfplay_benchmark
 
-    return run_selfplay_benchmark(
-        model=args.get("model", "embedded"), hands=int(args.get("hands", "512"))
-    )
+    return run_selfplay_benchmark(model=args.model, hands=args.hands)
 
 
 def machine() -> dict[str, Any]:
@@ -76,20 +90,14 @@ def _fmt(value: Any) -> str:
 
 
 def main(argv: Sequence[str]) -> int:
-    if any(a in ("-h", "--help") for a in argv) or any("=" not in a for a in argv):
-        print(USAGE)
-        return 0 if argv and argv[0] in ("-h", "--help") else 2
-    args = dict(a.split("=", 1) for a in argv)
-    what = args.get("what", "all")
-    if what not in ("games", "engine", "selfplay", "all"):
-        print(
-            f"spiral bench: what={what!r} is not one of games, engine, selfplay, all",
-            file=sys.stderr,
-        )
-        return 2
+    if wants_help(argv):
+        print(help_text(BenchArgs, "bench"))
+        return 0
+    args = parse_command(BenchArgs, argv, "bench")
+    what = args.what
     results: dict[str, Any] = {"machine": machine()}
     if what in ("games", "all"):
-        results.update(bench_games(float(args.get("seconds", "2"))))
+        results.update(bench_games(args.seconds))
     if what in ("engine", "all"):
         results.update(bench_engine(args))
     if what == "selfplay":
@@ -98,7 +106,7 @@ def main(argv: Sequence[str]) -> int:
     for key, value in results.items():
         shown = _fmt(value)
         print(f"{key:<{width}}  {shown}")
-    if "out" in args:
-        Path(args["out"]).write_text(json.dumps(results, indent=2), encoding="utf-8")
-        print(f"wrote {args['out']}")
+    if args.out:
+        Path(args.out).write_text(json.dumps(results, indent=2), encoding="utf-8")
+        print(f"wrote {args.out}")
     return 0

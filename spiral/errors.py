@@ -11,3 +11,11 @@ from __future__ import annotations
 
 class SpiralError(Exception):
     """A problem with the input (config, files, checkpoints, weights) that the user fixes."""
+
+
+class AgentSpecError(SpiralError, KeyError, ValueError):
+    """An agent spec that names no agent that can be built (`optimal` for a game without
+    one, `api:` without a model); a KeyError and a ValueError for older `except`s."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""

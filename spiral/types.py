@@ -16,6 +16,8 @@ Move = str  # a canonical action string such as "[4]", "[bet]", "[Bid: 3, 5]"
 ParseFailureKind = Literal["no_answer", "ambiguous", "not_legal", "truncated"]
 StopReason = Literal["eos", "stop", "length"]
 Outcome = Literal["win", "draw", "truncated", "invalid"]
+# Weight precisions a model can load in; "auto": bf16 on CUDA, fp32 on CPU.
+DTypeName = Literal["auto", "float32", "bfloat16", "float16"]
 
 
 @dataclass(frozen=True)

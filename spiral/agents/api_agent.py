@@ -36,9 +36,10 @@ from typing import Any
 
 from spiral.agents.base import Agent
 from spiral.agents.llm_policy import InvalidModelMove
-from spiral.games.base import State
+from spiral.errors import AgentSpecError
+from spiral.games.base import ObsStyle, State
 from spiral.prompts.parse import parse_move
-from spiral.prompts.spec import PromptSpec
+from spiral.prompts.spec import AnswerFormat, PromptSpec
 from spiral.prompts.templates import GAME_PREAMBLE, instruction_for
 from spiral.types import Move, ParseFailure, ParseResult, Turn
 
@@ -68,7 +69,7 @@ class ApiSettings:
 
     def __post_init__(self) -> None:
         if not self.model:
-            raise ValueError("api agent needs a model name: use the spec api:MODEL")
+            raise AgentSpecError("api agent needs a model name: use the spec api:MODEL")
         if self.max_retries < 0 or self.timeout_s <= 0 or self.backoff_s < 0:
             raise ValueError(
                 f"need max_retries >= 0, timeout_s > 0, backoff_s >= 0; got {self.max_retries}, "
@@ -248,9 +249,9 @@ def make_api_agent(
     temperature: float = 1.0,
     top_p: float = 1.0,
     max_tokens: int = 1024,
-    answer_format: str = "bracket",
+    answer_format: AnswerFormat = "bracket",
     system_rules: bool = False,
-    obs_style: str | None = None,
+    obs_style: ObsStyle | None = None,
     name: str = "",
 ) -> ApiAgent:
     """Factory for the `api:MODEL` spec. `game_id` is unused (one agent plays any game)."""
@@ -267,8 +268,8 @@ def make_api_agent(
     )
     spec = PromptSpec(
         template="plain",
-        answer_format=answer_format,  # type: ignore[arg-type]
+        answer_format=answer_format,
         system_rules=bool(system_rules),
-        obs_style=obs_style,  # type: ignore[arg-type]
+        obs_style=obs_style,
     )
     return ApiAgent(settings, spec, name=name, seed=seed)

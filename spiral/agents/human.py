@@ -12,17 +12,37 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
+import chz
+
 from spiral import games
 from spiral.agents.base import Agent
 from spiral.agents.registry import make as make_agent
-from spiral.args import parse_key_values
+from spiral.args import (
+    help_text,
+    known_game,
+    known_opponent,
+    parse_command,
+    seat_number,
+    wants_help,
+)
 from spiral.games.base import State
 from spiral.types import Move
 
-USAGE = (
-    "usage: spiral play game=<id> opponent=<random|optimal|checkpoint:PATH|api:MODEL> "
-    "[seat=0|1] [seed=N]\n`spiral play --list` lists the games."
-)
+
+@chz.chz
+class PlayArgs:
+    """usage: spiral play game=<id> opponent=<random|optimal|checkpoint:PATH|api:MODEL>
+
+    Play a game in the terminal. `spiral play --list` lists the games."""
+
+    game: str = chz.field(default="TicTacToe-v0", doc="the game id", validator=known_game)
+    opponent: str = chz.field(
+        default="random",
+        doc="random, optimal, checkpoint:PATH or api:MODEL",
+        validator=known_opponent,
+    )
+    seat: int = chz.field(default=0, doc="your seat: 0 moves first", validator=seat_number)
+    seed: int = chz.field(default=0, doc="seed for the deal and the opponent's sampling")
 
 
 class QuitGame(Exception):
@@ -96,25 +116,16 @@ def play(
 
 
 def main(argv: Sequence[str]) -> int:
-    if any(a in ("-h", "--help") for a in argv):
-        print(USAGE)
+    if wants_help(argv):
+        print(help_text(PlayArgs, "play"))
         return 0
     if "--list" in argv:
         print("\n".join(games.ids()))
         return 0
-    args = parse_key_values(argv, ("game", "opponent", "seat", "seed"))
-    game_id = args.get("game", "TicTacToe-v0")
+    args = parse_command(PlayArgs, argv, "play")
+    opponent = make_agent(args.opponent, game_id=args.game, seed=args.seed + 1)
     try:
-        seat, seed = int(args.get("seat", "0")), int(args.get("seed", "0"))
-        if seat not in (0, 1):
-            raise ValueError("seat must be 0 or 1")
-        games.make(game_id)
-        opponent = make_agent(args.get("opponent", "random"), game_id=game_id, seed=seed + 1)
-    except (KeyError, ValueError) as err:
-        print(f"spiral play: {err}\n{USAGE}", file=sys.stderr)
-        return 2
-    try:
-        play(game_id, opponent, HumanAgent(), seat, seed)
+        play(args.game, opponent, HumanAgent(), args.seat, args.seed)
     except QuitGame:
         print("Bye.")
     return 0

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from spiral.agents.base import Agent
+from spiral.errors import AgentSpecError
 
 OptimalFactory = Callable[..., Agent]
 
@@ -47,7 +48,7 @@ def _factory_for(game_id: str) -> OptimalFactory:
         return _REGISTERED[game_id]
     target = _BUILTIN.get(game_id)
     if target is None:
-        raise KeyError(
+        raise AgentSpecError(
             f"no optimal (scripted) player for game {game_id!r}; games that have one: "
             f"{', '.join(optimal_game_ids())}. Register one with "
             "spiral.agents.scripted.register_optimal(game_id, factory)."

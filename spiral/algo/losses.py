@@ -32,6 +32,8 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from spiral.algo.names import LOSS_NAMES
+
 # The same shape as spiral.engines.base.LossFn, spelled out here because algo sits below
 # engines and may not import it.
 LossFn = Callable[..., tuple[Tensor, dict[str, float]]]
@@ -134,6 +136,7 @@ LOSSES: dict[str, LossFn] = {
     "importance_sampling": importance_sampling_loss,
     "ppo": ppo_loss,
 }
+assert tuple(LOSSES) == LOSS_NAMES, "spiral.algo.names.LossName must list every loss"
 
 
 def get_loss(name: str) -> LossFn:

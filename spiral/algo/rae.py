@@ -46,13 +46,12 @@ from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal, get_args
+from typing import Any
 
+from spiral.algo.names import BASELINE_KINDS, BaselineKind
 from spiral.types import Episode, Seat
 
 BaselineKey = tuple[str, int]  # (game_id, seat)
-BaselineKind = Literal["ema", "ema_debiased", "leave_one_out"]
-BASELINE_KINDS: tuple[str, ...] = get_args(BaselineKind)
 
 
 @dataclass(frozen=True)

@@ -46,15 +46,11 @@ already has there:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, get_args
 
 import torch
 from torch import Tensor
 
-KlReference = Literal["reference", "uniform"]
-KL_REFERENCES: tuple[str, ...] = get_args(KlReference)
-KlDirection = Literal["reverse", "forward"]
-KL_DIRECTIONS: tuple[str, ...] = get_args(KlDirection)
+from spiral.algo.names import KL_DIRECTIONS, KL_REFERENCES, KlDirection, KlReference
 
 
 @dataclass(frozen=True)

@@ -95,7 +95,7 @@ def _as_math(text: str) -> str:
 
 def _parse(text: str) -> list[Any]:
     try:
-        return list(parse(_as_math(text), parsing_timeout=None))  # type: ignore[arg-type]
+        return list(parse(_as_math(text), parsing_timeout=None))
     except Exception as exc:  # math-verify catches most errors itself; this is the rest
         logger.debug("math-verify could not parse %r: %s", text[:200], exc)
         return []

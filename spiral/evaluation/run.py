@@ -35,11 +35,13 @@ import json
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from spiral import agents, games
+import chz
+
+from spiral import agents
 from spiral.agents.api_agent import ApiAgent
 from spiral.agents.base import Agent
 from spiral.agents.llm_policy import LLMPolicy
@@ -50,12 +52,22 @@ from spiral.agents.model_agent import (
     resolve_source,
 )
 from spiral.agents.scripted import optimal_game_ids
-from spiral.errors import SpiralError
+from spiral.args import (
+    UsageError,
+    device_name,
+    known_games,
+    known_opponents,
+    non_negative,
+    parse_command,
+    positive,
+)
+from spiral.args import help_text as command_help
 from spiral.evaluation.exploitability import INSTALL_HINT
 from spiral.evaluation.match import CANDIDATE, MatchResult, evaluate, results_metrics, results_table
 from spiral.evaluation.math_data import math_source_problem
 from spiral.evaluation.model_policy import model_kuhn_exploitability
-from spiral.prompts.invalid import INVALID_POLICIES, InvalidMovePolicy, invalid_policy
+from spiral.prompts.invalid import InvalidMovePolicy, InvalidPolicyName, invalid_policy
+from spiral.prompts.spec import AnswerFormat, TemplateName
 from spiral.rollout.play import derive_seed
 from spiral.types import Episode
 
@@ -63,116 +75,103 @@ MODEL_PREFIXES = ("checkpoint", "api")  # game-independent opponents, built once
 RATE_FIELDS = (("win", "wins"), ("draw", "draws"), ("loss", "losses"), ("invalid", "invalid"))
 
 
-class EvalError(SpiralError, ValueError):
+class EvalError(UsageError):
     """A bad `spiral eval` argument, with a message saying what to pass instead."""
 
 
-@dataclass(frozen=True)
+@chz.chz
 class EvalArgs:
-    """Every `spiral eval` key: (value, doc) defaults live in `KEY_DOCS`."""
+    """usage: spiral eval checkpoint=PATH|run=DIR key=value ...
 
-    checkpoint: str = ""
-    run: str = ""
-    model_name: str = ""
-    env_ids: tuple[str, ...] = ("TicTacToe-v0",)
-    opponents: tuple[str, ...] = ("random",)
-    games: int = 16
-    seed: int = 0
-    temperature: float | None = None
-    max_tokens: int | None = None
-    template: str = ""
-    answer_format: str = ""
-    invalid_policy: str = ""
-    exploitability: bool = False
-    math: tuple[str, ...] = ()
-    math_limit: int | None = None
-    math_max_tokens: int = 1024
-    api_base_url: str = "https://api.openai.com/v1"
-    api_key_env: str = "OPENAI_API_KEY"
-    api_max_tokens: int = 1024
-    api_max_retries: int = 3
-    every: int = 1
-    device: str = "auto"
-    out: str = ""
+    A checkpoint (or the base model) against opponents, both seats, with 95% Wilson
+    intervals; run=DIR compares a run's checkpoints."""
 
+    checkpoint: str = chz.field(
+        default="", doc="checkpoint folder, run folder (newest), model folder, or 'base'"
+    )
+    run: str = chz.field(
+        default="", doc="run folder: evaluate its checkpoints and write DIR/eval/compare.*"
+    )
+    model_name: str = chz.field(
+        default="", doc="base model for checkpoint=base (default: the embedded SmolLM2-135M)"
+    )
+    env_ids: tuple[str, ...] = chz.field(
+        default=("TicTacToe-v0",), doc="games, comma separated", validator=known_games
+    )
+    opponents: tuple[str, ...] = chz.field(
+        default=("random",),
+        doc="random, optimal, checkpoint:PATH, api:MODEL (comma separated)",
+        validator=known_opponents,
+    )
+    games: int = chz.field(default=16, doc="games per (game, opponent, seat)", validator=positive)
+    seed: int = chz.field(default=0, doc="base seed: same seed, same deals and sampling")
+    temperature: float | None = chz.field(
+        default=None, doc="sampling temperature (None: the run's eval_temperature)"
+    )
+    max_tokens: int | None = chz.field(
+        default=None, doc="max new tokens per move (None: the run's max_tokens)"
+    )
+    template: TemplateName | None = chz.field(default=None, doc="prompt template override")
+    answer_format: AnswerFormat | None = chz.field(default=None, doc="answer format override")
+    invalid_policy: InvalidPolicyName | None = chz.field(
+        default=None, doc="invalid-move returns (None: the run's invalid_move_policy)"
+    )
+    exploitability: bool = chz.field(
+        default=False, doc="exact KuhnPokerSingle-v0 exploitability of the model (OpenSpiel)"
+    )
+    math: tuple[str, ...] = chz.field(
+        default=(), doc="math benchmarks, comma separated (math500, gsm8k, sample:gsm8k, a .jsonl)"
+    )
+    math_limit: int | None = chz.field(
+        default=None, doc="at most this many problems per benchmark (seeded subset)"
+    )
+    math_max_tokens: int = chz.field(
+        default=1024, doc="max new tokens per math answer", validator=positive
+    )
+    api_base_url: str = chz.field(
+        default="https://api.openai.com/v1",
+        doc="endpoint for api:MODEL opponents (e.g. http://127.0.0.1:8000/v1)",
+    )
+    api_key_env: str = chz.field(
+        default="OPENAI_API_KEY", doc="environment variable holding the API key (never printed)"
+    )
+    api_max_tokens: int = chz.field(
+        default=1024, doc="max tokens per API reply", validator=positive
+    )
+    api_max_retries: int = chz.field(
+        default=3,
+        doc="retries (exponential backoff) on 429 / 5xx / connection errors",
+        validator=non_negative,
+    )
+    every: int = chz.field(
+        default=1,
+        doc="with run=: evaluate every K-th checkpoint (the newest always)",
+        validator=positive,
+    )
+    device: str = chz.field(default="auto", doc="auto | cpu | cuda | cuda:N", validator=device_name)
+    out: str = chz.field(
+        default="", doc="JSON report path (default: next to the checkpoint); with run=: a folder"
+    )
 
-KEY_DOCS: dict[str, str] = {
-    "checkpoint": "checkpoint folder, run folder (newest), model folder, or 'base'",
-    "run": "run folder: evaluate its checkpoints and write DIR/eval/compare.{csv,md,png}",
-    "model_name": "base model for checkpoint=base (default: embedded SmolLM2-135M-Instruct)",
-    "env_ids": "games, comma separated",
-    "opponents": "random, optimal, checkpoint:PATH, api:MODEL (comma separated)",
-    "games": "games per (game, opponent, seat)",
-    "seed": "base seed: same seed, same deals and sampling",
-    "temperature": "sampling temperature (default: the run's eval_temperature)",
-    "max_tokens": "max new tokens per move (default: the run's max_tokens)",
-    "template": "prompt template override (chat, qwen3, chatml, llama3, plain)",
-    "answer_format": "answer format override (boxed, bracket, constrained)",
-    "invalid_policy": f"invalid-move returns: {', '.join(INVALID_POLICIES)} (default: the run's)",
-    "exploitability": "true: exact KuhnPokerSingle-v0 exploitability of the model (OpenSpiel)",
-    "math": "math benchmarks, comma separated (math500, gsm8k, sample:gsm8k, a .jsonl path)",
-    "math_limit": "at most this many problems per benchmark (seeded subset)",
-    "math_max_tokens": "max new tokens per math answer",
-    "api_base_url": "endpoint for api:MODEL opponents (e.g. http://127.0.0.1:8000/v1)",
-    "api_key_env": "environment variable holding the API key (never printed)",
-    "api_max_tokens": "max tokens per API reply",
-    "api_max_retries": "retries (exponential backoff) on 429 / 5xx / connection errors",
-    "every": "with run=: evaluate every K-th checkpoint (the newest always)",
-    "device": "auto | cpu | cuda",
-    "out": "JSON report path (default: next to the checkpoint); with run=: output folder",
-}
+    def validate(self) -> EvalArgs:
+        if bool(self.checkpoint) == bool(self.run):
+            raise EvalError("give exactly one of checkpoint=PATH (or checkpoint=base) and run=DIR")
+        return self
 
 
 def help_text() -> str:
-    lines = ["usage: spiral eval checkpoint=PATH|run=DIR key=value ...", "", "keys (default):"]
-    for f in fields(EvalArgs):
-        default = f.default if not isinstance(f.default, tuple) else ",".join(f.default)
-        lines.append(f"  {f.name:<16} ({default!s})  {KEY_DOCS[f.name]}")
-    return "\n".join(lines)
-
-
-def _convert(name: str, text: str, default: Any) -> Any:
-    if isinstance(default, tuple):
-        return tuple(x.strip() for x in text.split(",") if x.strip())
-    if isinstance(default, bool):
-        if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
-            raise EvalError(f"{name}={text!r}: expected true or false")
-        return text.lower() in ("true", "1", "yes")
-    if name in ("temperature",):
-        return float(text)
-    if isinstance(default, int) or name in ("max_tokens", "math_limit"):
-        return int(text)
-    return text
+    return command_help(EvalArgs, "eval")
 
 
 def parse_eval_args(args: Sequence[str]) -> EvalArgs:
-    """`key=value` strings -> EvalArgs; unknown keys and bad values raise EvalError."""
-    defaults = {f.name: f.default for f in fields(EvalArgs)}
-    values: dict[str, Any] = {}
-    for arg in args:
-        key, sep, text = arg.partition("=")
-        if not sep:
-            raise EvalError(f"arguments must be key=value, got {arg!r}; see `spiral eval --help`")
-        if key not in defaults:
-            raise EvalError(f"unknown key {key!r}; valid: {', '.join(defaults)}")
-        try:
-            values[key] = _convert(key, text, defaults[key])
-        except ValueError as err:
-            raise EvalError(f"{key}={text!r}: {err}") from err
-    parsed = EvalArgs(**values)
-    if bool(parsed.checkpoint) == bool(parsed.run):
-        raise EvalError("give exactly one of checkpoint=PATH (or checkpoint=base) and run=DIR")
-    if parsed.games < 1 or parsed.every < 1:
-        raise EvalError(f"games and every must be >= 1, got {parsed.games}, {parsed.every}")
-    return parsed
+    """`key=value` strings -> EvalArgs (spiral.args.parse_command)."""
+    return parse_command(EvalArgs, args, "eval")
 
 
 def validate(a: EvalArgs) -> None:
     """Check games, opponents, paths and names before any model is loaded."""
-    known = set(games.ids())
-    unknown = [g for g in a.env_ids if g not in known]
-    if unknown or not a.env_ids:
-        raise EvalError(f"unknown env_ids {unknown}; registered games: {', '.join(sorted(known))}")
+    if not a.env_ids:
+        raise EvalError("env_ids is empty; e.g. env_ids=TicTacToe-v0")
     if not a.opponents:
         raise EvalError("opponents is empty; e.g. opponents=random,optimal")
     for spec in a.opponents:
@@ -195,10 +194,6 @@ def validate(a: EvalArgs) -> None:
         problem = math_source_problem(name)
         if problem:
             raise EvalError(f"math={name}: {problem}")
-    if a.invalid_policy and a.invalid_policy not in INVALID_POLICIES:
-        raise EvalError(
-            f"unknown invalid_policy {a.invalid_policy!r}; valid: {', '.join(INVALID_POLICIES)}"
-        )
 
 
 def candidate_overrides(a: EvalArgs) -> dict[str, Any]:

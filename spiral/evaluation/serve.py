@@ -35,41 +35,66 @@ Choices:
 import dataclasses
 import hmac
 import os
-import sys
 import threading
 import time
 import uuid
 from collections.abc import Sequence
 from typing import Any, Literal
 
+import chz
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
+from spiral.args import (
+    UsageError,
+    device_name,
+    help_text,
+    parse_command,
+    port_number,
+    positive,
+    wants_help,
+)
 from spiral.engines.base import Sampler, SamplingParams
 from spiral.prompts.render import encode
+from spiral.prompts.spec import TemplateName
 from spiral.prompts.templates import TEMPLATES
 from spiral.types import Completion
 
 FINISH_REASON = {"eos": "stop", "stop": "stop", "length": "length"}
 DEFAULT_MAX_TOKENS = 256
 MAX_TOKENS_LIMIT = 4096
-USAGE = """usage: spiral serve checkpoint=PATH [key=value ...]
 
-keys:
-  checkpoint   run folder, checkpoint folder, model folder, 'base' or a hub id (required)
-  model_name   base model for checkpoint=base (default embedded); also the served name
-  host         address to bind (default 127.0.0.1)
-  port         port (default 8000)
-  template     chat (the tokenizer's chat template, default) or a named template
-               ({templates})
-  device       auto | cpu | cuda (default auto)
-  max_tokens_limit  largest max_tokens a request may ask for (default 4096)
-  api_key_env  name of an environment variable holding a bearer token that requests
-               must send (default: none, open on loopback)
 
-Requests are answered one at a time."""
+@chz.chz
+class ServeArgs:
+    """usage: spiral serve checkpoint=PATH [key=value ...]
+
+    An OpenAI-compatible chat endpoint over a checkpoint; requests are answered one at a
+    time."""
+
+    checkpoint: str = chz.field(
+        doc="run folder, checkpoint folder, model folder, 'base' or a hub id"
+    )
+    model_name: str = chz.field(
+        default="", doc="base model for checkpoint=base (default embedded); the served name"
+    )
+    host: str = chz.field(default="127.0.0.1", doc="address to bind (0.0.0.0 exposes it)")
+    port: int = chz.field(default=8000, doc="TCP port", validator=port_number)
+    template: TemplateName = chz.field(
+        default="chat", doc="chat (the tokenizer's chat template) or a named template's markup"
+    )
+    device: str = chz.field(default="auto", doc="auto | cpu | cuda | cuda:N", validator=device_name)
+    max_tokens_limit: int = chz.field(
+        default=MAX_TOKENS_LIMIT,
+        doc="the largest max_tokens a request may ask for",
+        validator=positive,
+    )
+    api_key_env: str = chz.field(
+        default="",
+        doc="environment variable holding a bearer token requests must send (empty: open)",
+    )
 
 
 def render_messages(messages: Sequence[dict[str, str]], template: str, tokenizer: Any) -> str:
@@ -222,64 +247,30 @@ def _text(content: str | list[dict[str, Any]]) -> str:
     return "".join(str(part.get("text", "")) for part in content if part.get("type") == "text")
 
 
-def parse_args(args: Sequence[str]) -> dict[str, str]:
-    bad = [a for a in args if "=" not in a]
-    if bad:
-        raise ValueError(f"arguments must be key=value, got {bad}")
-    values = dict(a.split("=", 1) for a in args)
-    known = {
-        "checkpoint",
-        "model_name",
-        "host",
-        "port",
-        "template",
-        "device",
-        "max_tokens_limit",
-        "api_key_env",
-    }
-    unknown = set(values) - known
-    if unknown:
-        raise ValueError(f"unknown keys {sorted(unknown)}; valid: {sorted(known)}")
-    if "checkpoint" not in values:
-        raise ValueError("checkpoint=PATH is required (or checkpoint=base model_name=...)")
-    return values
+def parse_args(args: Sequence[str]) -> ServeArgs:
+    return parse_command(ServeArgs, args, "serve")
 
 
 def main(args: list[str]) -> int:
     """`spiral serve checkpoint=PATH [host=127.0.0.1] [port=8000] [template=chat]`."""
-    usage = USAGE.format(templates=", ".join(TEMPLATES))
-    if any(a in ("-h", "--help", "help") for a in args):
-        print(usage)
+    if wants_help(args):
+        print(help_text(ServeArgs, "serve"))
         return 0
-    try:
-        values = parse_args(args)
-        port = int(values.get("port", "8000"))
-        limit = int(values.get("max_tokens_limit", str(MAX_TOKENS_LIMIT)))
-        if limit < 1:
-            raise ValueError(f"max_tokens_limit must be >= 1, got {limit}")
-        api_key = None
-        if "api_key_env" in values:
-            api_key = os.environ.get(values["api_key_env"], "")
-            if not api_key:
-                raise ValueError(
-                    f"api_key_env={values['api_key_env']}: that variable is empty or unset"
-                )
-    except ValueError as err:
-        print(f"spiral serve: {err}\n\n{usage}", file=sys.stderr)
-        return 2
+    values = parse_args(args)
+    api_key = None
+    if values.api_key_env:
+        api_key = os.environ.get(values.api_key_env, "")
+        if not api_key:
+            raise UsageError(f"api_key_env={values.api_key_env}: that variable is empty or unset")
     import uvicorn
 
-    from spiral.agents.model_agent import CheckpointNotFound, load_sampler, resolve_source
+    from spiral.agents.model_agent import load_sampler, resolve_source
 
-    try:
-        source = resolve_source(values["checkpoint"], values.get("model_name", ""))
-    except CheckpointNotFound as err:
-        print(f"spiral serve: {err}", file=sys.stderr)
-        return 2
-    sampler = load_sampler(source, device=values.get("device", "auto"))
-    name = values.get("model_name") or source.name
-    app = create_app(sampler, name, values.get("template", "chat"), limit, api_key)
-    host = values.get("host", "127.0.0.1")
+    source = resolve_source(values.checkpoint, values.model_name)
+    sampler = load_sampler(source, device=values.device)
+    name = values.model_name or source.name
+    app = create_app(sampler, name, values.template, values.max_tokens_limit, api_key)
+    host, port = values.host, values.port
     print(f"serving {source.name} as {name!r} on http://{host}:{port}/v1 (one request at a time)")
     uvicorn.run(app, host=host, port=port, log_level="warning")
     return 0

@@ -42,7 +42,7 @@ def transcript(game_id: str, seed: int, style: str) -> str:
     """Render a seeded uniform-random game of `game_id` with observations in `style`."""
     if style not in STYLES:
         raise ValueError(f"unknown observation style {style!r}; use one of {STYLES}")
-    obs_style: ObsStyle = style  # type: ignore[assignment]  # checked just above
+    obs_style: ObsStyle = style  # checked just above
     state = make(game_id, seed=seed)
     chooser = random.Random(seed)
     out = [f"# {game_id} seed={seed} style={style}"]

@@ -21,6 +21,7 @@ policy to every invalid move, whoever detects it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 from spiral.types import Seat
 
@@ -47,6 +48,8 @@ class InvalidMovePolicy:
         return self.offender + self.other == 0
 
 
+# The registered names below, as a type for configs (checked against them at import).
+InvalidPolicyName = Literal["spiral", "strict", "loss"]
 INVALID_POLICIES: dict[str, InvalidMovePolicy] = {
     p.name: p
     for p in (
@@ -55,6 +58,7 @@ INVALID_POLICIES: dict[str, InvalidMovePolicy] = {
         InvalidMovePolicy("loss", offender=-1.0, other=0.0),
     )
 }
+assert tuple(INVALID_POLICIES) == get_args(InvalidPolicyName)
 DEFAULT_INVALID_POLICY = "spiral"
 
 

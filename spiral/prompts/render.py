@@ -39,7 +39,7 @@ from typing import Any
 
 from spiral import games
 from spiral.games.base import State
-from spiral.prompts.spec import ANSWER_FORMATS, PromptSpec, answer_marker
+from spiral.prompts.spec import ANSWER_FORMATS, PromptSpec, TemplateName, answer_marker
 from spiral.prompts.templates import focused_instruction, instruction_for, render
 from spiral.types import AnswerConstraint, Seat
 
@@ -170,7 +170,7 @@ def constraint_for(state: State, spec: PromptSpec, tokenizer: Any) -> AnswerCons
 # ---- golden prompt files -------------------------------------------------------------
 
 GOLDEN_GAMES = ("TicTacToe-v0", "KuhnPoker-v1", "KuhnPokerSingle-v0")
-GOLDEN_TEMPLATES = ("qwen3", "plain")
+GOLDEN_TEMPLATES: tuple[TemplateName, ...] = ("qwen3", "plain")
 GOLDEN_SEATS: tuple[Seat, ...] = (0, 1)
 
 

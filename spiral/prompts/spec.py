@@ -28,6 +28,9 @@ ANSWER_FORMATS: tuple[AnswerFormat, ...] = get_args(AnswerFormat)
 # situation (`State.situation`: Kuhn's betting so far and your card) right before the
 # answer, and the legal moves listed without an example that anchors the choice.
 PromptStyle = Literal["original", "focused"]
+# The names of spiral.prompts.templates.TEMPLATES (checked there at import).
+TemplateName = Literal["chat", "qwen3", "qwen3_general", "chatml", "llama3", "plain"]
+TEMPLATE_NAMES: tuple[TemplateName, ...] = get_args(TemplateName)
 PROMPT_STYLES: tuple[PromptStyle, ...] = get_args(PromptStyle)
 OBS_STYLES: tuple[str, ...] = get_args(ObsStyle)
 # The text right before the move in the constrained format. No trailing space on purpose:
@@ -40,7 +43,7 @@ class PromptSpec:
     """Prompt choices. Defaults: the tokenizer's chat template, bracketed answers, the
     game's own observation style, rules inside the observation, no reasoning budget."""
 
-    template: str = "chat"
+    template: TemplateName = "chat"
     answer_format: AnswerFormat = "bracket"
     obs_style: ObsStyle | None = None  # None: the game's default style
     system_rules: bool = False  # True: the game's rules text goes in a system message

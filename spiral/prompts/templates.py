@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from spiral.prompts.spec import AnswerFormat
+from spiral.prompts.spec import TEMPLATE_NAMES, AnswerFormat
 
 GAME_PREAMBLE = "You are playing a two-player zero-sum game. Make valid actions to win."
 BOXED_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
@@ -116,6 +116,7 @@ TEMPLATES: dict[str, Template] = {
         Template("plain", "game", "plain", "no special tokens (base models)"),
     )
 }
+assert tuple(TEMPLATES) == TEMPLATE_NAMES, "spiral.prompts.spec.TemplateName: list every template"
 
 
 def template_names() -> list[str]:

@@ -15,20 +15,28 @@ and the change. Choices made here:
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import chz
+
+from spiral.args import UsageError, help_text, parse_command, wants_help
 from spiral.report.plots import matching_keys, plot_learning_curve
 from spiral.report.sinks import read_jsonl
 
-USAGE = """\
-usage: spiral report run=PATH [out=PATH]
 
-  run   a run folder holding metrics.jsonl (written by `spiral train`)
-  out   where to write plots and summary.md (default: PATH/report)
-"""
+@chz.chz
+class ReportArgs:
+    """usage: spiral report run=PATH [out=PATH]
+
+    Plots and a markdown summary of a run's metrics.jsonl."""
+
+    run: str = chz.field(doc="a run folder holding metrics.jsonl (written by `spiral train`)")
+    out: str = chz.field(
+        default="", doc="where to write plots and summary.md (default: RUN/report)"
+    )
+
 
 SUMMARY_PATTERNS: tuple[str, ...] = (
     "eval/*win_rate",
@@ -42,18 +50,6 @@ SUMMARY_PATTERNS: tuple[str, ...] = (
     "*assemble/mean_advantage",
     "*approx_kl",
 )
-
-
-def _parse(args: Sequence[str]) -> dict[str, str]:
-    options: dict[str, str] = {}
-    for arg in args:
-        key, sep, value = arg.partition("=")
-        if not sep or key not in ("run", "out"):
-            raise ValueError(f"unexpected argument {arg!r}")
-        options[key] = value
-    if not options.get("run"):
-        raise ValueError("run=PATH is required")
-    return options
 
 
 def _first_last(rows: Sequence[dict[str, Any]], key: str) -> tuple[tuple[int, float], ...]:
@@ -95,24 +91,18 @@ def summarize(rows: Sequence[dict[str, Any]], run: Path, plots: Sequence[Path], 
 
 def main(args: list[str]) -> int:
     """Entry point for `spiral report`; returns the process exit code."""
-    if any(a in ("-h", "--help", "help") for a in args):
-        print(USAGE, end="")
+    if wants_help(args):
+        print(help_text(ReportArgs, "report"))
         return 0
-    try:
-        options = _parse(args)
-    except ValueError as err:
-        print(f"spiral report: {err}\n{USAGE}", end="", file=sys.stderr)
-        return 2
-    run = Path(options["run"])
+    options = parse_command(ReportArgs, args, "report")
+    run = Path(options.run)
     metrics = run / "metrics.jsonl"
     if not metrics.is_file():
-        print(
-            f"spiral report: no metrics.jsonl in {run}; pass the run folder that "
-            "`spiral train` wrote (it holds config.json and metrics.jsonl)",
-            file=sys.stderr,
+        raise UsageError(
+            f"no metrics.jsonl in {run}; pass the run folder that `spiral train` wrote "
+            "(it holds config.json and metrics.jsonl)"
         )
-        return 1
-    out = Path(options.get("out") or run / "report")
+    out = Path(options.out or run / "report")
     out.mkdir(parents=True, exist_ok=True)
     rows = read_jsonl(metrics)
     note = ""

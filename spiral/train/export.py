@@ -7,18 +7,27 @@ exports the run's averaged weights (`weight_ema_decay`) instead of the last iter
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
-from spiral.args import parse_key_values
+import chz
+
+from spiral.args import help_text, parse_command, wants_help
 from spiral.train.checkpoint import CheckpointError, latest_checkpoint, load_loop_state
 
-USAGE = (
-    "usage: spiral export checkpoint=PATH (a checkpoint or run folder) out=DIR "
-    "[weights=live|averaged]"
-)
-WEIGHTS = ("live", "averaged")
+
+@chz.chz
+class ExportArgs:
+    """usage: spiral export checkpoint=PATH out=DIR [weights=live|averaged]
+
+    A standalone merged model folder that loads with AutoModelForCausalLM.from_pretrained."""
+
+    checkpoint: str = chz.field(doc="a checkpoint folder, or a run folder (its newest one)")
+    out: str = chz.field(doc="the folder to write")
+    weights: Literal["live", "averaged"] = chz.field(
+        default="live", doc="live (the last iterate) or averaged (weight_ema_decay's average)"
+    )
 
 
 def resolve_checkpoint(path: Path) -> Path:
@@ -33,25 +42,14 @@ def resolve_checkpoint(path: Path) -> Path:
 
 
 def main(argv: Sequence[str]) -> int:
-    args = parse_key_values(argv, ("checkpoint", "out", "weights"))
-    if "checkpoint" not in args or "out" not in args:
-        print(USAGE, file=sys.stderr)
-        return 2
-    weights = args.get("weights", "live")
-    if weights not in WEIGHTS:
-        print(
-            f"spiral export: weights={weights!r}; choose one of {', '.join(WEIGHTS)}",
-            file=sys.stderr,
-        )
-        return 2
+    if wants_help(argv):
+        print(help_text(ExportArgs, "export"))
+        return 0
+    args = parse_command(ExportArgs, argv, "export")
     from spiral.engines.learner import TorchLearner
     from spiral.engines.loading import ModelConfig
 
-    try:
-        ckpt = resolve_checkpoint(Path(args["checkpoint"]))
-    except CheckpointError as err:
-        print(f"spiral export: {err}", file=sys.stderr)
-        return 2
+    ckpt = resolve_checkpoint(Path(args.checkpoint))
     config = load_loop_state(ckpt).config
     learner = TorchLearner(
         ModelConfig(
@@ -63,17 +61,16 @@ def main(argv: Sequence[str]) -> int:
         average_decay=float(config.get("weight_ema_decay", 0.0)),
     )
     learner.load(ckpt / "learner")
-    if weights == "averaged":
+    out = Path(args.out)
+    if args.weights == "averaged":
         if not learner.has_average:
-            print(
-                f"spiral export: {ckpt} holds no averaged weights (the run had "
-                "weight_ema_decay=0); export weights=live",
-                file=sys.stderr,
+            raise CheckpointError(
+                f"{ckpt} holds no averaged weights (the run had weight_ema_decay=0); "
+                "export weights=live"
             )
-            return 2
         with learner.averaged():
-            learner.export_merged(Path(args["out"]))
+            learner.export_merged(out)
     else:
-        learner.export_merged(Path(args["out"]))
-    print(f"exported {ckpt} ({weights} weights) -> {args['out']}")
+        learner.export_merged(out)
+    print(f"exported {ckpt} ({args.weights} weights) -> {out}")
     return 0

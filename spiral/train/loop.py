@@ -118,7 +118,7 @@ def learn(
         decay=cfg.role_baseline_ema_gamma,
         use_baseline=cfg.use_role_baseline,
         trained_agents={POLICY},  # never train on turns sampled by frozen opponents
-        kind=cfg.rae_baseline,  # type: ignore[arg-type]
+        kind=cfg.rae_baseline,
     )
     datums, assemble_metrics = assemble(
         episodes, advantages, gamma=cfg.gamma, filter_zero_adv=cfg.filter_zero_adv
@@ -148,8 +148,8 @@ def update(cfg: TrainConfig, learner: Learner, datums: list[Datum], step: int) -
     reg = Regularizer(
         entropy_coef,
         kl_coef,
-        cfg.kl_reference,  # type: ignore[arg-type]
-        cfg.kl_direction,  # type: ignore[arg-type]
+        cfg.kl_reference,
+        cfg.kl_direction,
     )
     minibatches = split_minibatches(datums, cfg.num_substeps, derive_seed(cfg.seed, step, 2))
     per_substep: list[dict[str, float]] = []

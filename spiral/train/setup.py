@@ -52,10 +52,10 @@ def build_setup(cfg: TrainConfig) -> RunSetup:
     try:
         spec = PromptSpec(
             template=cfg.template,
-            answer_format=cfg.answer_format,  # type: ignore[arg-type]
+            answer_format=cfg.answer_format,
             system_rules=cfg.system_rules,
             think_budget=cfg.think_budget,
-            style=cfg.prompt_style,  # type: ignore[arg-type]
+            style=cfg.prompt_style,
         )
         policy = invalid_policy(cfg.invalid_move_policy)
     except (KeyError, ValueError) as err:

@@ -64,4 +64,4 @@ def test_cli_play_runs_in_a_terminal_session() -> None:
         text=True,
         timeout=60,
     )
-    assert bad.returncode == 2 and "unknown game id" in bad.stderr
+    assert bad.returncode == 2 and "is not a registered game" in bad.stderr

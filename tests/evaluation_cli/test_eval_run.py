@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from spiral.agents.model_agent import make_checkpoint_agent
+from spiral.cli import main as cli_main
 from spiral.evaluation.compare import select_checkpoints
 from spiral.evaluation.run import EvalError, evaluate_candidate, main, parse_eval_args
 
@@ -169,7 +170,7 @@ def test_select_every_kth_keeps_the_newest(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["checkpoint=base", "env_ids=Chess-v9"], "unknown env_ids"),
+        (["checkpoint=base", "env_ids=Chess-v9"], "is not a registered game"),
         (["checkpoint=base", "opponents=grandmaster"], "unknown opponent"),
         (["checkpoint=base", "env_ids=PigDice-v1", "opponents=optimal"], "no optimal player"),
         (["checkpoint=/no/such/folder"], "does not exist"),
@@ -177,13 +178,13 @@ def test_select_every_kth_keeps_the_newest(tmp_path: Path) -> None:
         (["checkpoint=base", "colour=red"], "unknown key"),
         (["checkpoint=base", "games=zero"], "games="),
         (["env_ids=TicTacToe-v0"], "exactly one of checkpoint"),
-        (["checkpoint=base", "invalid_policy=lenient"], "unknown invalid_policy"),
+        (["checkpoint=base", "invalid_policy=lenient"], "expected one of spiral, strict, loss"),
     ],
 )
 def test_bad_arguments_fail_before_loading(
     args: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(args) == 2
+    assert cli_main(["eval", *args]) == 2
     assert message in capsys.readouterr().err
 
 

@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from spiral.agents.model_agent import load_sampler, resolve_source
+from spiral.cli import main as cli_main
 from spiral.evaluation.serve import create_app, main, parse_args
 
 from . import running_server, tiny_model_dir
@@ -91,12 +92,17 @@ def test_bad_requests_get_openai_errors(base_url: str) -> None:
 def test_cli_arguments_are_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--help"]) == 0
     assert "checkpoint" in capsys.readouterr().out
-    assert main(["port=1"]) == 2
-    assert "checkpoint=PATH is required" in capsys.readouterr().err
-    assert main(["checkpoint=x", "colour=red"]) == 2
-    assert main([f"checkpoint={tmp_path / 'missing'}"]) == 2
+    assert cli_main(["serve", "port=1"]) == 2
+    assert "checkpoint= is required" in capsys.readouterr().err
+    assert cli_main(["serve", "checkpoint=x", "colour=red"]) == 2
+    assert "unknown key 'colour'" in capsys.readouterr().err
+    assert cli_main(["serve", f"checkpoint={tmp_path / 'missing'}"]) == 2
     assert "does not exist" in capsys.readouterr().err
-    assert parse_args(["checkpoint=base", "port=9"])["port"] == "9"
+    assert cli_main(["serve", "checkpoint=base", "port=70000"]) == 2
+    assert "port must be in 1..65535" in capsys.readouterr().err
+    assert cli_main(["serve", "checkpoint=base", "template=chatgpt"]) == 2
+    assert "expected one of chat, qwen3" in capsys.readouterr().err
+    assert parse_args(["checkpoint=base", "port=9"]).port == 9
 
 
 def test_requests_that_would_tie_the_server_up_are_refused(base_url: str) -> None:
@@ -134,6 +140,6 @@ def test_api_key_env_must_name_a_set_variable(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("SPIRAL_TEST_KEY", raising=False)
-    assert main(["checkpoint=base", "api_key_env=SPIRAL_TEST_KEY"]) == 2
+    assert cli_main(["serve", "checkpoint=base", "api_key_env=SPIRAL_TEST_KEY"]) == 2
     assert "empty or unset" in capsys.readouterr().err
-    assert main(["checkpoint=base", "max_tokens_limit=0"]) == 2
+    assert cli_main(["serve", "checkpoint=base", "max_tokens_limit=0"]) == 2

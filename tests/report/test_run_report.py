@@ -52,11 +52,12 @@ def test_report_through_the_cli_with_out(tmp_path: Path) -> None:
 
 
 def test_missing_metrics_and_bad_args(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main([f"run={tmp_path}"]) == 1
+    assert cli_main(["report", f"run={tmp_path}"]) == 2
     assert "no metrics.jsonl in" in capsys.readouterr().err
-    assert main([]) == 2
-    assert "run=PATH is required" in capsys.readouterr().err
-    assert main(["run"]) == 2
+    assert cli_main(["report"]) == 2
+    assert "run= is required" in capsys.readouterr().err
+    assert cli_main(["report", "run"]) == 2
+    assert "is not key=value" in capsys.readouterr().err
     assert main(["--help"]) == 0
     assert capsys.readouterr().out.startswith("usage: spiral report run=PATH")
 

@@ -8,7 +8,6 @@ import pytest
 
 from spiral.cli import main as cli_main
 from spiral.train.config import PRESETS, ConfigError, parse_config
-from spiral.train.setup import build_setup
 
 
 def test_original_style_command_line() -> None:
@@ -65,8 +64,9 @@ def test_bad_config_says_what_to_do(args: list[str], message: str) -> None:
 
 
 def test_unknown_game_lists_known_ids() -> None:
-    with pytest.raises(KeyError, match="TicTacToe-v0"):
-        build_setup(parse_config(["env_ids=TicTacToe-v9"]))
+    # Refused when the command line is parsed, before anything loads.
+    with pytest.raises(ConfigError, match="did you mean TicTacToe-v0"):
+        parse_config(["env_ids=TicTacToe-v9"])
 
 
 def test_cli_reports_config_errors(capsys: pytest.CaptureFixture[str]) -> None:
@@ -118,5 +118,11 @@ def test_learning_rate_schedules() -> None:
     cosine = parse_config([*base, "lr_schedule=cosine"])
     assert [cosine.learning_rate_at(s) for s in (0, 5)] == pytest.approx([1e-3, 5e-4])
     assert cosine.learning_rate_at(9) == pytest.approx(1e-3 * 0.5 * (1 + math.cos(0.9 * math.pi)))
-    with pytest.raises(ConfigError, match="constant, linear, cosine"):
-        parse_config(["lr_schedule=step"])
+    step = parse_config([*base, "lr_schedule=step", "lr_step_at=4", "lr_step_factor=0.1"])
+    assert [step.learning_rate_at(s) for s in (0, 3, 4, 9)] == pytest.approx(
+        [1e-3, 1e-3, 1e-4, 1e-4]
+    )
+    with pytest.raises(ConfigError, match="lr_step_at > 0"):
+        parse_config([*base, "lr_schedule=step"])
+    with pytest.raises(ConfigError, match="constant, linear, cosine, step"):
+        parse_config(["lr_schedule=staircase"])

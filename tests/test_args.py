@@ -1,0 +1,114 @@
+"""The one front door: every command parses key=value through spiral.args.parse_command
+over its typed chz config, so unknown keys, mistyped values and closed choices are
+refused in one line, and --help lists every key from the config itself."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import chz
+import pytest
+
+from spiral.agents.human import PlayArgs
+from spiral.args import UsageError, describe_type, help_text, parse_command, positive
+from spiral.bench import BenchArgs
+from spiral.cli import main as cli_main
+from spiral.evaluation.run import EvalArgs
+from spiral.evaluation.serve import ServeArgs
+from spiral.report.run_report import ReportArgs
+from spiral.train.config import TrainConfig
+from spiral.train.export import ExportArgs
+
+COMMANDS = {
+    "train": TrainConfig,
+    "eval": EvalArgs,
+    "play": PlayArgs,
+    "serve": ServeArgs,
+    "export": ExportArgs,
+    "bench": BenchArgs,
+    "report": ReportArgs,
+}
+
+
+@chz.chz
+class _Example:
+    """usage: spiral example"""
+
+    name: str = chz.field(doc="a name")
+    size: int = chz.field(default=2, doc="how many", validator=positive)
+    mode: Literal["fast", "exact"] = chz.field(default="fast", doc="which way")
+    rate: float | None = chz.field(default=None, doc="optional rate")
+    tags: tuple[str, ...] = chz.field(default=(), doc="labels")
+
+
+def test_values_are_typed_and_converted() -> None:
+    ex = parse_command(_Example, ["name=a", "size=3", "mode=exact", "rate=0.5", "tags=x,y"], "ex")
+    assert (ex.name, ex.size, ex.mode, ex.rate, ex.tags) == ("a", 3, "exact", 0.5, ("x", "y"))
+    assert parse_command(_Example, ["name=a", "rate=None"], "ex").rate is None
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["name=a", "sise=3"], "unknown key 'sise'; did you mean size=?"),
+        (["name=a", "size=three"], "size='three' is not valid: expected an integer"),
+        (["name=a", "size=0"], "size must be > 0, got 0"),
+        (["name=a", "mode=slow"], "mode='slow' is not valid: expected one of fast, exact"),
+        (["name=a", "rate=high"], "expected a number (or None)"),
+        (["name=a", "size"], "'size' is not key=value; see `spiral ex --help`"),
+        (["size=3"], "name= is required (a name)"),
+    ],
+)
+def test_bad_command_lines_are_one_line_errors(argv: list[str], message: str) -> None:
+    with pytest.raises(UsageError) as err:
+        parse_command(_Example, argv, "ex")
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_help_is_generated_from_the_fields() -> None:
+    text = help_text(_Example, "ex")
+    assert text.startswith("usage: spiral example")
+    assert "  mode ('fast'; one of fast, exact)\n      which way" in text
+    assert "  name (required; a string)" in text
+    assert describe_type(tuple[int, ...]) == "a comma-separated list of integers"
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_command_uses_the_front_door(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli_main([command, "--help"]) == 0
+    text = capsys.readouterr().out
+    for name in chz.chz_fields(COMMANDS[command]):
+        assert f"\n  {name} (" in text, f"spiral {command} --help lacks {name}"
+    assert cli_main([command, "no_such_key=1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"spiral {command}: unknown key 'no_such_key'") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["train", "answer_format=boxd"], "expected one of boxed, bracket, constrained"),
+        (["train", "loss_fn=grpo"], "expected one of importance_sampling, ppo"),
+        (["train", "template=qwen"], "expected one of chat, qwen3"),
+        (["train", "invalid_move_policy=lenient"], "expected one of spiral, strict, loss"),
+        (["train", "dtype=fp8"], "expected one of auto, float32, bfloat16, float16"),
+        (["train", "device=tpu"], "choose auto, cpu, cuda or cuda:N"),
+        (["train", "eval_opponent_names=rando"], "unknown opponent 'rando'"),
+        (["train", "max_turns=-1"], "max_turns must be >= 0"),
+        (["train", "lr_schedule=step"], "lr_step_at > 0"),
+        (["eval", "checkpoint=base", "answer_format=free"], "expected one of boxed"),
+        (["play", "seat=2"], "seat must be 0 or 1"),
+        (["export", "checkpoint=x", "out=y", "weights=ema"], "expected one of live, averaged"),
+        (["bench", "what=gpu"], "expected one of games, engine, selfplay, all"),
+        (["serve", "checkpoint=base", "device=gpu"], "choose auto, cpu, cuda or cuda:N"),
+    ],
+)
+def test_closed_choices_are_refused_with_the_valid_ones(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli_main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
