@@ -9,12 +9,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from spiral.algo.regularizers import Regularizer
 from spiral.types import AnswerConstraint, Completion, Datum
+
+
+class SamplingCancelled(Exception):
+    """`SamplingParams.cancel` was set while sampling (a client went away, a shutdown)."""
+
+
+class CancelFlag(Protocol):
+    def is_set(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -24,6 +32,9 @@ class SamplingParams:
     top_p: float = 1.0
     stop: tuple[str, ...] = ()
     seed: int | None = None
+    # Checked before every decoded token (e.g. a threading.Event): once set, `sample`
+    # stops and raises SamplingCancelled, so abandoned work frees the model at once.
+    cancel: CancelFlag | None = field(default=None, compare=False, repr=False)
 
 
 @runtime_checkable

@@ -50,7 +50,7 @@ from typing import Any
 
 import torch
 
-from spiral.engines.base import SamplingParams
+from spiral.engines.base import SamplingCancelled, SamplingParams
 from spiral.engines.constrained import ConstrainedRow
 from spiral.engines.prefill import prefill
 from spiral.errors import SpiralError
@@ -266,6 +266,8 @@ class TorchSampler:
         logits_BV = pre.out.logits[:, -1, :]
         nodes = [list(g.rows) for g in groups]  # node b <-> row b of the cache
         while nodes:
+            if params.cancel is not None and params.cancel.is_set():
+                raise SamplingCancelled("sampling was cancelled (SamplingParams.cancel)")
             children = self._step(logits_BV, nodes, params)
             stats["decode_tokens"] += len(nodes)
             if not children:

@@ -12,8 +12,8 @@ Choices:
   default) or by a named template's chat markup (chatml, llama3, plain, ...), then
   encoded with `spiral.prompts.encode` (at most one BOS).
 - Requests are served ONE AT A TIME behind a lock: the torch sampler holds one model and
-  a KV cache; parallel requests would only fight for the same cores or GPU. Handlers are
-  plain `def`, so the server's thread pool queues them while the lock is held.
+  a KV cache; parallel requests would only fight for the same cores or GPU. Each
+  request samples in a worker thread (`asyncio.to_thread`) that waits for the lock.
 - finish_reason: the sampler's "eos" and "stop" -> "stop", "length" -> "length".
   `usage` counts prompt and completion tokens exactly (our own ids).
 - temperature 0 is greedy (the sampler's convention). `n` other than 1, an empty
@@ -23,15 +23,19 @@ Choices:
 - Binds 127.0.0.1 by default; pass host=0.0.0.0 deliberately to expose it.
 - Limits, so one request cannot tie the server up: `max_tokens` above `max_tokens_limit`
   (default 4096) is a 400, and so is a prompt whose tokens plus `max_tokens` exceed the
-  model's context (`max_position_embeddings`). Every generation is therefore bounded;
-  a request is not cancelled when its client disconnects (the lock is held until it
-  ends), which the bound keeps short.
+  model's context (`max_position_embeddings`). Every generation is therefore bounded,
+  and it is cancelled when its client disconnects: the handler polls the connection
+  every DISCONNECT_POLL_S while a worker thread samples, and sets the sampler's cancel
+  flag (`SamplingParams.cancel`), which stops it before the next token and frees the
+  lock. On SIGTERM the request in flight gets GRACEFUL_SHUTDOWN_S to finish, then is
+  cancelled the same way, and the process exits.
 - `api_key_env=NAME`: requests must carry `Authorization: Bearer <value of $NAME>`
   (401 otherwise, in OpenAI's shape); without it the server is open (loopback only).
 """
 
 # No `from __future__ import annotations` here: FastAPI reads the request model from the
 # handler's annotation at runtime. fastapi and pydantic come with the `serve` extra.
+import asyncio
 import dataclasses
 import hmac
 import os
@@ -56,7 +60,7 @@ from spiral.args import (
     positive,
     wants_help,
 )
-from spiral.engines.base import Sampler, SamplingParams
+from spiral.engines.base import Sampler, SamplingCancelled, SamplingParams
 from spiral.prompts.render import encode
 from spiral.prompts.spec import TemplateName
 from spiral.prompts.templates import TEMPLATES
@@ -65,6 +69,8 @@ from spiral.types import Completion
 FINISH_REASON = {"eos": "stop", "stop": "stop", "length": "length"}
 DEFAULT_MAX_TOKENS = 256
 MAX_TOKENS_LIMIT = 4096
+DISCONNECT_POLL_S = 0.1  # how often a running request checks its client is still there
+GRACEFUL_SHUTDOWN_S = 2  # how long SIGTERM waits for the request in flight
 
 
 @chz.chz
@@ -165,6 +171,28 @@ def _error(
     return JSONResponse(status_code=status, content=body)
 
 
+class BearerAuth:
+    """ASGI middleware: HTTP requests must carry `Authorization: Bearer <api_key>` (401 in
+    OpenAI's shape otherwise). Plain ASGI, not Starlette's BaseHTTPMiddleware, whose
+    wrapped `receive` hides a client's disconnect from the handler."""
+
+    def __init__(self, app: Any, api_key: str) -> None:
+        self.app, self.expected = app, f"Bearer {api_key}".encode()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            sent = dict(scope["headers"]).get(b"authorization", b"")
+            if not hmac.compare_digest(sent, self.expected):
+                reply = _error(401, "missing or wrong bearer token", kind="authentication_error")
+                await reply(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def cancel_requested(params: SamplingParams) -> bool:
+    return params.cancel is not None and params.cancel.is_set()
+
+
 def model_context(sampler: Sampler) -> int | None:
     """The served model's context length in tokens, when its config says."""
     config = getattr(getattr(sampler, "model", None), "config", None)
@@ -187,13 +215,8 @@ def create_app(
     created = int(time.time())
     context = model_context(sampler)
 
-    @app.middleware("http")
-    async def _auth(request: Request, call_next: Any) -> Any:
-        if api_key is not None:
-            sent = request.headers.get("authorization", "")
-            if not hmac.compare_digest(sent.encode(), f"Bearer {api_key}".encode()):
-                return _error(401, "missing or wrong bearer token", kind="authentication_error")
-        return await call_next(request)
+    if api_key is not None:
+        app.add_middleware(BearerAuth, api_key=api_key)
 
     @app.exception_handler(RequestValidationError)
     def _validation(request: Any, exc: RequestValidationError) -> JSONResponse:
@@ -204,20 +227,13 @@ def create_app(
         entry = {"id": model_name, "object": "model", "created": created, "owned_by": "spiral"}
         return {"object": "list", "data": [entry]}
 
-    @app.post("/v1/chat/completions")
-    def chat_completions(req: ChatRequest) -> Any:
-        if req.n != 1:
-            return _error(400, f"only n=1 is supported, got n={req.n}", "n")
-        messages = [{"role": m.role, "content": _text(m.content)} for m in req.messages]
-        params = req.sampling_params()
-        if params.max_tokens > max_tokens_limit:
-            return _error(
-                400,
-                f"max_tokens={params.max_tokens} is above this server's limit of "
-                f"{max_tokens_limit} (spiral serve max_tokens_limit=...)",
-                "max_tokens",
-            )
-        with lock:  # the tokenizer and the model are used by one request at a time
+    def generate(messages: list[dict[str, str]], params: SamplingParams) -> Any:
+        """Render, check the context, sample: one request at a time (the tokenizer and
+        the model are shared). Runs in a worker thread; raises SamplingCancelled when
+        `params.cancel` is set."""
+        with lock:
+            if cancel_requested(params):  # the client left while this one was queued
+                raise SamplingCancelled("the client left before sampling began")
             try:
                 text = render_messages(messages, template, sampler.tokenizer)
             except ValueError as err:
@@ -237,6 +253,36 @@ def create_app(
                 completion = dataclasses.replace(completion, text=cut)
         return chat_response(completion, len(prompt_ids), model_name)
 
+    @app.post("/v1/chat/completions")
+    async def chat_completions(req: ChatRequest, request: Request) -> Any:
+        if req.n != 1:
+            return _error(400, f"only n=1 is supported, got n={req.n}", "n")
+        messages = [{"role": m.role, "content": _text(m.content)} for m in req.messages]
+        cancel = threading.Event()
+        params = dataclasses.replace(req.sampling_params(), cancel=cancel)
+        if params.max_tokens > max_tokens_limit:
+            return _error(
+                400,
+                f"max_tokens={params.max_tokens} is above this server's limit of "
+                f"{max_tokens_limit} (spiral serve max_tokens_limit=...)",
+                "max_tokens",
+            )
+        work = asyncio.ensure_future(asyncio.to_thread(generate, messages, params))
+        try:
+            # Watch the client while the worker samples: a disconnect cancels the work
+            # (the sampler stops before its next token and the lock is free again).
+            while not work.done():
+                await asyncio.wait({work}, timeout=DISCONNECT_POLL_S)
+                if not work.done() and await request.is_disconnected():
+                    cancel.set()
+            return await work
+        except SamplingCancelled:
+            return _error(499, "the client closed the request; generation was cancelled")
+        except asyncio.CancelledError:  # the server is shutting down (SIGTERM)
+            cancel.set()  # the worker stops at its next token; give it a moment to
+            await asyncio.wait({work}, timeout=GRACEFUL_SHUTDOWN_S)
+            return _error(503, "the server is shutting down", kind="server_error")
+
     return app
 
 
@@ -245,6 +291,21 @@ def _text(content: str | list[dict[str, Any]]) -> str:
     if isinstance(content, str):
         return content
     return "".join(str(part.get("text", "")) for part in content if part.get("type") == "text")
+
+
+def run_server(app: FastAPI, host: str, port: int) -> None:
+    """Serve until SIGTERM / Ctrl-C: uvicorn then stops accepting, waits
+    GRACEFUL_SHUTDOWN_S for the request in flight, and cancels it (chat_completions sets
+    its cancel flag, the sampler stops at its next token), and the process exits."""
+    import uvicorn
+
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+    )
 
 
 def parse_args(args: Sequence[str]) -> ServeArgs:
@@ -262,8 +323,6 @@ def main(args: list[str]) -> int:
         api_key = os.environ.get(values.api_key_env, "")
         if not api_key:
             raise UsageError(f"api_key_env={values.api_key_env}: that variable is empty or unset")
-    import uvicorn
-
     from spiral.agents.model_agent import load_sampler, resolve_source
 
     source = resolve_source(values.checkpoint, values.model_name)
@@ -272,5 +331,5 @@ def main(args: list[str]) -> int:
     app = create_app(sampler, name, values.template, values.max_tokens_limit, api_key)
     host, port = values.host, values.port
     print(f"serving {source.name} as {name!r} on http://{host}:{port}/v1 (one request at a time)")
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    run_server(app, host, port)
     return 0
