@@ -12,7 +12,6 @@ key cannot exist without its help line. The small validators below (`choice`,
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
 import types
 import typing
@@ -21,15 +20,11 @@ from typing import Any, Literal, TypeVar, get_args, get_origin
 
 import chz
 
-from spiral.errors import SpiralError
+from spiral.errors import SpiralError, UsageError, did_you_mean
 
 T = TypeVar("T")
 HELP_WORDS = ("-h", "--help", "help")
 _TRUE_FALSE = ("true", "false", "True", "False", "1", "0")
-
-
-class UsageError(SpiralError, ValueError):
-    """A command line that does not parse; the message names the fix."""
 
 
 def wants_help(argv: Sequence[str]) -> bool:
@@ -65,40 +60,10 @@ def choice(valid: Iterable[str], what: str = "") -> Callable[[Any, str], None]:
         for item in value if isinstance(value, tuple) else (value,):
             if item not in names:
                 raise UsageError(
-                    f"{_name(attr)}={item!r} is not {what or 'valid'}; {_closest(item, names)}"
+                    f"{_name(attr)}={item!r} is not {what or 'valid'}; {did_you_mean(item, names)}"
                 )
 
     return check
-
-
-def known_games(obj: Any, attr: str) -> None:
-    """Every id in a tuple of game ids is registered (spiral.games)."""
-    from spiral import games
-
-    choice(games.ids(), "a registered game")(obj, attr)
-
-
-def known_game(obj: Any, attr: str) -> None:
-    """One registered game id."""
-    known_games(obj, attr)
-
-
-def known_opponents(obj: Any, attr: str) -> None:
-    """Every agent spec (`random`, `checkpoint:PATH`, ...) names a registered kind."""
-    from spiral import agents
-
-    kinds = agents.specs()
-    value = getattr(obj, attr)
-    for spec in value if isinstance(value, tuple) else (value,):
-        kind = spec.partition(":")[0]
-        if kind not in kinds:
-            raise UsageError(
-                f"{_name(attr)}: unknown opponent {spec!r}; valid kinds: {', '.join(kinds)} "
-                "(e.g. random, checkpoint:PATH, api:MODEL)"
-            )
-
-
-known_opponent = known_opponents  # one spec or a tuple of them
 
 
 def seat_number(obj: Any, attr: str) -> None:
@@ -119,13 +84,6 @@ def device_name(obj: Any, attr: str) -> None:
 
 
 # ---- parsing -------------------------------------------------------------------------
-def _closest(word: str, names: Sequence[str], suffix: str = "") -> str:
-    close = difflib.get_close_matches(word, names, n=1)
-    if close:
-        return f"did you mean {close[0]}{suffix}?"
-    return f"valid keys: {', '.join(names)}" if suffix else f"choose one of {', '.join(names)}"
-
-
 def describe_type(tp: Any) -> str:
     """A field type as a user reads it: `one of a, b`, `an integer`, `comma-separated ...`."""
     origin, args = get_origin(tp), get_args(tp)
@@ -189,7 +147,7 @@ def parse_command(
                 f"{word!r} is not key=value; see `spiral {command} --help` for the keys"
             )
         if key not in fields:
-            raise UsageError(f"unknown key {key!r}; {_closest(key, names, '=')}")
+            raise UsageError(f"unknown key {key!r}; {did_you_mean(key, names, '=')}")
         tp = fields[key].final_type
         if not _fits(tp, value):
             raise UsageError(f"{key}={value!r} is not valid: expected {describe_type(tp)}")
@@ -226,7 +184,7 @@ def _expand_preset(
         return given
     name = chosen[-1]
     if name not in presets:
-        raise UsageError(f"unknown preset {name!r}; {_closest(name, sorted(presets))}")
+        raise UsageError(f"unknown preset {name!r}; {did_you_mean(name, sorted(presets))}")
     return [*presets[name].items(), *given]
 
 

@@ -8,9 +8,24 @@ they refine (ValueError, FileNotFoundError, ...) so existing `except` clauses st
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Sequence
+
 
 class SpiralError(Exception):
     """A problem with the input (config, files, checkpoints, weights) that the user fixes."""
+
+
+class UsageError(SpiralError, ValueError):
+    """A command line that does not parse or names something that does not exist."""
+
+
+def did_you_mean(word: str, names: Sequence[str], suffix: str = "") -> str:
+    """The end of an error message: the closest valid name, or the valid names."""
+    close = difflib.get_close_matches(word, list(names), n=1)
+    if close:
+        return f"did you mean {close[0]}{suffix}?"
+    return f"valid keys: {', '.join(names)}" if suffix else f"choose one of {', '.join(names)}"
 
 
 class AgentSpecError(SpiralError, KeyError, ValueError):

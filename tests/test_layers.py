@@ -44,6 +44,8 @@ def _imports(path: Path) -> list[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found.extend(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module == "spiral" and node.level == 0:
+            found.extend(f"spiral.{a.name}" for a in node.names)  # from spiral import games
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.append(node.module)
     return found

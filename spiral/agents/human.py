@@ -16,16 +16,16 @@ import chz
 
 from spiral import games
 from spiral.agents.base import Agent
+from spiral.agents.registry import known_opponents
 from spiral.agents.registry import make as make_agent
 from spiral.args import (
     help_text,
-    known_game,
-    known_opponent,
     parse_command,
     seat_number,
     wants_help,
 )
 from spiral.games.base import State
+from spiral.games.registry import known_game_ids
 from spiral.types import Move
 
 
@@ -35,11 +35,11 @@ class PlayArgs:
 
     Play a game in the terminal. `spiral play --list` lists the games."""
 
-    game: str = chz.field(default="TicTacToe-v0", doc="the game id", validator=known_game)
+    game: str = chz.field(default="TicTacToe-v0", doc="the game id", validator=known_game_ids)
     opponent: str = chz.field(
         default="random",
         doc="random, optimal, checkpoint:PATH or api:MODEL",
-        validator=known_opponent,
+        validator=known_opponents,
     )
     seat: int = chz.field(default=0, doc="your seat: 0 moves first", validator=seat_number)
     seed: int = chz.field(default=0, doc="seed for the deal and the opponent's sampling")

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from spiral.agents.base import Agent
+from spiral.errors import UsageError
 
 AgentFactory = Callable[..., Agent]
 # spec prefix -> "module:function" building the agent; the function takes (arg, **params)
@@ -39,3 +40,14 @@ def make(spec: str, **params: Any) -> Agent:
     module_name, _, func_name = target.partition(":")
     factory: AgentFactory = getattr(importlib.import_module(module_name), func_name)
     return factory(arg, **params)
+
+
+def known_opponents(obj: Any, attr: str) -> None:
+    """A chz validator: every agent spec (one or a tuple) names a registered kind."""
+    value = getattr(obj, attr)
+    for spec in value if isinstance(value, tuple) else (value,):
+        if spec.partition(":")[0] not in specs():
+            raise UsageError(
+                f"{attr.removeprefix('X_')}: unknown opponent {spec!r}; valid kinds: "
+                f"{', '.join(specs())} (e.g. random, checkpoint:PATH, api:MODEL)"
+            )

@@ -51,12 +51,11 @@ from spiral.agents.model_agent import (
     make_checkpoint_agent,
     resolve_source,
 )
+from spiral.agents.registry import known_opponents
 from spiral.agents.scripted import optimal_game_ids
 from spiral.args import (
     UsageError,
     device_name,
-    known_games,
-    known_opponents,
     non_negative,
     parse_command,
     positive,
@@ -66,6 +65,7 @@ from spiral.evaluation.exploitability import INSTALL_HINT
 from spiral.evaluation.match import CANDIDATE, MatchResult, evaluate, results_metrics, results_table
 from spiral.evaluation.math_data import math_source_problem
 from spiral.evaluation.model_policy import model_kuhn_exploitability
+from spiral.games.registry import known_game_ids
 from spiral.prompts.invalid import InvalidMovePolicy, InvalidPolicyName, invalid_policy
 from spiral.prompts.spec import AnswerFormat, TemplateName
 from spiral.rollout.play import derive_seed
@@ -96,7 +96,7 @@ class EvalArgs:
         default="", doc="base model for checkpoint=base (default: the embedded SmolLM2-135M)"
     )
     env_ids: tuple[str, ...] = chz.field(
-        default=("TicTacToe-v0",), doc="games, comma separated", validator=known_games
+        default=("TicTacToe-v0",), doc="games, comma separated", validator=known_game_ids
     )
     opponents: tuple[str, ...] = chz.field(
         default=("random",),

@@ -7,6 +7,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
+from spiral.errors import UsageError, did_you_mean
 from spiral.games.base import State
 
 Factory = Callable[..., State]
@@ -78,3 +79,16 @@ def chance_outcomes(game_id: str) -> tuple[dict[str, object], ...] | None:
     factory = _FACTORIES.get(game_id)
     outcomes = getattr(factory, "chance_outcomes", None)
     return outcomes() if callable(outcomes) else None
+
+
+def known_game_ids(obj: Any, attr: str) -> None:
+    """A chz validator: the field (one id or a tuple of ids) names registered games."""
+    value = getattr(obj, attr)
+    for game_id in value if isinstance(value, tuple) else (value,):
+        prefix, _, name = game_id.partition(":")
+        if game_id in ids() or (name and prefix in _ADAPTERS):
+            continue
+        raise UsageError(
+            f"{attr.removeprefix('X_')}={game_id!r} is not a registered game; "
+            f"{did_you_mean(game_id, ids())} (or openspiel:<game> / textarena:<env id>)"
+        )

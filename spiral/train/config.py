@@ -16,12 +16,11 @@ from typing import Any, Literal
 
 import chz
 
+from spiral.agents.registry import known_opponents
 from spiral.algo.names import BaselineKind, KlDirection, KlReference, LossName
 from spiral.args import (
     UsageError,
     device_name,
-    known_games,
-    known_opponents,
     non_negative,
     parse_command,
     positive,
@@ -29,6 +28,7 @@ from spiral.args import (
 )
 from spiral.args import field_docs as command_field_docs
 from spiral.args import help_text as command_help
+from spiral.games.registry import known_game_ids
 from spiral.prompts.invalid import InvalidPolicyName
 from spiral.prompts.spec import AnswerFormat, PromptStyle, TemplateName
 from spiral.train.presets import PRESETS
@@ -71,7 +71,7 @@ class TrainConfig:
     max_grad_norm: float = chz.field(default=1.0, doc="gradient clipping norm", validator=positive)
     # ---- games and prompts -------------------------------------------------------
     env_ids: tuple[str, ...] = chz.field(
-        default=("TicTacToe-v0",), doc="games, comma separated", validator=known_games
+        default=("TicTacToe-v0",), doc="games, comma separated", validator=known_game_ids
     )
     use_llm_obs_wrappers: tuple[bool, ...] = chz.field(
         default=(),
@@ -246,7 +246,7 @@ class TrainConfig:
         validator=known_opponents,
     )
     eval_env_ids: tuple[str, ...] = chz.field(
-        default=(), doc="eval games; empty = env_ids", validator=known_games
+        default=(), doc="eval games; empty = env_ids", validator=known_game_ids
     )
     eval_exploitability: bool = chz.field(
         default=True,
