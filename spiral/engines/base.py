@@ -106,3 +106,20 @@ class Learner(Protocol):
         """A block in which the model (and samplers made inside it) hold the averaged
         weights; the live weights come back on exit."""
         ...
+
+    # Population play: frozen past policies the current one plays against.
+    def take_snapshot(self, name: str, folder: Path) -> None:
+        """Freeze the current weights as pool member `name`, also written to `folder`."""
+        ...
+
+    def load_snapshot(self, name: str, folder: Path) -> None:
+        """Restore pool member `name` from `folder` (resume)."""
+        ...
+
+    def drop_snapshot(self, name: str) -> None:
+        """Free pool member `name` (its folder is the caller's to remove)."""
+        ...
+
+    def snapshot_sampler(self, name: str) -> Sampler:
+        """A sampler that draws from pool member `name`."""
+        ...

@@ -59,7 +59,7 @@ from typing import Any, Literal
 import torch
 
 from spiral.algo.regularizers import Regularizer, regularizer_loss, uniform_magnet
-from spiral.engines import checkpoint_io
+from spiral.engines import checkpoint_io, snapshots
 from spiral.engines.averaging import WeightAverage
 from spiral.engines.base import LossFn
 from spiral.engines.constrained import answer_masks
@@ -504,22 +504,54 @@ class TorchLearner:
             share_identical=self.share_identical,
         )
 
+    # ----- pool members (population play; snapshots.py) -------------------------------
+    def take_snapshot(self, name: str, folder: Path) -> None:
+        """Freeze the current weights as pool member `name` (kept in memory as a LoRA
+        adapter, written to `folder` for resume)."""
+        snapshots.take_snapshot(self.model, name)
+        snapshots.save_snapshot(self.model, name, folder)
+
+    def load_snapshot(self, name: str, folder: Path) -> None:
+        snapshots.load_snapshot(self.model, name, folder)
+
+    def drop_snapshot(self, name: str) -> None:
+        snapshots.drop_snapshot(self.model, name)
+
+    def snapshot_sampler(self, name: str) -> TorchSampler:
+        """A sampler for pool member `name`; it refuses to run once the member is dropped."""
+        return TorchSampler(
+            self.model,
+            self.tokenizer,
+            version=-1,
+            max_batch_tokens=self.sampler_batch_tokens,
+            is_current=lambda: name in snapshots.snapshot_names(self.model),
+            share_identical=self.share_identical,
+            adapter=name,
+        )
+
     # ----- checkpoints ----------------------------------------------------------------
     def save(self, path: Path) -> None:
         """HF model folder (adapter or full) + tokenizer + optimizer state, no pickle."""
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
-        self.model.save_pretrained(str(path))
+        self._save_trained(path)
         self.tokenizer.save_pretrained(str(path))
         names = [n for n, _ in self._named_trainable()]
         extra = {"version": self.version, "temperature": self.temperature}
         checkpoint_io.save_optimizer(self._get_optimizer(), names, path, extra)
         if self._average is not None:
             with self.averaged():
-                self.model.save_pretrained(str(path / AVERAGED))
+                self._save_trained(path / AVERAGED)
             self.tokenizer.save_pretrained(str(path / AVERAGED))
             state = {"decay": self.average_decay, "count": self._average.count}
             (path / AVERAGED / AVERAGING_JSON).write_text(json.dumps(state), encoding="utf-8")
+
+    def _save_trained(self, path: Path) -> None:
+        """The trained weights only (pool members are saved by the pool, not here)."""
+        if _is_peft(self.model):
+            self.model.save_pretrained(str(path), selected_adapters=[snapshots.TRAINED])
+        else:
+            self.model.save_pretrained(str(path))
 
     def load(self, path: Path) -> None:
         """Restore weights and optimizer state written by `save` into this learner."""

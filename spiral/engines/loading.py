@@ -169,7 +169,11 @@ def load_model_and_tokenizer(cfg: ModelConfig) -> tuple[Any, Any]:
         base_source = resolve_model_path(base_name)
     kwargs = {"dtype": dtype, "trust_remote_code": cfg.trust_remote_code}
     model = _from_pretrained(AutoModelForCausalLM, base_source, **kwargs)
-    tokenizer = _load_tokenizer(source, cfg)
+    # An adapter folder without its own tokenizer (a population-play member) uses the base's.
+    has_tokenizer = any(
+        (Path(source) / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json")
+    )
+    tokenizer = _load_tokenizer(source if has_tokenizer else base_source, cfg)
     model.to(device)
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})

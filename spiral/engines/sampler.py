@@ -53,6 +53,7 @@ import torch
 from spiral.engines.base import SamplingCancelled, SamplingParams
 from spiral.engines.constrained import ConstrainedRow
 from spiral.engines.prefill import prefill
+from spiral.engines.snapshots import active_adapter
 from spiral.errors import SpiralError
 from spiral.types import AnswerConstraint, Completion, StopReason
 
@@ -160,8 +161,10 @@ class TorchSampler:
         prefix_reuse: bool = True,
         is_current: Callable[[], bool] | None = None,
         share_identical: bool = True,
+        adapter: str | None = None,
     ) -> None:
         self.model = model
+        self.adapter = adapter  # a pool member's LoRA adapter (snapshots.py); None: trained
         self._tokenizer = tokenizer
         self.version = version
         self.max_batch_tokens = max_batch_tokens
@@ -210,7 +213,7 @@ class TorchSampler:
         self.last_stats = dict.fromkeys(_STAT_KEYS, 0.0)
         self.last_stats["rows"] = float(len(rows))
         self.last_stats["groups"] = float(len(groups))
-        with eval_mode(self.model):
+        with eval_mode(self.model), active_adapter(self.model, self.adapter):
             for chunk in chunk_rows(costs, order, self.max_batch_tokens):
                 self._run_chunk([groups[k] for k in chunk], params)
         return [self._completion(r, cons[r.index]) for r in rows]
@@ -385,7 +388,7 @@ class TorchSampler:
         seqs = {i: list(prompts[i]) + list(continuations[i]) for i in todo}
         order = sorted(todo, key=lambda i: seqs[i])
         costs = {i: len(seqs[i]) for i in todo}
-        with eval_mode(self.model):
+        with eval_mode(self.model), active_adapter(self.model, self.adapter):
             for chunk in chunk_rows(costs, order, self.max_batch_tokens):
                 chunk_seqs = [seqs[i] for i in chunk]
                 max_prefix = min(len(prompts[i]) for i in chunk) - 1 if self.prefix_reuse else 0

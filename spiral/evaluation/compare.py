@@ -18,6 +18,12 @@ Choices:
 - Checkpoint folders are read by spiral.agents.model_agent (index.jsonl, COMPLETE), not
   by spiral.train, which sits above evaluation.
 - Plots use matplotlib's Agg backend (no display needed); matplotlib is the `plots` extra.
+
+`spiral eval run=DIR league=true games=N` rates the chosen checkpoints against each other
+instead (`league_run`): every pair, both seat orders, N games per ordered pair and game,
+one rollout with each checkpoint's agent built once; the games are rated in a
+spiral.evaluation.league League, written to DIR/eval/league.json and league.md (ratings
+table and win matrix). Fixed opponents, exploitability and math are not run then.
 """
 
 from __future__ import annotations
@@ -30,7 +36,20 @@ from pathlib import Path
 from typing import Any
 
 from spiral.agents.base import Agent
-from spiral.agents.model_agent import CheckpointNotFound, list_checkpoints, make_checkpoint_agent
+from spiral.agents.model_agent import (
+    CheckpointNotFound,
+    CheckpointPolicy,
+    list_checkpoints,
+    make_checkpoint_agent,
+)
+from spiral.evaluation.league import (
+    League,
+    play_round_robin,
+    record,
+    table,
+    win_matrix,
+    write_league,
+)
 from spiral.evaluation.run import (
     RATE_FIELDS,
     EvalArgs,
@@ -39,6 +58,7 @@ from spiral.evaluation.run import (
     format_report,
     write_json,
 )
+from spiral.prompts.invalid import invalid_policy
 
 CSV_FIELDS = ("step", "game_id", "opponent", "seat", "metric", "value", "low", "high", "n")
 
@@ -224,4 +244,65 @@ def compare_main(a: EvalArgs) -> int:
         return 2
     print(f"comparison table: {outputs.csv} and {outputs.markdown}")
     print(f"plots: {', '.join(str(p) for p in outputs.plots)}")
+    return 0
+
+
+@dataclass(frozen=True)
+class LeagueOutputs:
+    """What `league_run` wrote, and the league itself."""
+
+    json: Path
+    markdown: Path
+    league: League
+
+
+def league_markdown(league: League) -> str:
+    """league.md: the ratings table, then the row-vs-column win matrix."""
+    return (
+        "## Ratings (PlackettLuce; sorted by ordinal = mu - 3 sigma)\n\n"
+        f"{table(league)}\n"
+        "## Win rate, row vs column (games)\n\n"
+        f"{win_matrix(league)}"
+    )
+
+
+def league_run(run_dir: Path, a: EvalArgs, out_dir: Path | None = None) -> LeagueOutputs:
+    """Round-robin between the chosen checkpoints of `run_dir`; rate it, write league.*."""
+    out_dir = out_dir or run_dir / "eval"
+    chosen = select_checkpoints(run_dir, a.every)
+    if len(chosen) < 2:
+        raise CheckpointNotFound(
+            f"league=true needs at least two complete checkpoints in {run_dir}; found {len(chosen)}"
+        )
+    players: dict[str, CheckpointPolicy] = {}
+    for _, folder in chosen:  # each checkpoint's agent built once, for all its games
+        agent = make_checkpoint_agent(str(folder), seed=a.seed, **candidate_overrides(a))
+        players[agent.name] = agent
+    config = players[next(reversed(players))].source.config  # the newest checkpoint's
+    policy = invalid_policy(a.invalid_policy or str(config.get("invalid_move_policy", "spiral")))
+    max_turns = int(config.get("max_turns", 0) or 0)
+    episodes = play_round_robin(
+        players,
+        a.env_ids,
+        a.games,
+        policy,
+        seed=a.seed,
+        game_params={"max_turns": max_turns} if max_turns else None,
+    )
+    league = record(League(), episodes)
+    print(table(league), flush=True)
+    json_path = write_league(out_dir / "league.json", league)
+    md_path = out_dir / "league.md"
+    md_path.write_text(league_markdown(league), encoding="utf-8")
+    return LeagueOutputs(json_path, md_path, league)
+
+
+def league_main(a: EvalArgs) -> int:
+    """The `run=DIR league=true` branch of `spiral eval` (arguments already validated)."""
+    try:
+        outputs = league_run(Path(a.run), a, Path(a.out) if a.out else None)
+    except CheckpointNotFound as err:
+        print(f"spiral eval: {err}", file=sys.stderr)
+        return 2
+    print(f"league: {outputs.json} and {outputs.markdown}")
     return 0

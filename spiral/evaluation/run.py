@@ -148,6 +148,12 @@ class EvalArgs:
         doc="with run=: evaluate every K-th checkpoint (the newest always)",
         validator=positive,
     )
+    league: bool = chz.field(
+        default=False,
+        doc="with run=: rate the checkpoints against each other (round-robin, both seats, "
+        "`games` per ordered pair and game) into DIR/eval/league.json and league.md, "
+        "instead of the comparison against opponents",
+    )
     device: str = chz.field(default="auto", doc="auto | cpu | cuda | cuda:N", validator=device_name)
     out: str = chz.field(
         default="", doc="JSON report path (default: next to the checkpoint); with run=: a folder"
@@ -156,6 +162,8 @@ class EvalArgs:
     def validate(self) -> EvalArgs:
         if bool(self.checkpoint) == bool(self.run):
             raise EvalError("give exactly one of checkpoint=PATH (or checkpoint=base) and run=DIR")
+        if self.league and not self.run:
+            raise EvalError("league=true rates a run's checkpoints: give run=DIR")
         return self
 
 
@@ -410,6 +418,10 @@ def main(args: list[str]) -> int:
     except (EvalError, CheckpointNotFound, ValueError) as err:
         print(f"spiral eval: {err}", file=sys.stderr)
         return 2
+    if a.run and a.league:
+        from spiral.evaluation.compare import league_main
+
+        return league_main(a)
     if a.run:
         from spiral.evaluation.compare import compare_main
 

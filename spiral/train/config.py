@@ -231,6 +231,38 @@ class TrainConfig:
     max_draw_retries: int = chz.field(
         default=5, doc="draw retries per game", validator=non_negative
     )
+    # ---- population play (fictitious self-play; spiral/train/population.py) ----------
+    fsp_enabled: bool = chz.field(
+        default=False, doc="play against a pool of past snapshots of the policy (LoRA only)"
+    )
+    fsp_pool_size: int = chz.field(default=25, doc="pool members kept (FIFO)", validator=positive)
+    fsp_update_interval: int = chz.field(
+        default=5,
+        doc="the weights of every step i with i % this == 0 join the pool",
+        validator=positive,
+    )
+    fsp_start_from: int = chz.field(
+        default=0, doc="first step whose weights join the pool", validator=non_negative
+    )
+    fsp_include_current: bool = chz.field(
+        default=True,
+        doc="the current policy may be the opponent too (a plain self-play game)",
+    )
+    fsp_current_fraction: float | None = chz.field(
+        default=None,
+        doc="share of self-play games; None: the current policy is one more uniform "
+        "choice beside the members (the original)",
+    )
+    fsp_sampling: Literal["uniform", "prioritized"] = chz.field(
+        default="uniform",
+        doc="uniform over members (the original) | prioritized: (1 - p)^2 with p the "
+        "current policy's league win rate against the member",
+    )
+    fsp_fixed_opponents: tuple[str, ...] = chz.field(
+        default=(),
+        doc="fixed pool members besides the snapshots: random, optimal, checkpoint:PATH, api:MODEL",
+        validator=known_opponents,
+    )
     # ---- evaluation, checkpoints, logging -----------------------------------------
     eval_every: int = chz.field(
         default=16,
@@ -337,6 +369,15 @@ class TrainConfig:
             )
         if not self.env_ids:
             raise ConfigError("env_ids is empty; e.g. env_ids=TicTacToe-v0,KuhnPoker-v1")
+        if self.fsp_current_fraction is not None and not 0 <= self.fsp_current_fraction <= 1:
+            raise ConfigError(
+                f"fsp_current_fraction must be in [0, 1] (or None), got {self.fsp_current_fraction}"
+            )
+        if self.fsp_enabled and self.lora_rank == 0:
+            raise ConfigError(
+                "fsp_enabled keeps past policies as LoRA adapters; set lora_rank > 0 "
+                "(population play with full fine-tuning is not supported yet)"
+            )
         for key in ("entropy_coef_final", "kl_coef_final"):
             value = getattr(self, key)
             if value is not None and value < 0:

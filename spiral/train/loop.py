@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from spiral import games
+from spiral.agents.base import Agent
 from spiral.agents.llm_policy import LLMPolicy
 from spiral.algo.assemble import assemble
 from spiral.algo.losses import get_loss
@@ -35,6 +36,7 @@ from spiral.report.transcripts import write_transcripts
 from spiral.rollout.play import GameSpec, derive_seed, play_with_draw_retry
 from spiral.train.checkpoint import LoopState, latest_checkpoint, save_checkpoint
 from spiral.train.config import TrainConfig
+from spiral.train.population import Population, members_in_checkpoints
 from spiral.train.resume import remove_partial_writes, restore
 from spiral.train.setup import RunSetup, build_sinks, make_eval_fn
 from spiral.train.stopping import StopRequest
@@ -88,23 +90,41 @@ def step_specs(
 
 
 def collect(
-    cfg: TrainConfig, setup: RunSetup, learner: Learner, step: int
+    cfg: TrainConfig,
+    setup: RunSetup,
+    learner: Learner,
+    step: int,
+    population: Population | None = None,
 ) -> tuple[list[Episode], dict[str, float]]:
-    """Play one step's games with the current weights (both seats are the policy)."""
+    """Play one step's games with the current weights: both seats are the policy, or,
+    in population play, the policy against the step's drawn opponents."""
     params = SamplingParams(
         max_tokens=cfg.max_tokens, temperature=cfg.temperature, top_p=cfg.top_p, stop=cfg.stop
     )
-    policy = LLMPolicy(
-        learner.sampler(), setup.prompt_spec, params, name=POLICY, spec_by_game=setup.spec_by_game
-    )
+
+    def make_policy(sampler: Any, name: str) -> LLMPolicy:
+        return LLMPolicy(
+            sampler, setup.prompt_spec, params, name=name, spec_by_game=setup.spec_by_game
+        )
+
+    specs = step_specs(cfg, step, setup.game_params)
+    players: dict[str, Agent] = {POLICY: make_policy(learner.sampler(), POLICY)}
+    opponents: list[str] = []
+    if population is not None:
+        specs, opponents = population.matchups(specs, step, POLICY)
+        players.update(population.players(learner, specs, make_policy))
     retries = cfg.max_draw_retries if cfg.filter_draw else 0
-    return play_with_draw_retry(
-        step_specs(cfg, step, setup.game_params),
-        {POLICY: policy},
+    episodes, metrics = play_with_draw_retry(
+        specs,
+        players,
         setup.invalid_policy,
         seed=derive_seed(cfg.seed, step, 1),
         max_retries=retries,
     )
+    if population is not None:
+        population.record(episodes)
+        metrics.update(population.metrics(step, opponents))
+    return episodes, metrics
 
 
 def learn(
@@ -168,11 +188,16 @@ def update(cfg: TrainConfig, learner: Learner, datums: list[Datum], step: int) -
 
 
 def train_step(
-    cfg: TrainConfig, setup: RunSetup, learner: Learner, step: int, baselines: Baselines
+    cfg: TrainConfig,
+    setup: RunSetup,
+    learner: Learner,
+    step: int,
+    baselines: Baselines,
+    population: Population | None = None,
 ) -> tuple[dict[str, float], Baselines, list[Episode]]:
     """One step of self-play and learning; returns its metrics and the new baselines."""
     t0 = time.perf_counter()
-    episodes, rollout_metrics = collect(cfg, setup, learner, step)
+    episodes, rollout_metrics = collect(cfg, setup, learner, step, population)
     sample_s = time.perf_counter() - t0
     learn_metrics, new_baselines = learn(cfg, learner, episodes, baselines, step)
     sampled = sum(len(t.completion.tokens) for ep in episodes for t in ep.turns if t.completion)
@@ -196,29 +221,52 @@ def train_step(
     return metrics, new_baselines, episodes
 
 
+@dataclass
+class _Start:
+    learner: Learner | None  # None: the checkpoint already finished the run
+    step: int
+    baselines: Baselines
+    population: Population | None
+
+
 def _begin(
     cfg: TrainConfig,
-    ckpt_dir: Path,
+    run_dir: Path,
     make_learner: Callable[[], Learner],
     log: Callable[[str], None],
-) -> tuple[Learner | None, int, Baselines]:
-    """The learner, first step and baselines: from the newest intact checkpoint, or
-    fresh; no learner when that checkpoint already finished the run."""
-    restored = restore(cfg, ckpt_dir, make_learner, log)
+) -> _Start:
+    """The learner, first step, baselines and population: from the newest intact
+    checkpoint, or fresh."""
+    restored = restore(cfg, run_dir / "checkpoints", make_learner, log)
     if restored is None:
-        return make_learner(), 0, Baselines({})
+        learner = make_learner()
+        return _Start(learner, 0, Baselines({}), _population(cfg, run_dir, learner, {}, run_dir))
     state = restored.state
     if state.step >= cfg.num_steps:
         log(
             f"{restored.folder} is at step {state.step} of {cfg.num_steps}: the run is "
             "finished, nothing to do (raise max_steps to train further)"
         )
-        return None, state.step, Baselines({})
+        return _Start(None, state.step, Baselines({}), None)
     log(f"resumed from {restored.folder} at step {state.step}")
     saved_t = state.config.get("temperature", cfg.temperature)
     if saved_t != cfg.temperature:
         log(f"temperature {saved_t} -> {cfg.temperature}: sampling and scoring now use it")
-    return restored.learner, state.step, Baselines.from_json(state.baselines)
+    source = restored.folder.parent.parent  # the run folder the checkpoint came from
+    population = _population(cfg, run_dir, restored.learner, state.extra, source)
+    return _Start(restored.learner, state.step, Baselines.from_json(state.baselines), population)
+
+
+def _population(
+    cfg: TrainConfig, run_dir: Path, learner: Learner, extra: dict[str, Any], source: Path
+) -> Population | None:
+    """Population play's state (fsp_enabled): the pool's members come back from the run
+    folder the checkpoint was written in."""
+    if not cfg.fsp_enabled:
+        return None
+    population = Population.restore(cfg, source, learner, extra)
+    population.run_dir = run_dir
+    return population
 
 
 def _count_bad_steps(
@@ -254,7 +302,13 @@ def train(
     ckpt_dir = run_dir / "checkpoints"
     if removed := remove_partial_writes(ckpt_dir):
         log(f"removed {removed} unfinished checkpoint write(s) left by a killed run")
-    learner, start, baselines = _begin(cfg, ckpt_dir, make_learner, log)
+    begun = _begin(cfg, run_dir, make_learner, log)
+    learner, start, baselines, population = (
+        begun.learner,
+        begun.step,
+        begun.baselines,
+        begun.population,
+    )
     if learner is None:
         return RunResult(run_dir, start, {})
     # Written only once the resume checks passed: a refused resume keeps the old config.
@@ -267,8 +321,12 @@ def train(
     evaluate = make_eval_fn(cfg, setup)
 
     def checkpoint(next_step: int, final: bool = False) -> Path:
-        state = LoopState(next_step, baselines.to_json(), cfg.to_json(), {})
-        return save_checkpoint(ckpt_dir, state, learner.save, final=final)
+        extra = population.to_json() if population is not None else {}
+        state = LoopState(next_step, baselines.to_json(), cfg.to_json(), extra)
+        path = save_checkpoint(ckpt_dir, state, learner.save, final=final)
+        if population is not None:
+            population.prune_folders(members_in_checkpoints(ckpt_dir))
+        return path
 
     metrics: dict[str, float] = {}
     step, bad_steps = start, 0
@@ -276,9 +334,13 @@ def train(
     with StopRequest(log) as stop:
         try:
             for step in range(start, cfg.num_steps):
+                if population is not None:
+                    population.begin_step(learner, step)
                 if cfg.eval_every and step % cfg.eval_every == 0:
                     sinks.log(evaluate(learner, step), step)
-                metrics, baselines, episodes = train_step(cfg, setup, learner, step, baselines)
+                metrics, baselines, episodes = train_step(
+                    cfg, setup, learner, step, baselines, population
+                )
                 if cfg.transcripts_per_step:
                     write_transcripts(
                         episodes, run_dir / "transcripts", step, limit=cfg.transcripts_per_step

@@ -1,0 +1,312 @@
+"""Population play (fictitious self-play): the pool of past policies and each step's matchups.
+
+With `fsp_enabled`, the current policy plays against frozen snapshots of itself instead
+of (or as well as) its live self. The pieces here are values and pure functions; the
+loop does the side effects (the learner takes, loads and drops snapshots).
+
+- **Membership** (the original's rule, its names): at the start of step `i`, if
+  `i >= fsp_start_from` and `i % fsp_update_interval == 0`, the weights that play step
+  `i` join the pool as member `step_<i>`; the pool is FIFO at `fsp_pool_size`.
+- **Opponents**: per game, uniform over the pool members, the fixed members
+  (`fsp_fixed_opponents`: random, optimal, checkpoint:PATH, api:MODEL) and, with
+  `fsp_include_current`, the current policy itself (a plain self-play game) — the
+  original's rule. `fsp_current_fraction` instead fixes the share of self-play games.
+  `fsp_sampling=prioritized` weighs members by (1 - p)^2, p the current policy's
+  smoothed win rate against them in the league (AlphaStar's "hard" weighting), so the
+  members it does worst against are met most.
+- **Seats**: the current policy sits in seat 0 in exactly half of a step's games (which
+  ones is drawn from the step's seed); only its own turns are trained on (the original
+  also trained on the frozen opponent's turns: a bug) and RAE's baselines per (game, seat)
+  come from its seats only.
+- Every draw is seeded by (seed, step), so a resumed run plays the same games.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from spiral.agents.base import Agent
+from spiral.engines.base import Learner
+from spiral.evaluation import league as league_lib
+from spiral.rollout.play import GameSpec, derive_seed
+from spiral.types import Episode
+
+MEMBER_PREFIX = "step_"
+SELF = "<current>"  # the opponent choice "the current policy itself"
+
+
+@dataclass(frozen=True)
+class Pool:
+    """The pool's members, oldest first: (name, the step whose weights it holds)."""
+
+    members: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def names(self) -> list[str]:
+        return [name for name, _ in self.members]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"members": [[name, step] for name, step in self.members]}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Pool:
+        return cls(tuple((str(name), int(step)) for name, step in data.get("members", [])))
+
+
+def member_name(step: int) -> str:
+    return f"{MEMBER_PREFIX}{step:06d}"
+
+
+def joins_at(step: int, start_from: int, interval: int) -> bool:
+    """Whether the weights that play `step` join the pool."""
+    return step >= start_from and step % interval == 0
+
+
+def advance(
+    pool: Pool, step: int, start_from: int, interval: int, size: int
+) -> tuple[Pool, str | None, list[str]]:
+    """The pool at the start of `step`: (new pool, the member added or None, evicted names)."""
+    if not joins_at(step, start_from, interval):
+        return pool, None, []
+    name = member_name(step)
+    members = (*pool.members, (name, step))
+    evicted = [n for n, _ in members[: max(0, len(members) - size)]]
+    return replace(pool, members=members[-size:]), name, evicted
+
+
+def pool_at(step: int, start_from: int, interval: int, size: int) -> Pool:
+    """The pool at the start of `step` of an uninterrupted run (what resume must rebuild)."""
+    pool = Pool()
+    for s in range(step + 1):
+        pool, _, _ = advance(pool, s, start_from, interval, size)
+    return pool
+
+
+def choose_opponents(
+    n_games: int,
+    candidates: Sequence[str],
+    rng: random.Random,
+    include_current: bool,
+    current_fraction: float | None,
+    weight: Callable[[str], float] | None = None,
+) -> list[str]:
+    """One opponent label per game: a candidate, or SELF for a plain self-play game."""
+    options = list(candidates)
+    if not options:
+        return [SELF] * n_games
+    weights = [weight(c) for c in options] if weight is not None else [1.0] * len(options)
+    if current_fraction is None and include_current:
+        options.append(SELF)
+        weights.append(sum(weights) / len(weights))  # the current policy as one more member
+    out = []
+    for _ in range(n_games):
+        if current_fraction is not None and include_current and rng.random() < current_fraction:
+            out.append(SELF)
+        else:
+            out.append(rng.choices(options, weights=weights)[0])
+    return out
+
+
+def hard_weight(win_rate: Callable[[str], float]) -> Callable[[str], float]:
+    """Prioritised fictitious self-play's (1 - p)^2, floored so no member is never met."""
+    return lambda name: max((1.0 - win_rate(name)) ** 2, 1e-3)
+
+
+def smoothed_win_rate(record: tuple[int, int, int]) -> float:
+    """(wins + draws / 2 + 1) / (games + 2): 1/2 before any game, then the record."""
+    wins, draws, losses = record
+    return (wins + 0.5 * draws + 1.0) / (wins + draws + losses + 2.0)
+
+
+def balanced_seats(n_games: int, rng: random.Random) -> list[int]:
+    """The current policy's seat in each game: seat 0 in exactly half (rounded down)."""
+    seats = [0] * (n_games // 2) + [1] * (n_games - n_games // 2)
+    rng.shuffle(seats)
+    return seats
+
+
+def population_specs(
+    specs: Sequence[GameSpec],
+    opponents: Sequence[str],
+    current_seats: Sequence[int],
+    policy: str,
+    label_for: Callable[[str, str], str],
+) -> list[GameSpec]:
+    """The step's games with their seats filled: the policy in its seat, the opponent
+    (`label_for(opponent, game_id)`, the player label) in the other; SELF fills both."""
+    out = []
+    for spec, opponent, seat in zip(specs, opponents, current_seats, strict=True):
+        if opponent == SELF:
+            seats = (policy, policy)
+        else:
+            label = label_for(opponent, spec.game_id)
+            seats = (policy, label) if seat == 0 else (label, policy)
+        out.append(replace(spec, seats=seats))
+    return out
+
+
+def step_rng(seed: int, step: int) -> random.Random:
+    return random.Random(derive_seed(seed, step, 3))
+
+
+def pool_metrics(
+    pool: Pool, step: int, opponents: Sequence[str], steps_of: dict[str, int]
+) -> dict[str, float]:
+    """The original's `fsp/*` keys: pool shape and this step's matchups."""
+    metrics: dict[str, float] = {"fsp/pool_size": float(len(pool.members))}
+    if pool.members:
+        member_steps = [s for _, s in pool.members]
+        metrics["fsp/oldest_agent_step"] = float(min(member_steps))
+        metrics["fsp/newest_agent_step"] = float(max(member_steps))
+        metrics["fsp/avg_agent_age"] = sum(step - s for s in member_steps) / len(member_steps)
+    opponent_steps = [
+        step if o == SELF else steps_of[o] for o in opponents if o == SELF or o in steps_of
+    ]
+    if opponent_steps:
+        metrics["fsp/opponent_step_mean"] = sum(opponent_steps) / len(opponent_steps)
+        metrics["fsp/opponent_step_min"] = float(min(opponent_steps))
+        metrics["fsp/opponent_step_max"] = float(max(opponent_steps))
+    if opponents:
+        same = sum(1 for o in opponents if o == SELF or steps_of.get(o) == step)
+        metrics["fsp/self_play_ratio"] = same / len(opponents)
+        # Games against the live policy itself (both seats trained), apart from the
+        # original's self_play_ratio, which also counts the pool copy of this step.
+        metrics["fsp/live_self_play_ratio"] = sum(1 for o in opponents if o == SELF) / len(
+            opponents
+        )
+        metrics["fsp/fixed_opponent_ratio"] = sum(
+            1 for o in opponents if o != SELF and o not in steps_of
+        ) / len(opponents)
+    return metrics
+
+
+# ---- the loop's side of population play ----------------------------------------------
+POOL_DIR = "pool"  # run_dir/pool/<member>/: each member's adapter, for resume
+
+
+@dataclass
+class Population:
+    """What the loop keeps for population play: the pool, the league, and the agents of
+    fixed members. Owns the side effects: snapshots taken, loaded and dropped."""
+
+    cfg: Any  # TrainConfig (not imported: config imports nothing from here)
+    run_dir: Path
+    pool: Pool
+    league: Any  # spiral.evaluation.league.League
+    fixed_agents: dict[str, Agent]
+
+    @classmethod
+    def restore(
+        cls, cfg: Any, run_dir: Path, learner: Learner, extra: dict[str, Any]
+    ) -> Population:
+        """The population saved in a checkpoint's loop state (empty for a fresh run):
+        every member's adapter is loaded back from run_dir/pool."""
+        pool = Pool.from_json(extra.get("pool", {}))
+        for name, _ in pool.members:
+            learner.load_snapshot(name, run_dir / POOL_DIR / name)
+        league = league_lib.from_json(extra["league"]) if "league" in extra else league_lib.League()
+        return cls(cfg, run_dir, pool, league, {})
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pool": self.pool.to_json(), "league": league_lib.to_json(self.league)}
+
+    def begin_step(self, learner: Learner, step: int) -> None:
+        """Apply the membership rule at the start of `step`."""
+        cfg = self.cfg
+        self.pool, added, evicted = advance(
+            self.pool, step, cfg.fsp_start_from, cfg.fsp_update_interval, cfg.fsp_pool_size
+        )
+        if added is not None:
+            learner.take_snapshot(added, self.run_dir / POOL_DIR / added)
+        for name in evicted:
+            learner.drop_snapshot(name)
+
+    def matchups(
+        self, specs: Sequence[GameSpec], step: int, policy: str
+    ) -> tuple[list[GameSpec], list[str]]:
+        """The step's games with opponents and seats; also the opponent of each game."""
+        cfg = self.cfg
+        rng = step_rng(cfg.seed, step)
+        candidates = [*self.pool.names, *cfg.fsp_fixed_opponents]
+        weight = None
+        if cfg.fsp_sampling == "prioritized":
+            weight = hard_weight(lambda name: smoothed_win_rate(self.league.versus(policy, name)))
+        opponents = choose_opponents(
+            len(specs), candidates, rng, cfg.fsp_include_current, cfg.fsp_current_fraction, weight
+        )
+        seats = balanced_seats(len(specs), rng)
+        labelled = population_specs(specs, opponents, seats, policy, fixed_label)
+        return labelled, [
+            o if o == SELF else fixed_label(o, s.game_id)
+            for o, s in zip(opponents, specs, strict=True)
+        ]
+
+    def players(
+        self, learner: Learner, specs: Sequence[GameSpec], make_policy: Callable[[Any, str], Agent]
+    ) -> dict[str, Agent]:
+        """An agent for every label the step's games use besides the policy: members
+        sample from their adapters (`make_policy(sampler, name)`), fixed members are
+        built once (scripted ones per game)."""
+        from spiral import agents
+
+        out: dict[str, Agent] = {}
+        members = set(self.pool.names)
+        for label in sorted({label for s in specs for label in s.seats}):
+            if label in members:
+                out[label] = make_policy(learner.snapshot_sampler(label), label)
+            elif "@" in label or label in self.cfg.fsp_fixed_opponents:
+                if label not in self.fixed_agents:
+                    spec, _, game_id = label.partition("@")
+                    params = {"game_id": game_id} if game_id else {}
+                    self.fixed_agents[label] = agents.make(spec, seed=self.cfg.seed, **params)
+                out[label] = self.fixed_agents[label]
+        return out
+
+    def record(self, episodes: Sequence[Episode]) -> None:
+        self.league = league_lib.record(self.league, episodes)
+        league_lib.write_league(self.run_dir / "league.json", self.league)
+
+    def metrics(self, step: int, opponents: Sequence[str]) -> dict[str, float]:
+        steps_of = dict(self.pool.members)
+        return {
+            **pool_metrics(self.pool, step, opponents, steps_of),
+            **league_lib.metrics(self.league),
+        }
+
+    def prune_folders(self, keep: set[str]) -> int:
+        """Remove member folders that neither the pool nor any kept checkpoint needs."""
+        folder = self.run_dir / POOL_DIR
+        if not folder.is_dir():
+            return 0
+        removed = 0
+        for path in folder.iterdir():
+            if path.is_dir() and path.name not in keep and path.name not in self.pool.names:
+                shutil.rmtree(path, ignore_errors=True)
+                removed += 1
+        return removed
+
+
+def fixed_label(opponent: str, game_id: str) -> str:
+    """The player label of an opponent: members and model-backed fixed members by name,
+    scripted fixed members per game (`optimal@TicTacToe-v0`: the optimal player differs
+    by game)."""
+    if opponent.startswith(MEMBER_PREFIX) or opponent.partition(":")[0] in ("checkpoint", "api"):
+        return opponent
+    return f"{opponent}@{game_id}"
+
+
+def members_in_checkpoints(ckpt_dir: Path) -> set[str]:
+    """Pool members that some complete checkpoint of the run refers to (their folders
+    must stay so that resuming from that checkpoint rebuilds its pool)."""
+    from spiral.train.checkpoint import complete_checkpoints, load_loop_state
+
+    names: set[str] = set()
+    for folder in complete_checkpoints(ckpt_dir):
+        pool = Pool.from_json(load_loop_state(folder).extra.get("pool", {}))
+        names.update(pool.names)
+    return names

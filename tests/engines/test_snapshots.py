@@ -1,0 +1,82 @@
+"""Pool members as LoRA adapters over one base model (spiral.engines.snapshots): frozen
+while the policy trains, switched per call, and equal to their saved folder loaded alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from spiral.engines.base import SamplingParams
+from spiral.engines.learner import TorchLearner
+from spiral.engines.loading import ModelConfig
+from spiral.engines.sampler import StaleSamplerError
+from spiral.engines.snapshots import SnapshotError, snapshot_names
+
+from .conftest import PROMPT_TEXTS, chat_prompts, is_loss
+from .test_learner import _datums
+
+
+def _score(sampler: object, prompts: list[list[int]]) -> list[list[float]]:
+    continuations = [p[-3:] for p in prompts]
+    return sampler.score(prompts, continuations)  # type: ignore[attr-defined]
+
+
+def _train(learner: TorchLearner, n: int) -> None:
+    datums = _datums(learner)
+    for _ in range(n):
+        learner.forward_backward(datums, is_loss)
+        learner.optim_step(1e-2)
+
+
+def test_members_are_frozen_and_switch_per_call(tiny_llama: Path, tmp_path: Path) -> None:
+    learner = TorchLearner(ModelConfig(model=str(tiny_llama), lora_rank=4, device="cpu"))
+    prompts = chat_prompts(learner.tokenizer, PROMPT_TEXTS)
+    _train(learner, 2)
+    before = _score(learner.sampler(), prompts)
+    trainable = {n: p.detach().clone() for n, p in learner._named_trainable()}
+    learner.take_snapshot("step_000002", tmp_path / "step_000002")
+    member = learner.snapshot_sampler("step_000002")
+    assert _score(member, prompts) == before  # the member is the policy of that moment
+    # Sampling with the member leaves the trained adapter trainable and untouched.
+    member.sample(prompts[:2], SamplingParams(max_tokens=3, seed=0))
+    after_switch = {n: p.detach() for n, p in learner._named_trainable()}
+    assert after_switch.keys() == trainable.keys()
+    assert all(torch.equal(trainable[n], after_switch[n]) for n in trainable)
+    _train(learner, 3)
+    moved = _score(learner.sampler(), prompts)
+    assert moved != before  # the policy trained on...
+    assert _score(member, prompts) == before  # ...and the member did not change
+    # Its folder, loaded on its own as a model, gives the same log-probs.
+    alone = TorchLearner(
+        ModelConfig(model=str(tmp_path / "step_000002"), lora_rank=4, device="cpu")
+    )
+    alone_scores = _score(alone.sampler(), prompts)
+    assert [v for row in alone_scores for v in row] == pytest.approx(
+        [v for row in before for v in row], abs=1e-6
+    )
+    # And loaded back as a member of a fresh learner (resume), bit for bit.
+    fresh = TorchLearner(ModelConfig(model=str(tiny_llama), lora_rank=4, device="cpu"))
+    fresh.load_snapshot("step_000002", tmp_path / "step_000002")
+    assert _score(fresh.snapshot_sampler("step_000002"), prompts) == before
+    learner.drop_snapshot("step_000002")
+    assert snapshot_names(learner.model) == []
+    with pytest.raises(StaleSamplerError):
+        _score(member, prompts)
+
+
+def test_checkpoints_hold_only_the_trained_adapter(tiny_llama: Path, tmp_path: Path) -> None:
+    learner = TorchLearner(ModelConfig(model=str(tiny_llama), lora_rank=4, device="cpu"))
+    _train(learner, 1)
+    learner.take_snapshot("step_000001", tmp_path / "pool" / "step_000001")
+    learner.save(tmp_path / "ckpt")
+    assert not (tmp_path / "ckpt" / "step_000001").exists()
+    with pytest.raises(SnapshotError, match="already exists"):
+        learner.take_snapshot("step_000001", tmp_path / "pool" / "again")
+
+
+def test_full_fine_tuning_is_refused_with_the_fix(tiny_llama: Path, tmp_path: Path) -> None:
+    learner = TorchLearner(ModelConfig(model=str(tiny_llama), lora_rank=0, device="cpu"))
+    with pytest.raises(SnapshotError, match="lora_rank > 0"):
+        learner.take_snapshot("step_000000", tmp_path / "m")

@@ -1,0 +1,157 @@
+"""Population play: the pool's schedule, matchups, seats, what is trained, exact resume,
+and pool members that are real frozen adapters (a tiny real model)."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from spiral.report.sinks import read_jsonl
+from spiral.rollout.play import GameSpec
+from spiral.train.checkpoint import latest_checkpoint, load_loop_state
+from spiral.train.config import ConfigError, parse_config
+from spiral.train.loop import POLICY, train
+from spiral.train.population import (
+    SELF,
+    Pool,
+    advance,
+    balanced_seats,
+    choose_opponents,
+    fixed_label,
+    pool_at,
+    population_specs,
+    smoothed_win_rate,
+)
+from spiral.train.setup import build_setup, make_learner_factory
+
+from .test_e2e import _assert_rows_close, tiny_args
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from spiral.engines.tiny import make_tiny_model
+
+    return make_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+
+
+def test_membership_follows_the_schedule_fifo() -> None:
+    # start 2, interval 3, size 2: steps 3, 6, 9 join; at 9 the member of step 3 leaves.
+    pool, history = Pool(), []
+    for step in range(11):
+        pool, added, evicted = advance(pool, step, start_from=2, interval=3, size=2)
+        history.append((step, added, evicted, pool.names))
+    assert [h[1] for h in history if h[1]] == ["step_000003", "step_000006", "step_000009"]
+    assert history[9][2] == ["step_000003"]
+    assert history[10][3] == ["step_000006", "step_000009"]
+    assert pool_at(10, 2, 3, 2) == pool
+    assert Pool.from_json(pool.to_json()) == pool
+    # step 0 joins when start_from is 0 (the original's rule: i % interval == 0).
+    assert advance(Pool(), 0, 0, 5, 25)[1] == "step_000000"
+
+
+def test_opponents_uniform_and_current_fraction() -> None:
+    rng = random.Random(0)
+    picks = Counter(choose_opponents(6000, ["a", "b"], rng, True, None))
+    # The original: the current policy is one more uniform choice beside the members.
+    assert set(picks) == {"a", "b", SELF}
+    assert all(abs(n / 6000 - 1 / 3) < 0.03 for n in picks.values())
+    picks = Counter(choose_opponents(6000, ["a", "b"], random.Random(1), True, 0.5))
+    assert abs(picks[SELF] / 6000 - 0.5) < 0.03
+    assert SELF not in choose_opponents(100, ["a"], random.Random(2), False, None)
+    assert choose_opponents(3, [], random.Random(3), True, None) == [SELF] * 3  # empty pool
+    # Prioritised: a member the policy loses to is met more often.
+    weight = {"strong": (1 - 0.2) ** 2, "weak": (1 - 0.9) ** 2}
+    picks = Counter(
+        choose_opponents(5000, ["strong", "weak"], random.Random(4), False, None, weight.get)
+    )
+    assert picks["strong"] > 10 * picks["weak"]
+    assert smoothed_win_rate((0, 0, 0)) == 0.5
+    assert smoothed_win_rate((3, 2, 1)) == pytest.approx((3 + 1 + 1) / 8)
+
+
+def test_seats_balanced_and_filled() -> None:
+    seats = balanced_seats(10, random.Random(0))
+    assert sorted(seats) == [0] * 5 + [1] * 5
+    specs = [GameSpec("KuhnPokerSingle-v0", i, (POLICY, POLICY)) for i in range(4)]
+    out = population_specs(
+        specs, ["step_000005", SELF, "random", "step_000005"], [0, 1, 1, 1], POLICY, fixed_label
+    )
+    assert [s.seats for s in out] == [
+        (POLICY, "step_000005"),
+        (POLICY, POLICY),
+        ("random@KuhnPokerSingle-v0", POLICY),
+        ("step_000005", POLICY),
+    ]
+
+
+def test_fsp_needs_lora() -> None:
+    with pytest.raises(ConfigError, match="lora_rank > 0"):
+        parse_config(["fsp_enabled=true", "lora_rank=0"])
+
+
+def _fsp_args(model: Path, run: Path, steps: int) -> list[str]:
+    return [
+        *tiny_args(model, run, steps, envs="KuhnPokerSingle-v0"),
+        "batch_size=8",
+        "fsp_enabled=true",
+        "fsp_update_interval=1",
+        "fsp_pool_size=2",
+        "fsp_fixed_opponents=random",
+        "eval_every=0",
+        "transcripts_per_step=0",
+    ]
+
+
+def _run(args: list[str]) -> None:
+    cfg = parse_config(args)
+    train(cfg, build_setup(cfg), make_learner_factory(cfg), log=lambda _: None)
+
+
+def test_population_run_trains_only_its_turns_and_resumes_exactly(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    _run(_fsp_args(tiny_model, straight, 4))
+    _run(_fsp_args(tiny_model, resumed, 2))
+    _run(_fsp_args(tiny_model, resumed, 4))  # resumes: rebuilds the pool from run/pool
+    rows_a, rows_b = read_jsonl(straight / "metrics.jsonl"), read_jsonl(resumed / "metrics.jsonl")
+    _assert_rows_close(rows_a, rows_b)  # same games, same league, same updates
+    state = load_loop_state(latest_checkpoint(straight / "checkpoints"))
+    # Pool at the start of step 3 with interval 1 and size 2: the weights of steps 2 and 3.
+    assert Pool.from_json(state.extra["pool"]).names == ["step_000002", "step_000003"]
+    # Member folders on disk: exactly those some kept checkpoint's pool refers to (each
+    # checkpoint must be resumable), here the pools of steps 2 and 4.
+    assert sorted(p.name for p in (straight / "pool").iterdir()) == [
+        "step_000000", "step_000001", "step_000002", "step_000003"
+    ]  # fmt: skip
+    league = state.extra["league"]
+    assert "policy" in str(league) and "random@KuhnPokerSingle-v0" in str(league)
+    assert (straight / "league.json").is_file()
+    for row in rows_a:
+        if "fsp/pool_size" not in row:
+            continue
+        assert 1 <= row["fsp/pool_size"] <= 2
+        # 4 games a step: the policy holds one seat against an opponent and both in a
+        # self-play game; RAE counts only those seats (a seat that never moved, e.g.
+        # after the other seat's invalid first move, has nothing to train on).
+        games_vs_others = round(4 * (1 - row["fsp/live_self_play_ratio"]))
+        seats = sum(
+            row[f"rae/KuhnPokerSingle-v0/seat{k}/count"]
+            for k in (0, 1)
+            if f"rae/KuhnPokerSingle-v0/seat{k}/count" in row
+        )
+        assert 1 <= seats <= 8 - games_vs_others
+    assert any(row.get("fsp/fixed_opponent_ratio", 0) > 0 for row in rows_a)
+
+
+def test_unreferenced_member_folders_are_removed(tiny_model: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    _run([*_fsp_args(tiny_model, run, 5), "save_every=4"])
+    # Checkpoints at 4 (pool at the start of step 3: members 2, 3) and the final one at
+    # 5 (members 3, 4): the folders of members 0 and 1 are gone.
+    assert sorted(p.name for p in (run / "pool").iterdir()) == [
+        "step_000002", "step_000003", "step_000004"
+    ]  # fmt: skip
