@@ -3,6 +3,7 @@
     spiral bench what=games            random-play games/s for every registered game
     spiral bench what=engine model=embedded batch=16 prompt_tokens=256 new_tokens=32
     spiral bench what=selfplay model=embedded hands=512   Kuhn hands/s, by what is shared
+    spiral bench what=pool model=embedded hands=256 members=25   population play cost
     spiral bench what=all out=bench.json                  games + engine
 
 Numbers are reported as measured (and as ratios where two are compared, e.g. prefix reuse
@@ -28,14 +29,17 @@ class BenchArgs:
 
     Throughput measured on this machine, in one run (ratios where two things compare)."""
 
-    what: Literal["games", "engine", "selfplay", "all"] = chz.field(
-        default="all", doc="games: random-play games/s; engine: sampling; selfplay: Kuhn hands/s"
+    what: Literal["games", "engine", "selfplay", "pool", "all"] = chz.field(
+        default="all",
+        doc="games: random-play games/s; engine: sampling; selfplay: Kuhn hands/s; "
+        "pool: population play's memory and rollout time with `members` adapters",
     )
     model: str = chz.field(default="embedded", doc="model for engine and selfplay")
     batch: int = chz.field(default=16, doc="engine: prompts per batch", validator=positive)
     prompt_tokens: int = chz.field(default=256, doc="engine: prompt length", validator=positive)
     new_tokens: int = chz.field(default=32, doc="engine: tokens generated", validator=positive)
     hands: int = chz.field(default=512, doc="selfplay: Kuhn hands per step", validator=positive)
+    members: int = chz.field(default=25, doc="pool: adapters in the pool", validator=positive)
     seconds: float = chz.field(default=2.0, doc="games: seconds per game", validator=positive)
     out: str = chz.field(default="", doc="also write the numbers to this JSON file")
 
@@ -62,6 +66,12 @@ def bench_selfplay(args: BenchArgs) -> dict[str, float]:
     from spiral.train.benchmark import run_selfplay_benchmark
 
     return run_selfplay_benchmark(model=args.model, hands=args.hands)
+
+
+def bench_pool(args: BenchArgs) -> dict[str, float]:
+    from spiral.train.benchmark import run_pool_benchmark
+
+    return run_pool_benchmark(model=args.model, hands=args.hands, members=args.members)
 
 
 def machine() -> dict[str, Any]:
@@ -102,6 +112,8 @@ def main(argv: Sequence[str]) -> int:
         results.update(bench_engine(args))
     if what == "selfplay":
         results.update(bench_selfplay(args))
+    if what == "pool":
+        results.update(bench_pool(args))
     width = max(len(k) for k in results)
     for key, value in results.items():
         shown = _fmt(value)

@@ -75,3 +75,66 @@ def run_selfplay_benchmark(
         result["selfplay/shared_all/hands_per_s"] / result["selfplay/plain/hands_per_s"]
     )
     return result
+
+
+def _rss_mb() -> float:
+    """This process's resident memory now (Linux /proc; 0 where unavailable)."""
+    try:
+        pages = int(open("/proc/self/statm").read().split()[1])  # noqa: SIM115
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    import os
+
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def run_pool_benchmark(
+    model: str = "embedded", hands: int = 256, members: int = 25, extra: Sequence[str] = ()
+) -> dict[str, float]:
+    """Population play's cost: memory of `members` pool adapters, and one step's rollout
+    of `hands` Kuhn games against the pool vs plain self-play (same weights).
+
+    Keys: `pool/members`, `pool/member_mb` (one adapter's parameters in memory),
+    `pool/rss_growth_mb` (resident memory added by taking the snapshots),
+    `pool/{plain,fsp}/sample_s`, `.../hands_per_s` and `pool/fsp_over_plain` (time ratio).
+    """
+    import tempfile
+    from pathlib import Path
+
+    from spiral.evaluation.league import League
+    from spiral.train.population import Pool, Population, member_name
+
+    cfg = parse_config(
+        [
+            "preset=embedded-kuhn",
+            f"model_name={model}",
+            f"batch_size={2 * hands}",
+            "log_path=/dev/null",
+            "fsp_enabled=true",
+            f"fsp_pool_size={members}",
+            *extra,
+        ]
+    )
+    setup = build_setup(cfg)
+    learner = make_learner_factory(cfg)()
+    learner.temperature = cfg.temperature
+    collect(chz.replace(cfg, batch_size=4), setup, learner, 0)  # warm-up
+    result: dict[str, float] = {"pool/members": float(members), "pool/hands": float(hands)}
+    trained = sum(p.numel() * p.element_size() for _, p in learner._named_trainable())  # type: ignore[attr-defined]
+    result["pool/member_mb"] = trained / 2**20
+    with tempfile.TemporaryDirectory() as tmp:
+        before = _rss_mb()
+        names = [member_name(k) for k in range(members)]
+        for name in names:
+            learner.take_snapshot(name, Path(tmp) / "pool" / name)
+        result["pool/rss_growth_mb"] = _rss_mb() - before
+        pool = Pool(tuple((name, k) for k, name in enumerate(names)))
+        population = Population(cfg, Path(tmp), pool, League(), {})
+        for mode, pop in (("plain", None), ("fsp", population)):
+            t0 = time.perf_counter()
+            episodes, _ = collect(cfg, setup, learner, 1, pop)
+            seconds = time.perf_counter() - t0
+            result[f"pool/{mode}/sample_s"] = seconds
+            result[f"pool/{mode}/hands_per_s"] = len(episodes) / seconds
+    result["pool/fsp_over_plain"] = result["pool/fsp/sample_s"] / result["pool/plain/sample_s"]
+    return result

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from spiral.train.benchmark import MODES, run_selfplay_benchmark
+from spiral.train.benchmark import MODES, run_pool_benchmark, run_selfplay_benchmark
 
 
 @pytest.fixture(scope="module")
@@ -27,3 +27,11 @@ def test_selfplay_benchmark_reports_every_mode(tiny_model: Path) -> None:
     assert result["selfplay/shared_all/rows"] <= 48
     assert result["selfplay/shared_all/rows"] < result["selfplay/plain/rows"]
     assert result["selfplay/speedup"] > 0
+
+
+def test_pool_benchmark_measures_members_and_both_rollouts(tiny_model: Path) -> None:
+    result = run_pool_benchmark(model=str(tiny_model), hands=12, members=3, extra=("lora_rank=4",))
+    assert result["pool/members"] == 3
+    assert result["pool/member_mb"] > 0
+    assert result["pool/plain/hands_per_s"] > 0 and result["pool/fsp/hands_per_s"] > 0
+    assert result["pool/fsp_over_plain"] > 0
