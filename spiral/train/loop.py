@@ -337,7 +337,7 @@ def train(
                 if population is not None:
                     population.begin_step(learner, step)
                 if cfg.eval_every and step % cfg.eval_every == 0:
-                    sinks.log(evaluate(learner, step), step)
+                    sinks.log(evaluate(learner, step, population), step)
                 metrics, baselines, episodes = train_step(
                     cfg, setup, learner, step, baselines, population
                 )
@@ -360,7 +360,7 @@ def train(
                         return RunResult(run_dir, step + 1, metrics, interrupted=True)
             step = cfg.num_steps
             if cfg.eval_every:
-                final_eval = evaluate(learner, step)
+                final_eval = evaluate(learner, step, population)
                 sinks.log(final_eval, step)
                 metrics.update(final_eval)
             path = checkpoint(step, final=True)

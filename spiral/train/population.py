@@ -26,7 +26,7 @@ from __future__ import annotations
 import random
 import shutil
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -199,6 +199,7 @@ class Population:
     pool: Pool
     league: Any  # spiral.evaluation.league.League
     fixed_agents: dict[str, Agent]
+    member_tables: dict[str, Any] = field(default_factory=dict)  # name -> TabularPolicy
 
     @classmethod
     def restore(
@@ -278,6 +279,33 @@ class Population:
             **league_lib.metrics(self.league),
         }
 
+    def average_metrics(
+        self, learner: Learner, make_policy: Callable[[Any, str], Any]
+    ) -> dict[str, float]:
+        """Exact exploitability (temperature 1) of the pool's average policy on
+        single-hand Kuhn: the reach-weighted mixture of the members' strategies, which is
+        the policy fictitious play makes converge. Each member's 12-state table is
+        computed once (members do not change)."""
+        from spiral.evaluation.average_policy import average_policy_report
+        from spiral.evaluation.exploitability import KUHN_GAME_ID, kuhn_tabular_policy
+        from spiral.evaluation.model_policy import model_kuhn_exploitability
+
+        tables = []
+        for name in self.pool.names:
+            if name not in self.member_tables:
+                found = model_kuhn_exploitability(make_policy(learner.snapshot_sampler(name), name))
+                self.member_tables[name] = kuhn_tabular_policy(_table_fn(found["distributions"]))
+            tables.append(self.member_tables[name])
+        for name in set(self.member_tables) - set(self.pool.names):
+            del self.member_tables[name]
+        report = average_policy_report("kuhn_poker", tables)
+        prefix = f"eval/{KUHN_GAME_ID}/pool_average"
+        return {
+            f"{prefix}/exploitability_t1": report["exploitability"],
+            f"{prefix}/nash_conv_t1": report["nash_conv"],
+            f"{prefix}/members": float(len(tables)),
+        }
+
     def prune_folders(self, keep: set[str]) -> int:
         """Remove member folders that neither the pool nor any kept checkpoint needs."""
         folder = self.run_dir / POOL_DIR
@@ -289,6 +317,11 @@ class Population:
                 shutil.rmtree(path, ignore_errors=True)
                 removed += 1
         return removed
+
+
+def _table_fn(distributions: dict[str, dict[str, float]]) -> Callable[[str, int], dict[str, float]]:
+    """A Kuhn policy function (information state, seat) -> move distribution from a table."""
+    return lambda info, seat: distributions[info]
 
 
 def fixed_label(opponent: str, game_id: str) -> str:

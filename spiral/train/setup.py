@@ -25,6 +25,7 @@ from spiral.prompts.invalid import InvalidMovePolicy, invalid_policy
 from spiral.prompts.spec import PromptSpec
 from spiral.report.sinks import MetricsSink, TensorBoardSink, WandbSink
 from spiral.train.config import ConfigError, TrainConfig
+from spiral.train.population import Population
 
 
 @dataclass(frozen=True)
@@ -114,11 +115,12 @@ def build_sinks(cfg: TrainConfig, run_dir: Path) -> list[MetricsSink]:
     return sinks
 
 
-def make_eval_fn(cfg: TrainConfig, setup: RunSetup) -> Callable[[Learner, int], dict[str, float]]:
-    """Evaluation vs `eval_opponent_names` on `eval_env_ids`, both seats, every call."""
+def make_eval_fn(cfg: TrainConfig, setup: RunSetup) -> Callable[..., dict[str, float]]:
+    """Evaluation vs `eval_opponent_names` on `eval_env_ids`, both seats, every call;
+    with a population, also the exploitability of the pool's average policy (Kuhn)."""
     env_ids = cfg.eval_env_ids or cfg.env_ids
 
-    def run(learner: Learner, step: int) -> dict[str, float]:
+    def run(learner: Learner, step: int, population: Population | None = None) -> dict[str, float]:
         t0 = time.perf_counter()
         params = SamplingParams(
             max_tokens=cfg.max_tokens,
@@ -159,6 +161,18 @@ def make_eval_fn(cfg: TrainConfig, setup: RunSetup) -> Callable[[Learner, int], 
                 with learner.averaged():
                     found = kuhn_exploitability_metrics(policy(), cfg.temperature)
                 metrics.update(_averaged_keys(found))
+            if population is not None and population.pool.members:
+
+                def member(sampler: Any, name: str) -> LLMPolicy:
+                    return LLMPolicy(
+                        sampler,
+                        setup.prompt_spec,
+                        params,
+                        name=name,
+                        spec_by_game=setup.spec_by_game,
+                    )
+
+                metrics.update(population.average_metrics(learner, member))
         metrics["time/eval"] = time.perf_counter() - t0
         return metrics
 

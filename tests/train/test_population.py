@@ -155,3 +155,25 @@ def test_unreferenced_member_folders_are_removed(tiny_model: Path, tmp_path: Pat
     assert sorted(p.name for p in (run / "pool").iterdir()) == [
         "step_000002", "step_000003", "step_000004"
     ]  # fmt: skip
+
+
+def test_pool_average_exploitability_is_evaluated(tiny_model: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    args = [*_fsp_args(tiny_model, run, 2), "eval_every=1", "fsp_update_interval=100"]
+    _run(args)
+    rows = [
+        r
+        for r in read_jsonl(run / "metrics.jsonl")
+        if "eval/KuhnPokerSingle-v0/exploitability_t1" in r
+    ]
+    first = rows[0]
+    assert first["step"] == 0
+    # At step 0 the pool holds one member, the weights of step 0: its average is itself.
+    assert first["eval/KuhnPokerSingle-v0/pool_average/members"] == 1
+    assert first["eval/KuhnPokerSingle-v0/pool_average/exploitability_t1"] == pytest.approx(
+        first["eval/KuhnPokerSingle-v0/exploitability_t1"], abs=1e-9
+    )
+    later = rows[-1]  # the policy trained on; the pool still holds step 0 only
+    assert later["eval/KuhnPokerSingle-v0/pool_average/exploitability_t1"] == pytest.approx(
+        first["eval/KuhnPokerSingle-v0/pool_average/exploitability_t1"], abs=1e-9
+    )
