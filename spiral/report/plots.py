@@ -57,6 +57,25 @@ CURVES: tuple[Curve, ...] = (
         ("eval/*/p_bet_t1/*",),
     ),
     Curve("draw_rate", "Draw rate", ("train/*/draw_rate",)),
+    Curve(
+        "train_win_rate", "Training games: win rate per game and seat", ("train/*/seat*/win_rate",)
+    ),
+    Curve(
+        "loss_diagnostics",
+        "Loss diagnostics: importance ratio, clip fraction, KL, entropy",
+        ("train/ratio_mean", "train/clip_frac", "train/approx_kl", "train/entropy", "train/kl"),
+    ),
+    Curve("grad_norm", "Gradient norm and learning rate", ("train/grad_norm", "optim/lr")),
+    Curve("throughput", "Throughput", ("perf/games_per_s",)),
+    Curve("tokens_per_s", "Tokens per second", ("perf/*tokens_per_s",)),
+    Curve(
+        "time_per_phase",
+        "Seconds per step by phase",
+        ("time/sample", "time/train", "time/eval", "time/total"),
+    ),
+    Curve("memory", "Peak resident memory (MB)", ("perf/peak_rss_mb",)),
+    Curve("league", "League ratings (ordinal = mu - 3 sigma)", ("league/*/ordinal",)),
+    Curve("population", "Population play: pool and matchups", ("fsp/pool_size", "fsp/*ratio")),
     Curve("rae_baselines", "RAE baselines per game and seat", ("rae/*/baseline_updated",)),
     Curve("response_tokens", "Mean response length (tokens)", ("train/*/mean_response_tokens",)),
 )
@@ -103,6 +122,15 @@ def _interval(
 
 def plot_metrics(rows: list[dict[str, Any]], keys: list[str], out: Path, title: str = "") -> Path:
     """One line per key against step, saved as PNG at `out`."""
+    fig = curve_figure(rows, keys, title)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, format="png")
+    return out
+
+
+def curve_figure(rows: list[dict[str, Any]], keys: list[str], title: str = "") -> Any:
+    """The figure `plot_metrics` saves: one line per key against step, intervals shaded."""
     series = {key: _series(rows, key) for key in keys}
     series = {key: xy for key, xy in series.items() if xy[0]}
     if not series:
@@ -123,10 +151,7 @@ def plot_metrics(rows: list[dict[str, Any]], keys: list[str], out: Path, title: 
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, format="png")
-    return out
+    return fig
 
 
 def plot_learning_curve(metrics_jsonl: Path, out_dir: Path) -> list[Path]:

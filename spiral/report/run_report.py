@@ -113,4 +113,10 @@ def main(args: list[str]) -> int:
     summary = summarize(rows, run, plots, note)
     (out / "summary.md").write_text(summary, encoding="utf-8")
     print(summary, end="")
+    if not note:  # the page's curves need matplotlib too
+        from spiral.report.html import build_html
+
+        page = out / "index.html"
+        page.write_text(build_html(run, rows), encoding="utf-8")
+        print(f"\nHTML report: {page} ({page.stat().st_size / 1024:.0f} KB, self-contained)")
     return 0

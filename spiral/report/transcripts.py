@@ -10,6 +10,7 @@
 - **Per turn** the file shows the seat, the agent, the observation exactly as the seat
   saw it, the full response text (Completion.text) and the parsed move or the failure
   kind; scripted turns have no response and show just the move.
+- Beside each text file, a `.json` twin (`replay_dict`) that the HTML report replays.
 - `episode_to_dict` keeps token ids and log-probs (lists, not tuples), so a transcript
   can be checked against the training rows built from it.
 """
@@ -17,6 +18,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -110,6 +112,38 @@ def format_episode(episode: Episode) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def replay_dict(episode: Episode, step: int) -> dict[str, Any]:
+    """A game as the HTML report replays it: per turn what the seat saw, what it wrote
+    and what that meant (no token ids, so a long run's replays stay small)."""
+    turns = []
+    for turn in episode.turns:
+        completion = turn.completion
+        turns.append(
+            {
+                "seat": turn.seat,
+                "agent": turn.agent,
+                "observation": turn.observation,
+                "prompt_tokens": len(turn.prompt_ids),
+                "response": completion.text if completion is not None else None,
+                "stop": completion.stop_reason if completion is not None else None,
+                "result": _result_line(turn),
+                "move": turn.move,
+            }
+        )
+    return {
+        "step": step,
+        "game_id": episode.game_id,
+        "seed": episode.seed,
+        "agents": list(episode.agents),
+        "outcome": episode.outcome,
+        "winner": episode.winner,
+        "offender": episode.offender,
+        "returns": list(episode.returns),
+        "moves": list(episode.moves),
+        "turns": turns,
+    }
+
+
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "game"
 
@@ -117,7 +151,8 @@ def _safe(name: str) -> str:
 def write_transcripts(
     episodes: Sequence[Episode], folder: Path, step: int, limit: int = 4
 ) -> list[Path]:
-    """Write up to `limit` games as text files into `folder`; return their paths."""
+    """Write up to `limit` games as text files (and their JSON replays) into `folder`;
+    return the text files' paths."""
     if limit < 0:
         raise ValueError(f"limit must be >= 0, got {limit}")
     folder = Path(folder)
@@ -126,5 +161,7 @@ def write_transcripts(
     for index, episode in _select(episodes, limit):
         path = folder / f"step{step:06d}_{index:03d}_{_safe(episode.game_id)}.txt"
         path.write_text(format_episode(episode), encoding="utf-8")
+        replay = json.dumps(replay_dict(episode, step), ensure_ascii=False)
+        path.with_suffix(".json").write_text(replay, encoding="utf-8")
         paths.append(path)
     return paths

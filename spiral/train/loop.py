@@ -31,6 +31,7 @@ from spiral.algo.stats import episode_metrics
 from spiral.engines.base import Learner, SamplingParams
 from spiral.errors import SpiralError
 from spiral.report.console import format_progress
+from spiral.report.run_info import peak_rss_mb, write_run_info
 from spiral.report.sinks import JsonlSink, MultiSink
 from spiral.report.transcripts import write_transcripts
 from spiral.rollout.play import GameSpec, derive_seed, play_with_draw_retry
@@ -217,6 +218,7 @@ def train_step(
         **learn_metrics,
         "time/sample": sample_s,
         "time/total": total_s,
+        "perf/peak_rss_mb": peak_rss_mb(),
     }
     return metrics, new_baselines, episodes
 
@@ -313,6 +315,7 @@ def train(
         return RunResult(run_dir, start, {})
     # Written only once the resume checks passed: a refused resume keeps the old config.
     (run_dir / "config.json").write_text(json.dumps(cfg.to_json(), indent=2), encoding="utf-8")
+    write_run_info(run_dir)
     # After any load: the learner scores at the temperature the sampler draws at.
     learner.temperature = cfg.temperature
     jsonl = JsonlSink(run_dir / "metrics.jsonl")

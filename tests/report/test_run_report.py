@@ -35,7 +35,9 @@ def test_report_writes_plots_and_summary(
     assert (report / "invalid_rate.png").stat().st_size > 5_000
     assert (report / "win_rate_vs_random.png").stat().st_size > 5_000
     summary = (report / "summary.md").read_text(encoding="utf-8")
-    assert capsys.readouterr().out == summary
+    out = capsys.readouterr().out
+    assert out.startswith(summary) and "HTML report:" in out
+    assert (report / "index.html").is_file()
     assert "- rows: 6, steps 1 to 6" in summary
     # First and last with their steps: 0.6 -> 0.1 and 0.7 (step 3) -> 1.0 (step 6).
     assert f"| `{INVALID}` | 0.6 (step 1) | 0.1 (step 6) | -0.5 |" in summary

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from spiral.errors import UsageError
 from spiral.report.sinks import read_jsonl
 from spiral.train.checkpoint import CheckpointError, latest_checkpoint, load_loop_state, read_index
 from spiral.train.config import parse_config
@@ -182,4 +183,5 @@ def test_weight_average_is_evaluated_resumed_and_exported(tiny_model: Path, tmp_
     out = tmp_path / "merged-averaged"
     assert export_main([f"checkpoint={straight}", f"out={out}", "weights=averaged"]) == 0
     assert AutoModelForCausalLM.from_pretrained(out).num_parameters() > 0
-    assert export_main([f"checkpoint={straight}", f"out={out}", "weights=mean"]) == 2
+    with pytest.raises(UsageError, match="expected one of live, averaged"):
+        export_main([f"checkpoint={straight}", f"out={out}", "weights=mean"])

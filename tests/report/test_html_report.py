@@ -1,0 +1,89 @@
+"""The HTML report of a tiny real run: self-contained, with curves, the league of a
+population run, the Kuhn strategy table and replays that show the games' moves and outputs."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from spiral.cli import main as cli_main
+from spiral.report.html import downsample, select_replays
+from spiral.train.config import parse_config
+from spiral.train.loop import train
+from spiral.train.setup import build_setup, make_learner_factory
+
+pytest.importorskip("matplotlib")
+
+
+@pytest.fixture(scope="module")
+def population_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from spiral.engines.tiny import make_tiny_model
+
+    root = tmp_path_factory.mktemp("html")
+    model = make_tiny_model(root / "model")
+    run = root / "run"
+    cfg = parse_config(
+        [
+            f"model_name={model}",
+            "env_ids=KuhnPokerSingle-v0",
+            "batch_size=8",
+            "max_steps=3",
+            "max_tokens=6",
+            "lora_rank=4",
+            "learning_rate=1e-2",
+            "eval_every=2",
+            "eval_games=2",
+            "save_every=0",
+            "template=chat",
+            "answer_format=constrained",
+            f"log_path={run}",
+            "fsp_enabled=true",
+            "fsp_update_interval=1",
+            "fsp_fixed_opponents=random",
+            "transcripts_per_step=2",
+        ]  # fmt: skip
+    )
+    train(cfg, build_setup(cfg), make_learner_factory(cfg), log=lambda _: None)
+    return run
+
+
+def test_report_page_holds_curves_league_strategy_and_replays(
+    population_run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli_main(["report", f"run={population_run}"]) == 0
+    assert "HTML report:" in capsys.readouterr().out
+    page = (population_run / "report" / "index.html").read_text(encoding="utf-8")
+    # Self-contained: images inline, nothing fetched from elsewhere.
+    assert page.count('src="data:image/png;base64,') >= 4
+    assert not re.search(r'(src|href)="https?://', page)
+    for title in ("Exact exploitability", "Loss diagnostics", "Peak resident memory"):
+        assert title in page
+    # The run's facts.
+    info = json.loads((population_run / "run_info.json").read_text())
+    assert info["git_revision"] in page and "config (" in page
+    # The league of the population run: the policy and the fixed random member rated.
+    assert "<h2>League</h2>" in page and "random@KuhnPokerSingle-v0" in page
+    # Kuhn strategy per evaluation (steps 0, 2 and the final 3).
+    assert "<h2>Kuhn strategy (T = 1)</h2>" in page and "Jpb" in page
+    # A known game replayed: its moves, what the model wrote and what it meant.
+    replay = json.loads(sorted((population_run / "transcripts").glob("*.json"))[0].read_text())
+    assert "<h2>Game replays</h2>" in page
+    assert f"seed {replay['seed']}" in page
+    text = html.unescape(page)
+    for turn in replay["turns"]:
+        assert turn["result"] in text
+        if turn["response"]:
+            assert turn["response"].strip() in text
+
+
+def test_long_runs_stay_small() -> None:
+    rows = [{"step": i, "x": float(i)} for i in range(10_000)]
+    small = downsample(rows, 400)
+    assert len(small) <= 400 and small[0]["step"] == 0 and small[-1]["step"] == 9_999
+    files = [Path(f"step{i:06d}_000_g.json") for i in range(1000)]
+    picked = select_replays(files, 40)
+    assert len(picked) == 40 and picked[0] == files[0] and picked[-1].name > "step000900"
