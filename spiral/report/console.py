@@ -71,3 +71,31 @@ def format_progress(step: int, total: int, metrics: Mapping[str, float], elapsed
     else:
         parts.append(f"elapsed {format_duration(elapsed_s)}")
     return " | ".join(parts)
+
+
+# (label, key pattern, format): what an evaluation line shows, in display order.
+EVAL_HEADLINE: tuple[tuple[str, str, str], ...] = (
+    ("win@random", "eval/*/random/seat*/win_rate", "{:.2f}"),
+    ("win@optimal", "eval/*/optimal/seat*/win_rate", "{:.2f}"),
+    ("invalid", "eval/*/seat*/invalid_rate", "{:.3f}"),
+    ("exploitability", "eval/*/exploitability_t1", "{:.3f}"),
+    ("averaged", "eval/*/averaged/exploitability_t1", "{:.3f}"),
+    ("pool average", "eval/*/pool_average/exploitability_t1", "{:.3f}"),
+)
+
+
+def format_eval(step: int, metrics: Mapping[str, float]) -> str:
+    """One plain line per evaluation: `eval @ step 10 | win@random 0.62 | ... | 4.1s`.
+    Exploitability is of the live weights (`eval/<game>/exploitability_t1`), apart from
+    the averaged weights and the pool average."""
+    parts = [f"eval @ step {step}"]
+    for label, pattern, fmt in EVAL_HEADLINE:
+        keys = [k for k in metrics if fnmatchcase(k, pattern)]
+        if label == "exploitability":
+            keys = [k for k in keys if "/averaged/" not in k and "/pool_average/" not in k]
+        values = [float(metrics[k]) for k in keys if metrics[k] is not None]
+        if values:
+            parts.append(f"{label} {fmt.format(sum(values) / len(values))}")
+    if "time/eval" in metrics:
+        parts.append(f"{float(metrics['time/eval']):.1f}s")
+    return " | ".join(parts)

@@ -30,7 +30,7 @@ from spiral.algo.regularizers import Regularizer
 from spiral.algo.stats import episode_metrics
 from spiral.engines.base import Learner, SamplingParams
 from spiral.errors import SpiralError
-from spiral.report.console import format_progress
+from spiral.report.console import format_eval, format_progress
 from spiral.report.run_info import peak_rss_mb, write_run_info
 from spiral.report.sinks import JsonlSink, MultiSink
 from spiral.report.transcripts import write_transcripts
@@ -223,6 +223,10 @@ def train_step(
     return metrics, new_baselines, episodes
 
 
+def _print_flushed(line: str) -> None:
+    print(line, flush=True)
+
+
 @dataclass
 class _Start:
     learner: Learner | None  # None: the checkpoint already finished the run
@@ -296,9 +300,12 @@ def train(
     cfg: TrainConfig,
     setup: RunSetup,
     make_learner: Callable[[], Learner],
-    log: Callable[[str], None] = print,
+    log: Callable[[str], None] | None = None,
 ) -> RunResult:
-    """Run (or resume) training as configured; returns where it stopped."""
+    """Run (or resume) training as configured; returns where it stopped. `log` gets one
+    line per step and per evaluation (default: stdout, flushed, so `make train > log.txt`
+    shows each line as it happens)."""
+    log = log or _print_flushed
     run_dir = setup.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     ckpt_dir = run_dir / "checkpoints"
@@ -340,7 +347,9 @@ def train(
                 if population is not None:
                     population.begin_step(learner, step)
                 if cfg.eval_every and step % cfg.eval_every == 0:
-                    sinks.log(evaluate(learner, step, population), step)
+                    found = evaluate(learner, step, population)
+                    sinks.log(found, step)
+                    log(format_eval(step, found))
                 metrics, baselines, episodes = train_step(
                     cfg, setup, learner, step, baselines, population
                 )
@@ -365,6 +374,7 @@ def train(
             if cfg.eval_every:
                 final_eval = evaluate(learner, step, population)
                 sinks.log(final_eval, step)
+                log(format_eval(step, final_eval))
                 metrics.update(final_eval)
             path = checkpoint(step, final=True)
             log(f"final checkpoint: {path}")
