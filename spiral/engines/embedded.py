@@ -22,6 +22,7 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -105,6 +106,12 @@ def ensure_embedded_model(cache_dir: Path | None = None) -> Path:
     gguf = find_embedded_gguf()
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=target.parent))
+    print(
+        f"converting the embedded SmolLM2-135M-Instruct ({gguf.name}) to safetensors in "
+        f"{target} (once, about 30 s)",
+        file=sys.stderr,
+        flush=True,
+    )
     try:
         _convert(gguf, tmp)
         try:
