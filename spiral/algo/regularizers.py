@@ -57,7 +57,8 @@ from spiral.algo.names import KL_DIRECTIONS, KL_REFERENCES, KlDirection, KlRefer
 class Regularizer:
     """Coefficients of the entropy bonus and the KL term, and the KL's magnet:
     "reference" (the model before training: the base model under a LoRA adapter) or
-    "uniform" (uniform over the legal moves, or over the vocabulary for free text)."""
+    "uniform" (uniform over the legal moves, or over the vocabulary for free text) or
+    "snapshot" (a frozen copy of the policy that the learner refreshes on request)."""
 
     entropy_coef: float = 0.0
     kl_coef: float = 0.0
@@ -86,7 +87,8 @@ class Regularizer:
 
     @property
     def needs_reference_model(self) -> bool:
-        return self.kl_coef > 0 and self.kl_reference == "reference"
+        """The magnet is a model's distribution (the reference or the snapshot)."""
+        return self.kl_coef > 0 and self.kl_reference in ("reference", "snapshot")
 
 
 def entropy_and_kl(

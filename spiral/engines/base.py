@@ -123,3 +123,8 @@ class Learner(Protocol):
     def snapshot_sampler(self, name: str) -> Sampler:
         """A sampler that draws from pool member `name`."""
         ...
+
+    def refresh_magnet(self) -> None:
+        """kl_reference="snapshot": the KL now pulls towards a frozen copy of the current
+        weights (saved in checkpoints)."""
+        ...

@@ -177,6 +177,7 @@ def _damaged_if_unreadable(path: Path) -> Iterator[None]:
 
 AVERAGED = "averaged"  # the averaged weights' model folder inside a learner checkpoint
 AVERAGING_JSON = "averaging.json"
+MAGNET = "magnet"  # the snapshot magnet (kl_reference="snapshot") inside a learner checkpoint
 
 
 class TorchLearner:
@@ -215,6 +216,7 @@ class TorchLearner:
         self._reference: Any = None  # frozen base model for full fine-tuning's KL
         self.average_decay = average_decay
         self._average: WeightAverage | None = None  # None until a step is averaged
+        self.magnet: str | None = None  # the snapshot the KL pulls towards, if any
 
     # ----- parameters and optimizer -------------------------------------------------
     def _named_trainable(self) -> list[tuple[str, torch.nn.Parameter]]:
@@ -352,10 +354,14 @@ class TorchLearner:
         return torch.log_softmax(logits_NV, dim=-1)
 
     def _reference_dists(self, batch: Sequence[Datum], fwd: _Forward) -> torch.Tensor:
-        """The reference model's log-distributions at the same positions (no gradient):
-        the base model under the LoRA adapter, or a frozen copy for full fine-tuning."""
+        """The magnet model's log-distributions at the same positions (no gradient): the
+        snapshot magnet when one is set (`refresh_magnet`), else the reference model: the
+        base model under the LoRA adapter, or a frozen copy for full fine-tuning."""
         with torch.no_grad():
-            if _is_peft(self.model):
+            if self.magnet is not None:
+                with snapshots.active_adapter(self.model, self.magnet):
+                    hidden_BSH, _ = self._hidden(self.model, batch, fwd.shared)
+            elif _is_peft(self.model):
                 with self.model.disable_adapter():
                     hidden_BSH, _ = self._hidden(self.model, batch, fwd.shared)
             else:
@@ -504,6 +510,13 @@ class TorchLearner:
             share_identical=self.share_identical,
         )
 
+    # ----- the snapshot magnet (kl_reference="snapshot") ------------------------------
+    def refresh_magnet(self) -> None:
+        """From now on the KL term pulls towards a frozen copy of the current weights."""
+        snapshots.drop_snapshot(self.model, MAGNET)
+        snapshots.take_snapshot(self.model, MAGNET)
+        self.magnet = MAGNET
+
     # ----- pool members (population play; snapshots.py) -------------------------------
     def take_snapshot(self, name: str, folder: Path) -> None:
         """Freeze the current weights as pool member `name` (kept in memory as a LoRA
@@ -545,6 +558,8 @@ class TorchLearner:
             self.tokenizer.save_pretrained(str(path / AVERAGED))
             state = {"decay": self.average_decay, "count": self._average.count}
             (path / AVERAGED / AVERAGING_JSON).write_text(json.dumps(state), encoding="utf-8")
+        if self.magnet is not None:
+            snapshots.save_snapshot(self.model, self.magnet, path / MAGNET)
 
     def _save_trained(self, path: Path) -> None:
         """The trained weights only (pool members are saved by the pool, not here)."""
@@ -575,7 +590,16 @@ class TorchLearner:
         with _damaged_if_unreadable(path):
             extra = checkpoint_io.load_optimizer(self._get_optimizer(), names, path)
             self._load_average(path)
+            self._load_magnet(path)
         self.version = int(extra.get("version", self.version))
+
+    def _load_magnet(self, path: Path) -> None:
+        """The snapshot magnet saved beside the weights, or none."""
+        snapshots.drop_snapshot(self.model, MAGNET)
+        self.magnet = None
+        if (path / MAGNET / snapshots.WEIGHTS_FILE).is_file():
+            snapshots.load_snapshot(self.model, MAGNET, path / MAGNET)
+            self.magnet = MAGNET
 
     def _load_average(self, path: Path) -> None:
         """The average saved beside the weights (exact), or none: averaging restarts."""

@@ -180,7 +180,14 @@ class TrainConfig:
     kl_reference: KlReference = chz.field(
         default="reference",
         doc="the KL's magnet: reference (the model before training) | uniform (over the "
-        "legal moves; over the vocabulary for free text)",
+        "legal moves; over the vocabulary for free text) | snapshot (a frozen copy of the "
+        "policy, refreshed every kl_magnet_interval steps)",
+    )
+    kl_magnet_interval: int = chz.field(
+        default=0,
+        doc="kl_reference=snapshot: every this many steps (from step 0) the magnet becomes a "
+        "frozen copy of the current policy (regularised Nash dynamics)",
+        validator=non_negative,
     )
     kl_direction: KlDirection = chz.field(
         default="reverse",
@@ -354,6 +361,15 @@ class TrainConfig:
             raise ConfigError(
                 f"weight_ema_decay must be in [0, 1) (0 = off, 0.95 is usual), got "
                 f"{self.weight_ema_decay}"
+            )
+        if self.kl_reference == "snapshot" and self.kl_magnet_interval <= 0:
+            raise ConfigError(
+                "kl_reference=snapshot needs kl_magnet_interval > 0, the steps between "
+                "refreshes of the magnet (e.g. kl_magnet_interval=10)"
+            )
+        if self.kl_reference == "snapshot" and self.lora_rank == 0:
+            raise ConfigError(
+                "kl_reference=snapshot keeps the magnet as a LoRA adapter; set lora_rank > 0"
             )
         if self.lr_schedule == "step" and self.lr_step_at <= 0:
             raise ConfigError(

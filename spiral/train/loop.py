@@ -346,6 +346,8 @@ def train(
             for step in range(start, cfg.num_steps):
                 if population is not None:
                     population.begin_step(learner, step)
+                if cfg.kl_reference == "snapshot" and step % cfg.kl_magnet_interval == 0:
+                    learner.refresh_magnet()
                 if cfg.eval_every and step % cfg.eval_every == 0:
                     found = evaluate(learner, step, population)
                     sinks.log(found, step)

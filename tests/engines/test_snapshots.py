@@ -80,3 +80,31 @@ def test_full_fine_tuning_is_refused_with_the_fix(tiny_llama: Path, tmp_path: Pa
     learner = TorchLearner(ModelConfig(model=str(tiny_llama), lora_rank=0, device="cpu"))
     with pytest.raises(SnapshotError, match="lora_rank > 0"):
         learner.take_snapshot("step_000000", tmp_path / "m")
+
+
+def test_snapshot_magnet_pulls_towards_the_frozen_copy_and_is_saved(
+    tiny_llama: Path, tmp_path: Path
+) -> None:
+    from spiral.algo.regularizers import Regularizer
+
+    learner = TorchLearner(ModelConfig(model=str(tiny_llama), lora_rank=4, device="cpu"))
+    datums = _datums(learner)
+    reg = Regularizer(kl_coef=0.5, kl_reference="snapshot")
+    _train(learner, 1)
+    learner.refresh_magnet()
+    first = learner.forward_backward(datums, is_loss, reg)
+    assert first["kl_to_magnet"] == pytest.approx(0.0, abs=1e-7)  # the magnet is the policy
+    learner.optim_step(1e-2)
+    _train(learner, 2)
+    moved = learner.forward_backward(datums, is_loss, reg)
+    learner.model.zero_grad(set_to_none=True)
+    assert moved["kl_to_magnet"] > 1e-6
+    learner.save(tmp_path / "ckpt")
+    fresh = TorchLearner(ModelConfig(model=str(tiny_llama), lora_rank=4, device="cpu"))
+    fresh.load(tmp_path / "ckpt")
+    again = fresh.forward_backward(datums, is_loss, reg)
+    assert again["kl_to_magnet"] == pytest.approx(moved["kl_to_magnet"], rel=1e-6)
+    learner.refresh_magnet()  # a refresh replaces the magnet with the current weights
+    assert learner.forward_backward(datums, is_loss, reg)["kl_to_magnet"] == pytest.approx(
+        0.0, abs=1e-7
+    )

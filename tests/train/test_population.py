@@ -177,3 +177,18 @@ def test_pool_average_exploitability_is_evaluated(tiny_model: Path, tmp_path: Pa
     assert later["eval/KuhnPokerSingle-v0/pool_average/exploitability_t1"] == pytest.approx(
         first["eval/KuhnPokerSingle-v0/pool_average/exploitability_t1"], abs=1e-9
     )
+
+
+def test_snapshot_magnet_run_resumes_exactly(tiny_model: Path, tmp_path: Path) -> None:
+    extra = [
+        "kl_reference=snapshot", "kl_magnet_interval=3", "kl_coef=0.5", "eval_every=0",
+        "answer_format=constrained", "transcripts_per_step=0",
+    ]  # fmt: skip
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    for run, steps in ((straight, 5), (resumed, 2), (resumed, 5)):
+        _run([*tiny_args(tiny_model, run, steps, envs="KuhnPokerSingle-v0"), *extra])
+    rows_a, rows_b = read_jsonl(straight / "metrics.jsonl"), read_jsonl(resumed / "metrics.jsonl")
+    _assert_rows_close(rows_a, rows_b)
+    kl = {r["step"]: r["train/kl_to_magnet"] for r in rows_a}
+    assert kl[0] == pytest.approx(0.0, abs=1e-7) and kl[3] == pytest.approx(0.0, abs=1e-7)
+    assert kl[2] > 0 and kl[4] > 0  # between refreshes the policy moves away from it
