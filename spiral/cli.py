@@ -15,7 +15,7 @@ from spiral.errors import SpiralError
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("spiral.train.run:main", "self-play training (key=value config; --help lists keys)"),
-    "eval": ("spiral.evaluation.run:main", "evaluate a checkpoint or run folder vs opponents"),
+    "eval": ("spiral.evaluation.cli:main", "evaluate a checkpoint or run folder vs opponents"),
     "play": ("spiral.agents.human:main", "play a game in the terminal against an agent"),
     "serve": ("spiral.evaluation.serve:main", "OpenAI-compatible chat endpoint for a checkpoint"),
     "export": ("spiral.train.export:main", "write a merged standalone model folder"),

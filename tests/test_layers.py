@@ -76,3 +76,51 @@ def test_every_layer_exists() -> None:
     present |= {p.stem for p in ROOT.glob("*.py") if p.stem in RANK}
     missing = {name for name in RANK if name not in present and name != "bench"}
     assert not missing, f"layers named in the rank table but absent: {missing}"
+
+
+def _module_name(path: Path) -> str:
+    parts = ("spiral", *path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """module -> the spiral modules it imports (any import statement, lazy ones too:
+    a circle through a function-level import is still a circle in the design)."""
+    modules = {_module_name(p): p for p in ROOT.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        targets = set()
+        for module in _imports(path):
+            if module in modules:
+                targets.add(module)
+        graph[name] = targets
+    return graph
+
+
+def _cycle_from(graph: dict[str, set[str]], start: str) -> list[str] | None:
+    """A path start -> ... -> start staying inside start's package, or None."""
+    package = ".".join(start.split(".")[:2])
+    stack, seen = [(start, [start])], {start}
+    while stack:
+        node, path = stack.pop()
+        for nxt in graph.get(node, ()):
+            if ".".join(nxt.split(".")[:2]) != package:
+                continue
+            if nxt == start:
+                return [*path, start]
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append((nxt, [*path, nxt]))
+    return None
+
+
+def test_no_import_circles_inside_a_package() -> None:
+    graph = _module_graph()
+    circles = [c for m in sorted(graph) if (c := _cycle_from(graph, m)) is not None]
+    assert not circles, "import circles: " + "; ".join(" -> ".join(c) for c in circles[:5])
+
+
+def test_the_circle_check_sees_a_circle() -> None:
+    graph = {"spiral.x.a": {"spiral.x.b"}, "spiral.x.b": {"spiral.x.a"}, "spiral.x.c": set()}
+    assert _cycle_from(graph, "spiral.x.a") == ["spiral.x.a", "spiral.x.b", "spiral.x.a"]
+    assert _cycle_from(graph, "spiral.x.c") is None

@@ -58,8 +58,9 @@ from typing import Any, Literal
 
 import torch
 
+import spiral.engines.checkpoint_io as checkpoint_io
+import spiral.engines.snapshots as snapshots
 from spiral.algo.regularizers import Regularizer, regularizer_loss, uniform_magnet
-from spiral.engines import checkpoint_io, snapshots
 from spiral.engines.averaging import WeightAverage
 from spiral.engines.base import LossFn
 from spiral.engines.constrained import answer_masks

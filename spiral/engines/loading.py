@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spiral.engines import embedded
+import spiral.engines.embedded as embedded
 from spiral.errors import SpiralError
 
 

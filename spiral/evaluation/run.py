@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
@@ -46,9 +45,7 @@ from spiral.agents.api_agent import ApiAgent
 from spiral.agents.base import Agent
 from spiral.agents.llm_policy import LLMPolicy
 from spiral.agents.model_agent import (
-    CheckpointNotFound,
     CheckpointPolicy,
-    make_checkpoint_agent,
     resolve_source,
 )
 from spiral.agents.registry import known_opponents
@@ -403,32 +400,3 @@ def write_json(path: Path, data: Any) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     return path
-
-
-def main(args: list[str]) -> int:
-    """`spiral eval ...`; returns 0, or 2 with a message for bad arguments."""
-    if any(x in ("-h", "--help", "help") for x in args):
-        print(help_text())
-        return 0
-    try:
-        a = parse_eval_args(args)
-        validate(a)
-        if a.checkpoint:
-            resolve_source(a.checkpoint, a.model_name)
-    except (EvalError, CheckpointNotFound, ValueError) as err:
-        print(f"spiral eval: {err}", file=sys.stderr)
-        return 2
-    if a.run and a.league:
-        from spiral.evaluation.compare import league_main
-
-        return league_main(a)
-    if a.run:
-        from spiral.evaluation.compare import compare_main
-
-        return compare_main(a)
-    candidate = make_checkpoint_agent(a.checkpoint, seed=a.seed, **candidate_overrides(a))
-    report, results = evaluate_candidate(candidate, a)
-    print(format_report(report, results))
-    path = write_json(Path(a.out) if a.out else default_out(candidate, a.seed), report)
-    print(f"report: {path}")
-    return 0

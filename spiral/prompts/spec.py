@@ -51,12 +51,9 @@ class PromptSpec:
     style: PromptStyle = "original"
 
     def __post_init__(self) -> None:
-        # Imported here because templates.py imports AnswerFormat from this module.
-        from spiral.prompts.templates import TEMPLATES
-
-        if self.template not in TEMPLATES:
+        if self.template not in TEMPLATE_NAMES:  # templates.py checks TEMPLATES matches
             raise ValueError(
-                f"PromptSpec.template={self.template!r} is unknown; valid: {', '.join(TEMPLATES)}"
+                f"PromptSpec.template={self.template!r} is unknown; valid: {', '.join(TEMPLATE_NAMES)}"
             )
         if self.answer_format not in ANSWER_FORMATS:
             raise ValueError(

@@ -12,8 +12,9 @@ import pytest
 
 from spiral.agents.model_agent import make_checkpoint_agent
 from spiral.cli import main as cli_main
+from spiral.evaluation.cli import main
 from spiral.evaluation.compare import select_checkpoints
-from spiral.evaluation.run import EvalError, evaluate_candidate, main, parse_eval_args
+from spiral.evaluation.run import EvalError, evaluate_candidate, parse_eval_args
 
 from . import free_port, write_checkpoint
 

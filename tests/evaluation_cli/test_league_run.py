@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from spiral.cli import main as cli_main
+from spiral.evaluation.cli import main
 from spiral.evaluation.league import from_json
-from spiral.evaluation.run import main
 
 from . import write_checkpoint
 
