@@ -17,7 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("spiral.train.run:main", "self-play training (key=value config; --help lists keys)"),
     "eval": ("spiral.evaluation.cli:main", "evaluate a checkpoint or run folder vs opponents"),
     "play": ("spiral.agents.human:main", "play a game in the terminal against an agent"),
-    "serve": ("spiral.evaluation.serve:main", "OpenAI-compatible chat endpoint for a checkpoint"),
+    "serve": ("spiral.serving.server:main", "OpenAI-compatible chat endpoint for a checkpoint"),
     "export": ("spiral.train.export:main", "write a merged standalone model folder"),
     "bench": ("spiral.bench:main", "benchmarks: games/s, sampling and learner throughput"),
     "report": ("spiral.report.run_report:main", "plots and a summary for a run folder"),

@@ -14,8 +14,8 @@ from spiral.args import UsageError, describe_type, help_text, parse_command, pos
 from spiral.bench import BenchArgs
 from spiral.cli import main as cli_main
 from spiral.evaluation.run import EvalArgs
-from spiral.evaluation.serve import ServeArgs
 from spiral.report.run_report import ReportArgs
+from spiral.serving.server import ServeArgs
 from spiral.train.config import TrainConfig
 from spiral.train.export import ExportArgs
 

@@ -24,6 +24,7 @@ RANK = {
     "agents": 4,
     "rollout": 5,
     "evaluation": 6,
+    "serving": 6,
     "train": 7,
     "bench": 8,
     "cli": 8,

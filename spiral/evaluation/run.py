@@ -60,7 +60,7 @@ from spiral.args import (
 from spiral.args import help_text as command_help
 from spiral.evaluation.exploitability import INSTALL_HINT
 from spiral.evaluation.match import CANDIDATE, MatchResult, evaluate, results_metrics, results_table
-from spiral.evaluation.math_data import math_source_problem
+from spiral.evaluation.mathbench.data import math_source_problem
 from spiral.evaluation.model_policy import model_kuhn_exploitability
 from spiral.games.registry import known_game_ids
 from spiral.prompts.invalid import InvalidMovePolicy, InvalidPolicyName, invalid_policy
@@ -338,7 +338,7 @@ def evaluate_candidate(
         numbers = report["exploitability"].items()
         metrics.update({f"eval/kuhn/{k}": v for k, v in numbers if k != "distributions"})
     if a.math:
-        from spiral.evaluation.math_eval import run_math_benchmarks
+        from spiral.evaluation.mathbench.benchmark import run_math_benchmarks
 
         sampler = candidate.sampler
         report["math"] = run_math_benchmarks(

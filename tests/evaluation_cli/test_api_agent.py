@@ -14,9 +14,9 @@ from spiral import agents, games
 from spiral.agents.api_agent import ApiAgent, chat_messages, make_api_agent
 from spiral.agents.model_agent import load_sampler, resolve_source
 from spiral.evaluation.match import evaluate
-from spiral.evaluation.serve import create_app
 from spiral.prompts.invalid import invalid_policy
 from spiral.prompts.spec import PromptSpec
+from spiral.serving.server import create_app
 
 from . import free_port, running_server, tiny_model_dir
 

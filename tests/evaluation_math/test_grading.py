@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from spiral.evaluation.grading import _GradingWorker, grade, normalise_answer
+from spiral.evaluation.mathbench.grading import _GradingWorker, grade, normalise_answer
 
 EQUAL = [
     ("\\frac{1}{2}", "0.5"),  # fraction vs decimal

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from spiral.evaluation.grading import grade
-from spiral.evaluation.math_data import (
+from spiral.evaluation.mathbench.data import (
     ANSWER_FORMS,
     BENCHMARKS,
     DATA_DIR,
@@ -18,6 +17,7 @@ from spiral.evaluation.math_data import (
     load_math,
     sample_names,
 )
+from spiral.evaluation.mathbench.grading import grade
 
 
 def test_every_benchmark_has_a_sample_and_a_valid_answer_form() -> None:

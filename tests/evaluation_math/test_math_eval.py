@@ -11,8 +11,12 @@ from typing import Any
 import pytest
 
 from spiral.engines.base import Sampler, SamplingParams
-from spiral.evaluation.math_data import MathProblem, load_math
-from spiral.evaluation.math_eval import benchmark_label, evaluate_math, run_math_benchmarks
+from spiral.evaluation.mathbench.benchmark import (
+    benchmark_label,
+    evaluate_math,
+    run_math_benchmarks,
+)
+from spiral.evaluation.mathbench.data import MathProblem, load_math
 from spiral.prompts.templates import BOXED_INSTRUCTION
 from spiral.types import AnswerConstraint, Completion
 

@@ -4,7 +4,7 @@
 from, in this order:
 
 1. a shipped sample, `"sample:<name>"` (e.g. `"sample:gsm8k"`): a handful of ORIGINAL
-   problems written for Spiral's tests in that benchmark's schema (spiral/evaluation/data/);
+   problems written for Spiral's tests in that benchmark's schema (spiral/evaluation/mathbench/data/);
 2. a local `.jsonl` / `.json` file, or a folder of them (read in name order);
 3. a registered benchmark name (`BENCHMARKS`: math500, aime24, aime25, amc23, minerva,
    olympiadbench, gsm8k), downloaded with `datasets.load_dataset` (imported lazily: the

@@ -7,12 +7,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+from evaluation_cli import running_server, tiny_model_dir
 
 from spiral.agents.model_agent import load_sampler, resolve_source
 from spiral.cli import main as cli_main
-from spiral.evaluation.serve import create_app, main, parse_args
-
-from . import running_server, tiny_model_dir
+from spiral.serving.server import create_app, main, parse_args
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@
 template (default `qwen3_general`: "Question: {problem}" plus "Please reason step by step,
 and put your final answer within \\boxed{}."), samples one response per problem in
 batches, takes the last `\\boxed{}` of the response and grades it with math-verify
-(`spiral.evaluation.grading`). It returns a `MathReport`: one record per problem and the
+(`spiral.evaluation.mathbench.grading`). It returns a `MathReport`: one record per problem and the
 metrics `math/<name>/{accuracy, accuracy_low, accuracy_high, mean_response_tokens,
 truncated_rate}` (accuracy with its 95% Wilson interval). `run_math_benchmarks` loads and
 evaluates several benchmarks and adds `math/average/accuracy` (the unweighted mean).
@@ -31,14 +31,14 @@ from pathlib import Path
 from typing import Any
 
 from spiral.engines.base import Sampler, SamplingParams
-from spiral.evaluation.grading import grade
 from spiral.evaluation.intervals import wilson_interval
-from spiral.evaluation.math_data import (
+from spiral.evaluation.mathbench.data import (
     BENCHMARKS,
     SAMPLE_PREFIX,
     MathProblem,
     load_math,
 )
+from spiral.evaluation.mathbench.grading import grade
 from spiral.prompts.extract import extract_boxed
 from spiral.prompts.render import encode
 from spiral.prompts.templates import BOXED_INSTRUCTION, render

@@ -19,12 +19,11 @@ from typing import Any
 
 import httpx
 import pytest
+from evaluation_cli import free_port, running_server, tiny_model_dir
 
 from spiral.agents.model_agent import load_sampler, resolve_source
 from spiral.engines.base import SamplingCancelled, SamplingParams
-from spiral.evaluation.serve import create_app
-
-from . import free_port, running_server, tiny_model_dir
+from spiral.serving.server import create_app
 
 BLOCKING_SAMPLER = textwrap.dedent(
     '''
@@ -110,7 +109,7 @@ def test_sigterm_ends_the_server_promptly_mid_request(tmp_path: Path) -> None:
             f"""
             import sys
             from spiral.agents.model_agent import load_sampler, resolve_source
-            from spiral.evaluation.serve import create_app, run_server
+            from spiral.serving.server import create_app, run_server
 
             log = lambda word: print(word, flush=True)
             real = load_sampler(resolve_source({str(tiny_model_dir())!r}), device="cpu")

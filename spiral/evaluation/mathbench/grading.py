@@ -187,7 +187,7 @@ def _grade_with_deadline(prediction: str, gold: str, timeout_s: float) -> bool:
 
 # The child runs this module's `_child_loop`: a plain `python -c` process rather than a
 # multiprocessing spawn, so it never re-imports the caller's `__main__` script.
-_CHILD_CODE = "from spiral.evaluation.grading import _child_loop; _child_loop()"
+_CHILD_CODE = "from spiral.evaluation.mathbench.grading import _child_loop; _child_loop()"
 
 
 def _child_loop() -> None:

@@ -1,0 +1,1 @@
+"""Serving a checkpoint: `spiral serve`, an OpenAI-compatible chat endpoint (`server`)."""
