@@ -26,11 +26,13 @@ import base64
 import html
 import io
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from spiral.report.plots import CURVES, curve_figure, matching_keys
+from spiral.report.transcripts import parse_transcript
 
 MAX_POINTS = 400
 MAX_REPLAYS = 40
@@ -213,12 +215,16 @@ def select_replays(files: Sequence[Path], limit: int = MAX_REPLAYS) -> list[Path
 
 
 def _replays_section(run: Path) -> str:
-    files = select_replays(list((run / "transcripts").glob("step*.json")))
+    """Replays from the transcripts' JSON twins; a run written before they existed is
+    replayed from its text transcripts (`parse_transcript`)."""
+    folder = run / "transcripts"
+    texts = {p.with_suffix(".json") for p in folder.glob("step*.txt")}
+    files = select_replays(sorted(set(folder.glob("step*.json")) | texts))
     if not files:
         return ""
     by_step: dict[int, list[dict[str, Any]]] = {}
     for path in files:
-        game = _read_json(path)
+        game = _read_json(path) if path.is_file() else _from_text(path.with_suffix(".txt"))
         if game:
             by_step.setdefault(int(game.get("step", -1)), []).append(game)
     parts = ["<h2>Game replays</h2>", f"<p>{len(files)} games; open a step, then a game.</p>"]
@@ -227,6 +233,15 @@ def _replays_section(run: Path) -> str:
         parts += [_replay(game) for game in played]
         parts.append("</details>")
     return "\n".join(parts)
+
+
+def _from_text(path: Path) -> dict[str, Any] | None:
+    match = re.match(r"step(\d+)_", path.name)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return None
+    return parse_transcript(text, int(match.group(1)) if match else -1)
 
 
 def _read_json(path: Path) -> Any:

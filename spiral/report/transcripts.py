@@ -165,3 +165,60 @@ def write_transcripts(
         path.with_suffix(".json").write_text(replay, encoding="utf-8")
         paths.append(path)
     return paths
+
+
+_HEADER = re.compile(r"^game: (?P<game>.+?) \| seed: (?P<seed>-?\d+)$")
+_TURN = re.compile(r"^turn \d+ \| seat (?P<seat>\d) \| (?P<agent>.+?) \| policy v-?\d+$")
+_RESPONSE = re.compile(r"^\[response\] (?P<tokens>\d+) tokens, stop: (?P<stop>\S+)$")
+
+
+def parse_transcript(text: str, step: int) -> dict[str, Any]:
+    """A text transcript (`format_episode`'s layout) back as `replay_dict` data, for runs
+    written before the JSON twins existed. Token counts of prompts are not in the text
+    (0); everything the report shows is."""
+    lines = text.split("\n")
+    game: dict[str, Any] = {"step": step, "turns": [], "moves": [], "returns": []}
+    header = _HEADER.match(lines[1]) if len(lines) > 1 else None
+    if header:
+        game["game_id"], game["seed"] = header["game"], int(header["seed"])
+    for line in lines[2:6]:
+        key, _, value = line.partition(": ")
+        if key == "agents":
+            game["agents"] = [part.split(": ", 1)[1] for part in value.split(", ")]
+        elif key == "outcome":
+            game["outcome"] = value
+        elif key == "returns":
+            game["returns"] = [float(part.split(": ", 1)[1]) for part in value.split(", ")]
+        elif key == "moves" and value != "(none recorded)":
+            game["moves"] = value.split(" ")
+    for block in text.split(THIN + "\n")[1:]:
+        rows = block.rstrip("\n").split("\n")
+        turn_line = _TURN.match(rows[0])
+        if not turn_line:
+            continue
+        body = "\n".join(rows[1:])
+        observation = body.split("[observation]\n", 1)[-1]
+        response = stop = None
+        found = next((r for r in rows if _RESPONSE.match(r)), None)
+        if found is not None:
+            observation = observation.split("\n\n" + found, 1)[0]
+            after = body.split(found + "\n", 1)[1]
+            response, result = after.rsplit("\n\n", 1) if "\n\n" in after else (after, "")
+            stop = _RESPONSE.match(found)["stop"]  # type: ignore[index]
+        else:
+            observation, result = (observation.rsplit("\n\n", 1) + [""])[:2]
+        result = result.strip()
+        move = result.split(" ", 2)[1] if result.startswith("move: ") else None
+        game["turns"].append(
+            {
+                "seat": int(turn_line["seat"]),
+                "agent": turn_line["agent"],
+                "observation": observation.rstrip(),
+                "prompt_tokens": 0,
+                "response": response,
+                "stop": stop,
+                "result": result,
+                "move": move,
+            }
+        )
+    return game

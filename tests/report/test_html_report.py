@@ -87,3 +87,21 @@ def test_long_runs_stay_small() -> None:
     files = [Path(f"step{i:06d}_000_g.json") for i in range(1000)]
     picked = select_replays(files, 40)
     assert len(picked) == 40 and picked[0] == files[0] and picked[-1].name > "step000900"
+
+
+def test_text_transcripts_parse_back_to_their_json_twins(population_run: Path) -> None:
+    from spiral.report.transcripts import parse_transcript
+
+    pairs = sorted((population_run / "transcripts").glob("*.txt"))
+    assert pairs
+    for text_path in pairs:
+        twin = json.loads(text_path.with_suffix(".json").read_text())
+        parsed = parse_transcript(text_path.read_text(), twin["step"])
+        for key in ("step", "game_id", "seed", "agents", "returns", "moves"):
+            assert parsed[key] == twin[key], key
+        assert len(parsed["turns"]) == len(twin["turns"])
+        for mine, theirs in zip(parsed["turns"], twin["turns"], strict=True):
+            for key in ("seat", "agent", "result", "move", "stop"):
+                assert mine[key] == theirs[key], key
+            assert mine["observation"] == theirs["observation"].rstrip()
+            assert (mine["response"] or "").rstrip() == (theirs["response"] or "").rstrip()
