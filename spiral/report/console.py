@@ -29,6 +29,8 @@ HEADLINE: tuple[tuple[str, str, str], ...] = (
     ("kl", "*approx_kl", "{:.4f}"),
     ("clip", "*clip_frac", "{:.3f}"),
     ("tokens", "train/*/seat*/mean_response_tokens", "{:.0f}"),
+    ("games/s", "perf/games_per_s", "{:.1f}"),
+    ("tok/s", "perf/sample_tokens_per_s", "{:.0f}"),
 )
 
 

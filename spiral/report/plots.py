@@ -56,6 +56,11 @@ CURVES: tuple[Curve, ...] = (
         "Kuhn strategy: P(bet or call) at each information state (card + betting), T = 1",
         ("eval/*/p_bet_t1/*",),
     ),
+    Curve(
+        "eval_results",
+        "Evaluation per opponent and seat: win, draw and loss rates (95% intervals)",
+        ("eval/*/seat*/win_rate", "eval/*/seat*/draw_rate", "eval/*/seat*/loss_rate"),
+    ),
     Curve("draw_rate", "Draw rate", ("train/*/draw_rate",)),
     Curve(
         "train_win_rate", "Training games: win rate per game and seat", ("train/*/seat*/win_rate",)

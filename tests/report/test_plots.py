@@ -75,7 +75,9 @@ def test_learning_curves_from_metrics_jsonl(tmp_path: Path) -> None:
         sink.log({k: v for k, v in row.items() if v is not None}, step=step)
     sink.close()
     paths = plot_learning_curve(path, tmp_path / "report")
-    assert sorted(p.name for p in paths) == ["invalid_rate.png", "win_rate_vs_random.png"]
+    assert sorted(p.name for p in paths) == [
+        "eval_results.png", "invalid_rate.png", "win_rate_vs_random.png"
+    ]  # fmt: skip
     for p in paths:
         assert p.parent == tmp_path / "report"
         _assert_real_png(p)
