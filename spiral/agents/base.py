@@ -18,6 +18,10 @@ class Agent(ABC):
     """Chooses moves. `act` gets a state where it is this agent's turn; it must not mutate it."""
 
     name: str = "agent"
+    # True: several seat labels may be bound to this one agent, and a wave's turns for all
+    # of them come in one `take_turns_as` call (population play: the policy and its pool
+    # members are adapters of one model, sampled in one batch).
+    joint: bool = False
 
     @abstractmethod
     def act(self, state: State) -> Move:
@@ -42,6 +46,12 @@ class Agent(ABC):
             )
             for s, m in zip(states, moves, strict=True)
         ]
+
+    def take_turns_as(
+        self, labels: Sequence[str], states: Sequence[State], seed: int
+    ) -> list[Turn]:
+        """Turns for `states`, state i played under seat label `labels[i]` (joint agents)."""
+        raise NotImplementedError(f"{type(self).__name__} plays one seat label")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"

@@ -6,15 +6,20 @@ rows are built from those ids and text is never re-tokenised. A completion that 
 parse to a legal move yields a Turn whose `parse.failure` says why; the rollout then
 applies the invalid-move policy. `act` (one state, for evaluation and human play) raises
 `InvalidModelMove` instead, carrying the turn.
+
+With `members=` the policy also plays frozen pool members (population play), each a LoRA
+adapter of the same model: it is then a joint agent, bound to its own label and every
+member's, and a wave's turns for all of them are one sampler call with per-row adapters.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from typing import cast
 
 from spiral.agents.base import Agent
-from spiral.engines.base import Sampler, SamplingParams
+from spiral.engines.base import AdapterSampler, Sampler, SamplingParams
 from spiral.games.base import State
 from spiral.prompts.parse import parse_move
 from spiral.prompts.render import build_prompt, constraint_for, encode
@@ -44,8 +49,11 @@ class LLMPolicy(Agent):
         name: str = "policy",
         seed: int = 0,
         spec_by_game: Mapping[str, PromptSpec] | None = None,
+        members: Mapping[str, str] | None = None,
     ) -> None:
         self.sampler = sampler
+        self.members = dict(members or {})  # seat label -> LoRA adapter it samples from
+        self.joint = bool(self.members)
         self.spec = spec
         self.spec_by_game = dict(spec_by_game or {})
         self.params = params
@@ -66,6 +74,11 @@ class LLMPolicy(Agent):
         return texts, [encode(t, tokenizer) for t in texts]
 
     def take_turns(self, states: Sequence[State], seed: int) -> list[Turn]:
+        return self.take_turns_as([self.name] * len(states), states, seed)
+
+    def take_turns_as(
+        self, labels: Sequence[str], states: Sequence[State], seed: int
+    ) -> list[Turn]:
         if not states:
             return []
         tokenizer = self.sampler.tokenizer
@@ -74,9 +87,19 @@ class LLMPolicy(Agent):
         if self.spec.answer_format == "constrained":
             constraints = [constraint_for(s, self.spec_for(s), tokenizer) for s in states]
         params = dataclasses.replace(self.params, seed=seed)
-        completions = self.sampler.sample(prompt_ids, params, constraints)
+        if all(label == self.name for label in labels):
+            completions = self.sampler.sample(prompt_ids, params, constraints)
+        else:
+            unknown = sorted(set(labels) - {self.name, *self.members})
+            if unknown:
+                raise KeyError(f"policy {self.name!r} does not play seat label {unknown[0]!r}")
+            adapters = [self.members.get(label) for label in labels]
+            sampler = cast(AdapterSampler, self.sampler)
+            completions = sampler.sample(prompt_ids, params, constraints, adapters=adapters)
         turns = []
-        for state, ids, completion in zip(states, prompt_ids, completions, strict=True):
+        for label, state, ids, completion in zip(
+            labels, states, prompt_ids, completions, strict=True
+        ):
             seat = state.current_player()
             spec = self.spec_for(state)
             truncated = completion.stop_reason == "length"
@@ -85,12 +108,12 @@ class LLMPolicy(Agent):
                 Turn(
                     game_id=state.game_id,
                     seat=seat,
-                    agent=self.name,
+                    agent=label,
                     observation=state.observation(seat, spec.obs_style),
                     prompt_ids=tuple(ids),
                     completion=completion,
                     parse=parse,
-                    policy_version=self.version,
+                    policy_version=self.version if label == self.name else -1,
                 )
             )
         return turns

@@ -64,6 +64,21 @@ class Sampler(Protocol):
         ...
 
 
+class AdapterSampler(Sampler, Protocol):
+    """A sampler over one model with several LoRA adapters (the trained one and frozen
+    pool members), each row drawn with its own (population play in one batch)."""
+
+    def sample(
+        self,
+        prompts: Sequence[Sequence[int]],
+        params: SamplingParams,
+        constraints: Sequence[AnswerConstraint | None] | None = None,
+        adapters: Sequence[str | None] | None = None,
+    ) -> list[Completion]:
+        """As `Sampler.sample`; `adapters[i]` names prompt i's adapter (None: the trained)."""
+        ...
+
+
 # A loss maps (new_logp_T, sampler_logp_T, advantages_T, mask_T) tensors to
 # (scalar loss summed over masked tokens, diagnostics). See spiral/algo/losses.py.
 LossFn = Callable[..., tuple[Any, dict[str, float]]]

@@ -7,6 +7,11 @@ explicit attention mask and position ids, so pads are invisible and each row see
 positions 0..n-1 exactly as an unpadded forward). Nothing here disables autograd: under
 `torch.inference_mode` it is the sampler's prefill; with gradients on, the gradient of
 every row flows back through the one shared prefix computation.
+
+Rows may compute with different LoRA adapters of one PEFT model (`adapters=`, population
+play: the trained policy and frozen pool members in one batch, PEFT's mixed-adapter
+forward). A prefix's keys and values depend on the adapter, so the prefix then runs once
+per distinct adapter (a batch of that many rows) and each row takes its adapter's copy.
 """
 
 from __future__ import annotations
@@ -43,9 +48,15 @@ class Prefill:
 
 
 def prefill(
-    model: Any, seqs: Sequence[Sequence[int]], max_prefix: int, pad_id: int, **kwargs: Any
+    model: Any,
+    seqs: Sequence[Sequence[int]],
+    max_prefix: int,
+    pad_id: int,
+    adapters: Sequence[str] | None = None,
+    **kwargs: Any,
 ) -> Prefill:
-    """Run `seqs` into a fresh KV cache, sharing their common prefix (<= max_prefix)."""
+    """Run `seqs` into a fresh KV cache, sharing their common prefix (<= max_prefix).
+    `adapters`: each row's LoRA adapter (PEFT names), when rows differ in it."""
     from transformers import DynamicCache
 
     device = model.device
@@ -53,11 +64,22 @@ def prefill(
     cache = DynamicCache(config=model.config)
     prefix = min(common_prefix_len(seqs), max_prefix) if rows > 1 else 0
     computed = 0
+    if adapters is not None:
+        if len(adapters) != rows:
+            raise ValueError(f"{len(adapters)} adapter names for {rows} rows")
+        kwargs = {**kwargs, "adapter_names": list(adapters)}
     if prefix > 0:
-        ids_1P = torch.tensor([list(seqs[0][:prefix])], device=device)
-        model(input_ids=ids_1P, past_key_values=cache, use_cache=True, logits_to_keep=1)
-        cache.batch_repeat_interleave(rows)
-        computed += prefix
+        distinct: list[str] = sorted(set(adapters or ()))
+        copies = max(1, len(distinct))
+        ids_AP = torch.tensor([list(seqs[0][:prefix])] * copies, device=device)
+        names = {"adapter_names": distinct} if distinct else {}
+        model(input_ids=ids_AP, past_key_values=cache, use_cache=True, logits_to_keep=1, **names)
+        if adapters is None:
+            cache.batch_repeat_interleave(rows)
+        else:
+            copy_R = torch.tensor([distinct.index(a) for a in adapters], device=device)
+            cache.batch_select_indices(copy_R)
+        computed += prefix * copies
     lens = [len(s) - prefix for s in seqs]
     width = max(lens)
     ids_BS = torch.full((rows, width), pad_id, dtype=torch.long)

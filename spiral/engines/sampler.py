@@ -21,6 +21,13 @@ and the stop rules. One `sample` call:
    batched decode; a constrained answer over a few legal moves never has more nodes than
    moves, so 512 identical Kuhn prompts cost about as much as one.
 
+Adapters (population play): `sample(..., adapters=)` names each row's LoRA adapter (None:
+the sampler's own, by default the trained one). Rows of different adapters never share a
+group; a chunk that mixes adapters runs as one batch through PEFT's mixed-adapter forward
+(the base model's matmuls batched over every row, each adapter's low-rank update on its
+own rows), with the shared prefix prefilled once per adapter. So the current policy and
+every pool member it meets in a wave cost one batched call, not one call per member.
+
 Log-probs: each sampled token records log_softmax(logits / T) at that token, under the
 constraint's mask when one applies; forced marker tokens record 0.0. With top_p < 1 the
 token is drawn from the nucleus but the recorded log-prob is that of the UNTRUNCATED
@@ -53,7 +60,7 @@ import torch
 from spiral.engines.base import SamplingCancelled, SamplingParams
 from spiral.engines.constrained import ConstrainedRow
 from spiral.engines.prefill import prefill
-from spiral.engines.snapshots import active_adapter
+from spiral.engines.snapshots import TRAINED, SnapshotError, active_adapter
 from spiral.errors import SpiralError
 from spiral.types import AnswerConstraint, Completion, StopReason
 
@@ -106,11 +113,12 @@ class _Row:
 
 @dataclass
 class _Group:
-    """Rows asking the same question: one prompt, one constraint, prefilled once."""
+    """Rows asking the same question of the same adapter: prefilled once."""
 
     prompt: list[int]
     constraint: AnswerConstraint | None
     rows: list[_Row]
+    adapter: str = TRAINED
 
 
 _STAT_KEYS = ("prompt_tokens", "prefill_tokens", "prefill_s", "decode_tokens", "decode_s")
@@ -192,11 +200,18 @@ class TorchSampler:
         prompts: Sequence[Sequence[int]],
         params: SamplingParams,
         constraints: Sequence[AnswerConstraint | None] | None = None,
+        adapters: Sequence[str | None] | None = None,
     ) -> list[Completion]:
-        """One completion per prompt; see the module docstring for the rules."""
+        """One completion per prompt; see the module docstring for the rules. `adapters`:
+        each prompt's LoRA adapter (None: this sampler's own)."""
         self._check_current()
         if constraints is not None and len(constraints) != len(prompts):
             raise ValueError(f"{len(constraints)} constraints for {len(prompts)} prompts")
+        own = self.adapter or TRAINED
+        names = [a or own for a in adapters] if adapters is not None else [own] * len(prompts)
+        if len(names) != len(prompts):
+            raise ValueError(f"{len(names)} adapter names for {len(prompts)} prompts")
+        self._check_adapters(set(names))
         if any(len(p) == 0 for p in prompts):
             raise ValueError("every prompt needs at least one token (e.g. the chat template's)")
         cons = list(constraints) if constraints is not None else [None] * len(prompts)
@@ -207,31 +222,42 @@ class TorchSampler:
             _Row(i, random.Random(base_seed * 1_000_003 + i), self._constrained(c, params))
             for i, c in enumerate(cons)
         ]
-        groups = self._groups(prompts, cons, rows)
+        groups = self._groups(prompts, cons, rows, names)
         costs = [_group_cost(g, params) for g in groups]
         order = sorted(range(len(groups)), key=lambda k: groups[k].prompt)
         self.last_stats = dict.fromkeys(_STAT_KEYS, 0.0)
         self.last_stats["rows"] = float(len(rows))
         self.last_stats["groups"] = float(len(groups))
-        with eval_mode(self.model), active_adapter(self.model, self.adapter):
+        mixed = len(set(names)) > 1
+        with eval_mode(self.model), active_adapter(self.model, None if mixed else names[0]):
             for chunk in chunk_rows(costs, order, self.max_batch_tokens):
-                self._run_chunk([groups[k] for k in chunk], params)
+                self._run_chunk([groups[k] for k in chunk], params, mixed)
         return [self._completion(r, cons[r.index]) for r in rows]
+
+    def _check_adapters(self, names: set[str]) -> None:
+        if names == {TRAINED}:
+            return
+        known = set(getattr(self.model, "peft_config", {}))
+        missing = sorted(names - known)
+        if missing:
+            raise SnapshotError(f"no LoRA adapter (pool member) named {missing[0]!r}")
 
     def _groups(
         self,
         prompts: Sequence[Sequence[int]],
         cons: Sequence[AnswerConstraint | None],
         rows: Sequence[_Row],
+        names: Sequence[str],
     ) -> list[_Group]:
-        """Rows with the same prompt and constraint form one group (one prefill)."""
+        """Rows with the same prompt, constraint and adapter form one group (one prefill)."""
+        requests = zip(prompts, cons, rows, names, strict=True)
         if not self.share_identical:
-            return [_Group(list(p), c, [r]) for p, c, r in zip(prompts, cons, rows, strict=True)]
-        by_key: dict[tuple[tuple[int, ...], AnswerConstraint | None], _Group] = {}
-        for prompt, constraint, row in zip(prompts, cons, rows, strict=True):
-            key = (tuple(prompt), constraint)
+            return [_Group(list(p), c, [r], a) for p, c, r, a in requests]
+        by_key: dict[tuple[tuple[int, ...], AnswerConstraint | None, str], _Group] = {}
+        for prompt, constraint, row, name in requests:
+            key = (tuple(prompt), constraint, name)
             if key not in by_key:
-                by_key[key] = _Group(list(prompt), constraint, [])
+                by_key[key] = _Group(list(prompt), constraint, [], name)
             by_key[key].rows.append(row)
         return list(by_key.values())
 
@@ -255,12 +281,13 @@ class TorchSampler:
             constraint=constraint,
         )
 
-    def _run_chunk(self, groups: list[_Group], params: SamplingParams) -> None:
+    def _run_chunk(self, groups: list[_Group], params: SamplingParams, mixed: bool) -> None:
         stats = self.last_stats
         t0 = time.perf_counter()
         seqs = [g.prompt for g in groups]
         max_prefix = min(len(s) for s in seqs) - 1 if self.prefix_reuse else 0
-        pre = prefill(self.model, seqs, max_prefix, self.pad_id, logits_to_keep=1)
+        names_B = [g.adapter for g in groups] if mixed else None  # per cache row
+        pre = prefill(self.model, seqs, max_prefix, self.pad_id, names_B, logits_to_keep=1)
         stats["prompt_tokens"] += sum(len(g.prompt) * len(g.rows) for g in groups)
         stats["prefill_tokens"] += pre.computed_tokens
         t1 = time.perf_counter()
@@ -280,15 +307,19 @@ class TorchSampler:
                 index_t = torch.tensor(parents, device=mask_BK.device)
                 cache.batch_select_indices(index_t)
                 mask_BK, pos_B = mask_BK[index_t], pos_B[index_t]
+                if names_B is not None:
+                    names_B = [names_B[p] for p in parents]
             ids_B1 = torch.tensor([t for _, t, _ in children], device=mask_BK.device).unsqueeze(1)
             nodes = [members for _, _, members in children]
             mask_BK = torch.cat([mask_BK, torch.ones_like(mask_BK[:, :1])], dim=1)
+            mixing = {"adapter_names": names_B} if names_B is not None else {}
             out = self.model(
                 input_ids=ids_B1,
                 attention_mask=mask_BK,
                 position_ids=pos_B.unsqueeze(1),
                 past_key_values=cache,
                 use_cache=True,
+                **mixing,
             )
             pos_B = pos_B + 1
             logits_BV = out.logits[:, -1, :]

@@ -2,7 +2,8 @@
 
 All live games advance together. In each wave the games are grouped by the player whose
 seat is to move, and each player gets ONE `take_turns` call for its whole group (for a
-model-backed player that is one batched sampler call). A turn whose text did not parse
+model-backed player that is one batched sampler call); seat labels bound to one joint
+agent (the policy and its pool members, adapters of one model) share one call. A turn whose text did not parse
 to a legal move ends its game under the declared invalid-move policy; the state's own
 rules decide every other ending (turn limits included). Nothing here knows about
 training: the same function serves self-play, population play and evaluation.
@@ -104,9 +105,13 @@ def play_games(
         groups: dict[str, list[int]] = {}
         for i in live:
             groups.setdefault(specs[i].seats[states[i].current_player()], []).append(i)
-        for label, idxs in sorted(groups.items()):
-            wave_seed = derive_seed(seed, wave, labels.index(label))
-            new_turns = players[label].take_turns([states[i] for i in idxs], wave_seed)
+        for first, idxs, seat_labels in _calls(groups, players):
+            wave_seed = derive_seed(seed, wave, labels.index(first))
+            agent, wave_states = players[first], [states[i] for i in idxs]
+            if agent.joint:
+                new_turns = agent.take_turns_as(seat_labels, wave_states, wave_seed)
+            else:
+                new_turns = agent.take_turns(wave_states, wave_seed)
             for i, turn in zip(idxs, new_turns, strict=True):
                 turns[i].append(turn)
                 if turn.move is None:
@@ -115,6 +120,21 @@ def play_games(
                     states[i].apply_action(turn.move)
         wave += 1
     return [ep for ep in episodes if ep is not None]
+
+
+def _calls(
+    groups: Mapping[str, list[int]], players: Mapping[str, Agent]
+) -> list[tuple[str, list[int], list[str]]]:
+    """A wave's calls: one per seat label, except that labels bound to one joint agent
+    share a call. Each call: its first label, its games, each game's seat label."""
+    calls: dict[object, tuple[str, list[int], list[str]]] = {}
+    for label, idxs in sorted(groups.items()):
+        agent = players[label]
+        key = id(agent) if agent.joint else label
+        _, games_, seat_labels = calls.setdefault(key, (label, [], []))
+        games_.extend(idxs)
+        seat_labels.extend([label] * len(idxs))
+    return list(calls.values())
 
 
 def is_draw(episode: Episode) -> bool:

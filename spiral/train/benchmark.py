@@ -96,7 +96,10 @@ def run_pool_benchmark(
 
     Keys: `pool/members`, `pool/member_mb` (one adapter's parameters in memory),
     `pool/rss_growth_mb` (resident memory added by taking the snapshots),
-    `pool/{plain,fsp}/sample_s`, `.../hands_per_s` and `pool/fsp_over_plain` (time ratio).
+    `pool/{plain,fsp,fsp_per_member}/sample_s`, `.../hands_per_s`, and the time ratios
+    `pool/fsp_over_plain` (members batched with the policy: one call per wave, per-row
+    adapters) and `pool/per_member_over_batched` (one sampler call per member per wave,
+    the way before batching).
     """
     import tempfile
     from pathlib import Path
@@ -130,11 +133,15 @@ def run_pool_benchmark(
         result["pool/rss_growth_mb"] = _rss_mb() - before
         pool = Pool(tuple((name, k) for k, name in enumerate(names)))
         population = Population(cfg, Path(tmp), pool, League(), {})
-        for mode, pop in (("plain", None), ("fsp", population)):
+        per_member = Population(cfg, Path(tmp), pool, League(), {}, batch_members=False)
+        for mode, pop in (("plain", None), ("fsp", population), ("fsp_per_member", per_member)):
             t0 = time.perf_counter()
             episodes, _ = collect(cfg, setup, learner, 1, pop)
             seconds = time.perf_counter() - t0
             result[f"pool/{mode}/sample_s"] = seconds
             result[f"pool/{mode}/hands_per_s"] = len(episodes) / seconds
     result["pool/fsp_over_plain"] = result["pool/fsp/sample_s"] / result["pool/plain/sample_s"]
+    result["pool/per_member_over_batched"] = (
+        result["pool/fsp_per_member/sample_s"] / result["pool/fsp/sample_s"]
+    )
     return result

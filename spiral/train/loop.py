@@ -103,9 +103,14 @@ def collect(
         max_tokens=cfg.max_tokens, temperature=cfg.temperature, top_p=cfg.top_p, stop=cfg.stop
     )
 
-    def make_policy(sampler: Any, name: str) -> LLMPolicy:
+    def make_policy(sampler: Any, name: str, members: dict[str, str] | None = None) -> LLMPolicy:
         return LLMPolicy(
-            sampler, setup.prompt_spec, params, name=name, spec_by_game=setup.spec_by_game
+            sampler,
+            setup.prompt_spec,
+            params,
+            name=name,
+            spec_by_game=setup.spec_by_game,
+            members=members,
         )
 
     specs = step_specs(cfg, step, setup.game_params)
@@ -113,7 +118,7 @@ def collect(
     opponents: list[str] = []
     if population is not None:
         specs, opponents = population.matchups(specs, step, POLICY)
-        players.update(population.players(learner, specs, make_policy))
+        players = population.players(learner, specs, make_policy, POLICY)
     retries = cfg.max_draw_retries if cfg.filter_draw else 0
     episodes, metrics = play_with_draw_retry(
         specs,

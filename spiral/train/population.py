@@ -200,6 +200,9 @@ class Population:
     league: Any  # spiral.evaluation.league.League
     fixed_agents: dict[str, Agent]
     member_tables: dict[str, Any] = field(default_factory=dict)  # name -> TabularPolicy
+    # Members and the policy sampled in one batch per wave (per-row adapters); False: one
+    # sampler call per member (the slower way, kept for `spiral bench what=pool`).
+    batch_members: bool = True
 
     @classmethod
     def restore(
@@ -248,19 +251,32 @@ class Population:
         ]
 
     def players(
-        self, learner: Learner, specs: Sequence[GameSpec], make_policy: Callable[[Any, str], Agent]
+        self,
+        learner: Learner,
+        specs: Sequence[GameSpec],
+        make_policy: Callable[..., Agent],
+        policy: str,
     ) -> dict[str, Agent]:
-        """An agent for every label the step's games use besides the policy: members
-        sample from their adapters (`make_policy(sampler, name)`), fixed members are
-        built once (scripted ones per game)."""
+        """An agent for every label of the step's games. The policy and the members it
+        meets are one joint agent over the learner's model (`make_policy(sampler, name,
+        members)`, a member's label naming its adapter), so each wave is one batched
+        sampler call; fixed members are built once (scripted ones per game)."""
         from spiral import agents
 
+        labels = sorted({label for s in specs for label in s.seats} - {policy})
+        members = [label for label in labels if label in set(self.pool.names)]
         out: dict[str, Agent] = {}
-        members = set(self.pool.names)
-        for label in sorted({label for s in specs for label in s.seats}):
+        if self.batch_members:
+            joint = make_policy(learner.sampler(), policy, {m: m for m in members})
+            out = {policy: joint, **dict.fromkeys(members, joint)}
+        else:
+            out[policy] = make_policy(learner.sampler(), policy)
+            for name in members:
+                out[name] = make_policy(learner.snapshot_sampler(name), name)
+        for label in labels:
             if label in members:
-                out[label] = make_policy(learner.snapshot_sampler(label), label)
-            elif "@" in label or label in self.cfg.fsp_fixed_opponents:
+                continue
+            if "@" in label or label in self.cfg.fsp_fixed_opponents:
                 if label not in self.fixed_agents:
                     spec, _, game_id = label.partition("@")
                     params = {"game_id": game_id} if game_id else {}

@@ -108,3 +108,31 @@ def test_snapshot_magnet_pulls_towards_the_frozen_copy_and_is_saved(
     assert learner.forward_backward(datums, is_loss, reg)["kl_to_magnet"] == pytest.approx(
         0.0, abs=1e-7
     )
+
+
+def test_one_batch_of_mixed_adapters_equals_each_adapter_alone(
+    tiny_llama: Path, tmp_path: Path
+) -> None:
+    """Population play samples the policy and its pool members in one call: each row
+    gets what its own adapter gives alone (same seed and row index: same draws)."""
+    learner = TorchLearner(ModelConfig(model=str(tiny_llama), lora_rank=4, device="cpu"))
+    prompts = chat_prompts(learner.tokenizer, PROMPT_TEXTS) * 2
+    _train(learner, 2)
+    learner.take_snapshot("old", tmp_path / "old")
+    _train(learner, 3)
+    learner.take_snapshot("older", tmp_path / "older")  # names sort apart from "default"
+    _train(learner, 3)
+    sampler = learner.sampler()
+    params = SamplingParams(max_tokens=6, seed=7)
+    adapters: list[str | None] = [None, "old", "older", None, "old", "older", "old", None]
+    mixed = sampler.sample(prompts, params, adapters=adapters)
+    alone = {a: sampler.sample(prompts, params, adapters=[a] * len(prompts)) for a in set(adapters)}
+    for i, name in enumerate(adapters):
+        assert mixed[i].tokens == alone[name][i].tokens
+        assert mixed[i].logprobs == pytest.approx(alone[name][i].logprobs, abs=1e-5)
+    # The members really differ from the policy, so the test can tell them apart.
+    assert {alone[None][i].logprobs for i in range(8)} != {
+        alone["old"][i].logprobs for i in range(8)
+    }
+    with pytest.raises(SnapshotError, match="no LoRA adapter"):
+        sampler.sample(prompts[:1], params, adapters=["gone"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from spiral.agents import make as make_agent
@@ -62,6 +63,42 @@ def test_one_call_per_player_per_wave() -> None:
         assert ep.returns[0] == -ep.returns[1]
         assert ep.outcome in ("win", "draw")
         assert len(ep.turns) == len(ep.moves)
+
+
+class JointRecorder(CountingAgent):
+    """A joint agent: records each call's seat labels; labels its turns with them."""
+
+    joint = True
+
+    def __init__(self, seed: int) -> None:
+        super().__init__(seed)
+        self.label_calls: list[list[str]] = []
+
+    def take_turns_as(
+        self, labels: Sequence[str], states: Sequence[State], seed: int
+    ) -> list[Turn]:
+        self.label_calls.append(list(labels))
+        turns = self.take_turns(states, seed)
+        return [dataclasses.replace(t, agent=label) for t, label in zip(turns, labels, strict=True)]
+
+
+def test_labels_bound_to_one_joint_agent_share_each_wave_call() -> None:
+    joint, solo = JointRecorder(seed=1), CountingAgent(seed=2)
+    seats = [("p", "m1"), ("m2", "p"), ("p", "s"), ("s", "m1")]
+    specs = [GameSpec("TicTacToe-v0", seed=i, seats=seats[i % 4]) for i in range(16)]
+    players = {"p": joint, "m1": joint, "m2": joint, "s": solo}
+    episodes = play_games(specs, players, invalid_policy("spiral"), seed=3)
+    # Wave 0: seat 0 moves everywhere; p (8 games) and m2 (4) are one call, s (4) its own.
+    assert sorted(joint.label_calls[0]) == ["m2"] * 4 + ["p"] * 8
+    assert solo.calls[0] == 4
+    # Every joint turn carries the seat label it was played under.
+    joint_turns = [(t, ep) for ep in episodes for t in ep.turns if ep.agents[t.seat] != "s"]
+    assert joint_turns and all(t.agent == ep.agents[t.seat] for t, ep in joint_turns)
+    # A non-joint agent bound to two labels still gets one call per label.
+    twice = CountingAgent(seed=4)
+    play_games(specs[:4], {"p": twice, "m1": twice, "m2": twice, "s": twice},
+               invalid_policy("spiral"), seed=3)  # fmt: skip
+    assert twice.calls[:3] == [1, 2, 1]  # wave 0: m2 (game 1), p (games 0, 2), s (game 3)
 
 
 def test_invalid_move_ends_game_with_declared_policy() -> None:
