@@ -47,6 +47,13 @@ class Agent(ABC):
             for s, m in zip(states, moves, strict=True)
         ]
 
+    def reseed(self, seed: int) -> None:
+        """Restart this agent's own randomness (scripted agents keep a `random.Random` in
+        `rng`), so that a run resumed at a step replays that step's moves exactly."""
+        rng = getattr(self, "rng", None)
+        if rng is not None:
+            rng.seed(seed)
+
     def take_turns_as(
         self, labels: Sequence[str], states: Sequence[State], seed: int
     ) -> list[Turn]:

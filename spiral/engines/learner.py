@@ -210,6 +210,8 @@ class TorchLearner:
         self.sampler_batch_tokens = sampler_batch_tokens
         self.share_prefix = share_prefix
         self.share_identical = True  # samplers prefill identical prompts once (benchmarks: off)
+        # Pool members' kept answer distributions (sampler.py), dropped with the member.
+        self.frozen_answers: dict[str, dict[Any, Any]] = {}
         self.version = 0
         self.temperature = 1.0
         self._epoch = 0  # bumped on every weight change; samplers check it
@@ -509,6 +511,7 @@ class TorchLearner:
             max_batch_tokens=self.sampler_batch_tokens,
             is_current=lambda: self._epoch == epoch,
             share_identical=self.share_identical,
+            frozen=self.frozen_answers,
         )
 
     # ----- the snapshot magnet (kl_reference="snapshot") ------------------------------
@@ -524,12 +527,15 @@ class TorchLearner:
         adapter, written to `folder` for resume)."""
         snapshots.take_snapshot(self.model, name)
         snapshots.save_snapshot(self.model, name, folder)
+        self.frozen_answers[name] = {}
 
     def load_snapshot(self, name: str, folder: Path) -> None:
         snapshots.load_snapshot(self.model, name, folder)
+        self.frozen_answers[name] = {}
 
     def drop_snapshot(self, name: str) -> None:
         snapshots.drop_snapshot(self.model, name)
+        self.frozen_answers.pop(name, None)
 
     def snapshot_sampler(self, name: str) -> TorchSampler:
         """A sampler for pool member `name`; it refuses to run once the member is dropped."""
@@ -541,6 +547,7 @@ class TorchLearner:
             is_current=lambda: name in snapshots.snapshot_names(self.model),
             share_identical=self.share_identical,
             adapter=name,
+            frozen=self.frozen_answers,
         )
 
     # ----- checkpoints ----------------------------------------------------------------

@@ -28,6 +28,17 @@ group; a chunk that mixes adapters runs as one batch through PEFT's mixed-adapte
 own rows), with the shared prefix prefilled once per adapter. So the current policy and
 every pool member it meets in a wave cost one batched call, not one call per member.
 
+Frozen members' answers (`frozen=`): a pool member never changes, so the distribution it
+gives over a constrained answer's legal tokens, after a given prompt and answer prefix,
+is kept the first time it is computed (raw logits of the allowed tokens, a few numbers
+per node) and later rows of that member on that prompt are drawn from the kept
+distributions without a forward, with the same per-row uniforms and the same
+inverse-CDF draw as the model path. A row whose walk reaches a node not seen yet goes to
+the model with its group (its draws restarted), which records the nodes it visits. Games
+whose prompts repeat (single-hand Kuhn: 12) then cost a pool what they cost one policy.
+The trained adapter is never kept (it changes every step); the learner owns the store
+and drops a member's entries with the member.
+
 Log-probs: each sampled token records log_softmax(logits / T) at that token, under the
 constraint's mask when one applies; forced marker tokens record 0.0. With top_p < 1 the
 token is drawn from the nucleus but the recorded log-prob is that of the UNTRUNCATED
@@ -109,6 +120,8 @@ class _Row:
     tokens: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     stop_reason: StopReason | None = None
+    kept: dict[Any, Any] | None = None  # a frozen member's store of answer distributions
+    kept_key: tuple[Any, ...] = ()  # (prompt, constraint): the store's key before the tokens
 
 
 @dataclass
@@ -121,7 +134,9 @@ class _Group:
     adapter: str = TRAINED
 
 
-_STAT_KEYS = ("prompt_tokens", "prefill_tokens", "prefill_s", "decode_tokens", "decode_s")
+_STAT_KEYS = (
+    "prompt_tokens", "prefill_tokens", "prefill_s", "decode_tokens", "decode_s", "kept_rows",
+)  # fmt: skip
 
 
 def _group_cost(group: _Group, params: SamplingParams) -> int:
@@ -170,9 +185,12 @@ class TorchSampler:
         is_current: Callable[[], bool] | None = None,
         share_identical: bool = True,
         adapter: str | None = None,
+        frozen: dict[str, dict[Any, Any]] | None = None,
     ) -> None:
         self.model = model
         self.adapter = adapter  # a pool member's LoRA adapter (snapshots.py); None: trained
+        # frozen adapter name -> its kept answer distributions (module docstring)
+        self.frozen = frozen if frozen is not None else {}
         self._tokenizer = tokenizer
         self.version = version
         self.max_batch_tokens = max_batch_tokens
@@ -223,9 +241,10 @@ class TorchSampler:
             for i, c in enumerate(cons)
         ]
         groups = self._groups(prompts, cons, rows, names)
+        self.last_stats = dict.fromkeys(_STAT_KEYS, 0.0)
+        groups = [g for g in groups if not self._from_kept(g, params)]
         costs = [_group_cost(g, params) for g in groups]
         order = sorted(range(len(groups)), key=lambda k: groups[k].prompt)
-        self.last_stats = dict.fromkeys(_STAT_KEYS, 0.0)
         self.last_stats["rows"] = float(len(rows))
         self.last_stats["groups"] = float(len(groups))
         mixed = len(set(names)) > 1
@@ -233,6 +252,82 @@ class TorchSampler:
             for chunk in chunk_rows(costs, order, self.max_batch_tokens):
                 self._run_chunk([groups[k] for k in chunk], params, mixed)
         return [self._completion(r, cons[r.index]) for r in rows]
+
+    def _from_kept(self, group: _Group, params: SamplingParams) -> bool:
+        """Sample a frozen member's group from its kept distributions, if every node its
+        rows reach is kept; else restart the rows for the model (which keeps the nodes)."""
+        kept = self.frozen.get(group.adapter)
+        c = group.constraint
+        if kept is None or c is None or c.think_budget > 0 or params.temperature <= 0:
+            return False
+        for row in group.rows:
+            row.kept, row.kept_key = kept, (tuple(group.prompt), group.constraint)
+        states = [row.rng.getstate() for row in group.rows]
+        nodes = [list(group.rows)]
+        while nodes:
+            children: list[list[_Row]] = []
+            for members in nodes:
+                lead = members[0]
+                if lead.constrained is None:
+                    break
+                forced = lead.constrained.forced_token()
+                if forced is not None:
+                    tokens, logps = [forced] * len(members), {forced: 0.0}
+                else:
+                    entry = kept.get((*lead.kept_key, tuple(lead.tokens)))
+                    if entry is None:
+                        break
+                    tokens, logps = self._draw_kept(entry, members, params)
+                by_token: dict[int, list[_Row]] = {}
+                for row, token in zip(members, tokens, strict=True):
+                    row.tokens.append(token)
+                    row.logprobs.append(logps[token])
+                    self._advance(row, token, params)
+                    if row.stop_reason is None:
+                        by_token.setdefault(token, []).append(row)
+                children.extend(by_token.values())
+            else:
+                nodes = children
+                continue
+            self._restart(group, states, params)
+            return False
+        self.last_stats["kept_rows"] += len(group.rows)
+        return True
+
+    def _draw_kept(
+        self,
+        entry: tuple[torch.Tensor, torch.Tensor, int],
+        members: list[_Row],
+        params: SamplingParams,
+    ) -> tuple[list[int], dict[int, float]]:
+        """The model path's draw (`_step`) from a kept node: logits of the allowed tokens
+        placed in a -inf vocabulary row, tempered, log-softmaxed, inverse CDF."""
+        ids, logits, vocab = entry
+        scaled_V = torch.full((vocab,), float("-inf"))
+        scaled_V[ids] = logits / params.temperature
+        logp_V = torch.log_softmax(scaled_V, dim=-1)
+        uniforms = [[row.rng.random() for row in members]]
+        tokens = sample_inverse_cdf(logp_V.unsqueeze(0), uniforms, params.top_p)[0]
+        return tokens, {t: float(logp_V[t]) for t in set(tokens)}
+
+    def _restart(self, group: _Group, states: list[Any], params: SamplingParams) -> None:
+        for row, state in zip(group.rows, states, strict=True):
+            row.rng.setstate(state)
+            row.tokens, row.logprobs, row.stop_reason = [], [], None
+            row.constrained = self._constrained(group.constraint, params)
+
+    def _keep(self, logits_BV: torch.Tensor, nodes: list[list[_Row]]) -> None:
+        """Record the raw logits of the allowed tokens at frozen members' nodes."""
+        for b, members in enumerate(nodes):
+            lead = members[0]
+            if lead.kept is None or lead.constrained is None:
+                continue
+            allowed = lead.constrained.allowed()
+            if allowed is None or lead.constrained.forced_token() is not None:
+                continue
+            ids = torch.tensor(sorted(allowed), dtype=torch.long)
+            values = logits_BV[b, ids.to(logits_BV.device)].float().cpu()
+            lead.kept[(*lead.kept_key, tuple(lead.tokens))] = (ids, values, logits_BV.shape[-1])
 
     def _check_adapters(self, names: set[str]) -> None:
         if names == {TRAINED}:
@@ -298,6 +393,8 @@ class TorchSampler:
         while nodes:
             if params.cancel is not None and params.cancel.is_set():
                 raise SamplingCancelled("sampling was cancelled (SamplingParams.cancel)")
+            if self.frozen:
+                self._keep(logits_BV, nodes)
             children = self._step(logits_BV, nodes, params)
             stats["decode_tokens"] += len(nodes)
             if not children:

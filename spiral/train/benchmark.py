@@ -96,10 +96,12 @@ def run_pool_benchmark(
 
     Keys: `pool/members`, `pool/member_mb` (one adapter's parameters in memory),
     `pool/rss_growth_mb` (resident memory added by taking the snapshots),
-    `pool/{plain,fsp,fsp_per_member}/sample_s`, `.../hands_per_s`, and the time ratios
-    `pool/fsp_over_plain` (members batched with the policy: one call per wave, per-row
-    adapters) and `pool/per_member_over_batched` (one sampler call per member per wave,
-    the way before batching).
+    Modes, each one step's rollout: `plain` self-play; `fsp_per_member` (one sampler call
+    per member per wave, nothing kept: the first way); `fsp` (members batched with the
+    policy, per-row adapters, members' answer distributions kept from here on);
+    `fsp_kept` (the next step: members' answers drawn from what the previous one kept).
+    Keys `pool/<mode>/sample_s`, `.../hands_per_s`; ratios `pool/fsp_over_plain`,
+    `pool/per_member_over_batched`, `pool/kept_over_plain`.
     """
     import tempfile
     from pathlib import Path
@@ -134,14 +136,26 @@ def run_pool_benchmark(
         pool = Pool(tuple((name, k) for k, name in enumerate(names)))
         population = Population(cfg, Path(tmp), pool, League(), {})
         per_member = Population(cfg, Path(tmp), pool, League(), {}, batch_members=False)
-        for mode, pop in (("plain", None), ("fsp", population), ("fsp_per_member", per_member)):
+        kept = learner.frozen_answers  # type: ignore[attr-defined]
+        modes = (
+            ("plain", None, 1),
+            ("fsp_per_member", per_member, 1),
+            ("fsp", population, 1),
+            ("fsp_kept", population, 2),
+        )
+        for mode, pop, step in modes:
+            store = {} if mode == "fsp_per_member" else kept  # per member: nothing kept
+            learner.frozen_answers = store  # type: ignore[attr-defined]
             t0 = time.perf_counter()
-            episodes, _ = collect(cfg, setup, learner, 1, pop)
+            episodes, _ = collect(cfg, setup, learner, step, pop)
             seconds = time.perf_counter() - t0
             result[f"pool/{mode}/sample_s"] = seconds
             result[f"pool/{mode}/hands_per_s"] = len(episodes) / seconds
     result["pool/fsp_over_plain"] = result["pool/fsp/sample_s"] / result["pool/plain/sample_s"]
     result["pool/per_member_over_batched"] = (
         result["pool/fsp_per_member/sample_s"] / result["pool/fsp/sample_s"]
+    )
+    result["pool/kept_over_plain"] = (
+        result["pool/fsp_kept/sample_s"] / result["pool/plain/sample_s"]
     )
     return result

@@ -118,7 +118,7 @@ def collect(
     opponents: list[str] = []
     if population is not None:
         specs, opponents = population.matchups(specs, step, POLICY)
-        players = population.players(learner, specs, make_policy, POLICY)
+        players = population.players(learner, specs, make_policy, POLICY, step)
     retries = cfg.max_draw_retries if cfg.filter_draw else 0
     episodes, metrics = play_with_draw_retry(
         specs,

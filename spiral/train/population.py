@@ -256,11 +256,13 @@ class Population:
         specs: Sequence[GameSpec],
         make_policy: Callable[..., Agent],
         policy: str,
+        step: int,
     ) -> dict[str, Agent]:
         """An agent for every label of the step's games. The policy and the members it
         meets are one joint agent over the learner's model (`make_policy(sampler, name,
         members)`, a member's label naming its adapter), so each wave is one batched
-        sampler call; fixed members are built once (scripted ones per game)."""
+        sampler call; fixed members are built once (scripted ones per game) and reseeded
+        every step from (seed, step), so a resumed run plays the same moves."""
         from spiral import agents
 
         labels = sorted({label for s in specs for label in s.seats} - {policy})
@@ -282,6 +284,7 @@ class Population:
                     params = {"game_id": game_id} if game_id else {}
                     self.fixed_agents[label] = agents.make(spec, seed=self.cfg.seed, **params)
                 out[label] = self.fixed_agents[label]
+                out[label].reseed(derive_seed(self.cfg.seed, step, labels.index(label)))
         return out
 
     def record(self, episodes: Sequence[Episode]) -> None:

@@ -11,10 +11,10 @@ import torch
 from spiral.engines.base import SamplingParams
 from spiral.engines.learner import TorchLearner
 from spiral.engines.loading import ModelConfig
-from spiral.engines.sampler import StaleSamplerError
+from spiral.engines.sampler import StaleSamplerError, TorchSampler
 from spiral.engines.snapshots import SnapshotError, snapshot_names
 
-from .conftest import PROMPT_TEXTS, chat_prompts, is_loss
+from .conftest import PROMPT_TEXTS, chat_prompts, is_loss, move_constraint
 from .test_learner import _datums
 
 
@@ -136,3 +136,35 @@ def test_one_batch_of_mixed_adapters_equals_each_adapter_alone(
     }
     with pytest.raises(SnapshotError, match="no LoRA adapter"):
         sampler.sample(prompts[:1], params, adapters=["gone"])
+
+
+def test_frozen_members_answer_from_kept_distributions(tiny_llama: Path, tmp_path: Path) -> None:
+    """A member's constrained answers, once computed, are drawn without a forward: the
+    same tokens and log-probs as the model gives, for the same seed."""
+    learner = TorchLearner(ModelConfig(model=str(tiny_llama), lora_rank=4, device="cpu"))
+    _train(learner, 2)
+    learner.take_snapshot("m", tmp_path / "m")
+    _train(learner, 2)
+    prompts = chat_prompts(learner.tokenizer, PROMPT_TEXTS) * 8  # 4 distinct, 32 rows
+    cons = [move_constraint(learner.tokenizer, think_budget=0)] * len(prompts)
+    adapters: list[str | None] = ["m", None] * 16
+    # The model's answers, with nothing kept (a sampler without the store).
+    plain = TorchSampler(learner.model, learner.tokenizer)
+    params = SamplingParams(max_tokens=8, seed=3, temperature=1.3)
+    truth = plain.sample(prompts, params, cons, adapters=adapters)
+    sampler = learner.sampler()
+    first = sampler.sample(prompts, SamplingParams(max_tokens=8, seed=11), cons, adapters=adapters)
+    assert sampler.last_stats["kept_rows"] == 0 and learner.frozen_answers["m"]
+    assert len(first) == 32
+    # Enough draws that every branch the seed-3 rows take has been kept.
+    for seed in range(40):
+        sampler.sample(prompts, SamplingParams(max_tokens=8, seed=seed), cons, adapters=adapters)
+    again = sampler.sample(prompts, params, cons, adapters=adapters)
+    assert sampler.last_stats["kept_rows"] == 16  # every member row, no trained row
+    for got, want in zip(again, truth, strict=True):
+        assert got.tokens == want.tokens
+        assert got.logprobs == pytest.approx(want.logprobs, abs=1e-5)
+    # The trained adapter's rows still differ from the member's: the test can tell.
+    assert [c.logprobs for c in truth[0::2]] != [c.logprobs for c in truth[1::2]]
+    learner.drop_snapshot("m")
+    assert "m" not in learner.frozen_answers

@@ -110,13 +110,17 @@ def _run(args: list[str]) -> None:
     train(cfg, build_setup(cfg), make_learner_factory(cfg), log=lambda _: None)
 
 
+@pytest.mark.parametrize("answers", ["free", "constrained"])
 def test_population_run_trains_only_its_turns_and_resumes_exactly(
-    tiny_model: Path, tmp_path: Path
+    tiny_model: Path, tmp_path: Path, answers: str
 ) -> None:
+    # Constrained answers: members' answers come from kept distributions in the straight
+    # run, from the model after the resume (nothing is kept across a restart).
+    fmt = ["answer_format=constrained"] if answers == "constrained" else []
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
-    _run(_fsp_args(tiny_model, straight, 4))
-    _run(_fsp_args(tiny_model, resumed, 2))
-    _run(_fsp_args(tiny_model, resumed, 4))  # resumes: rebuilds the pool from run/pool
+    _run([*_fsp_args(tiny_model, straight, 4), *fmt])
+    _run([*_fsp_args(tiny_model, resumed, 2), *fmt])
+    _run([*_fsp_args(tiny_model, resumed, 4), *fmt])  # resumes: rebuilds the pool
     rows_a, rows_b = read_jsonl(straight / "metrics.jsonl"), read_jsonl(resumed / "metrics.jsonl")
     _assert_rows_close(rows_a, rows_b)  # same games, same league, same updates
     state = load_loop_state(latest_checkpoint(straight / "checkpoints"))
