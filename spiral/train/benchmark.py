@@ -99,7 +99,8 @@ def run_pool_benchmark(
     Modes, each one step's rollout: `plain` self-play; `fsp_per_member` (one sampler call
     per member per wave, nothing kept: the first way); `fsp` (members batched with the
     policy, per-row adapters, members' answer distributions kept from here on);
-    `fsp_kept` (the next step: members' answers drawn from what the previous one kept).
+    `fsp_kept` (step 4, after two more untimed steps: members' answers drawn from what
+    the earlier steps kept, which is where a training run's store is after a few steps).
     Keys `pool/<mode>/sample_s`, `.../hands_per_s`; ratios `pool/fsp_over_plain`,
     `pool/per_member_over_batched`, `pool/kept_over_plain`.
     """
@@ -141,11 +142,14 @@ def run_pool_benchmark(
             ("plain", None, 1),
             ("fsp_per_member", per_member, 1),
             ("fsp", population, 1),
-            ("fsp_kept", population, 2),
+            ("fsp_kept", population, 4),
         )
         for mode, pop, step in modes:
             store = {} if mode == "fsp_per_member" else kept  # per member: nothing kept
             learner.frozen_answers = store  # type: ignore[attr-defined]
+            if mode == "fsp_kept":
+                for warm in (2, 3):  # untimed: the store fills as in training
+                    collect(cfg, setup, learner, warm, pop)
             t0 = time.perf_counter()
             episodes, _ = collect(cfg, setup, learner, step, pop)
             seconds = time.perf_counter() - t0
