@@ -139,6 +139,12 @@ class Learner(Protocol):
         """A sampler that draws from pool member `name`."""
         ...
 
+    @property
+    def members_share_model(self) -> bool:
+        """Whether pool members and the policy sample in one batch (`AdapterSampler`:
+        members are adapters of the policy's model); False: one call per member."""
+        ...
+
     def refresh_magnet(self) -> None:
         """kl_reference="snapshot": the KL now pulls towards a frozen copy of the current
         weights (saved in checkpoints)."""

@@ -103,3 +103,18 @@ def load_weight_files(folder: Path) -> dict[str, torch.Tensor]:
     for shard in shards:
         weights.update(load_file(str(folder / shard)))
     return weights
+
+
+def load_full_weights(model: Any, folder: Path) -> None:
+    """A transformers folder's full weights into `model` (in place); ValueError if the
+    names do not match. A tied output head is saved once, under the input embedding's name."""
+    weights = load_weight_files(folder)
+    result = model.load_state_dict(weights, strict=False)
+    shared = model.get_input_embeddings().weight
+    tied = {n for n, p in model.named_parameters(remove_duplicate=False) if p is shared}
+    missing = [k for k in result.missing_keys if k not in tied]
+    if missing or result.unexpected_keys:
+        raise ValueError(
+            f"weights in {folder} do not match the model: missing {missing[:3]}, "
+            f"unexpected {result.unexpected_keys[:3]}"
+        )

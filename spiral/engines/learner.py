@@ -62,8 +62,9 @@ import spiral.engines.checkpoint_io as checkpoint_io
 import spiral.engines.snapshots as snapshots
 from spiral.algo.regularizers import Regularizer, regularizer_loss, uniform_magnet
 from spiral.engines.averaging import WeightAverage
-from spiral.engines.base import LossFn
+from spiral.engines.base import LossFn, Sampler
 from spiral.engines.constrained import answer_masks
+from spiral.engines.full_members import FullMembers, MemberSampler
 from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
 from spiral.engines.manifest import DamagedCheckpointError
 from spiral.engines.prefill import common_prefix_len, prefill_grouped
@@ -196,6 +197,7 @@ class TorchLearner:
         sampler_batch_tokens: int = 32768,
         share_prefix: bool = True,
         average_decay: float = 0.0,
+        max_loaded_members: int = 2,
     ) -> None:
         if normalize not in ("datums", "none"):
             raise ValueError(f"normalize must be 'datums' or 'none', got {normalize!r}")
@@ -212,6 +214,8 @@ class TorchLearner:
         self.share_identical = True  # samplers prefill identical prompts once (benchmarks: off)
         # Pool members' kept answer distributions (sampler.py), dropped with the member.
         self.frozen_answers: dict[str, dict[Any, Any]] = {}
+        # Full fine-tuning's pool members: weight files, a bounded few held (full_members.py).
+        self.full_members = FullMembers(self.model, self.tokenizer, max_loaded_members)
         self.version = 0
         self.temperature = 1.0
         self._epoch = 0  # bumped on every weight change; samplers check it
@@ -521,24 +525,46 @@ class TorchLearner:
         snapshots.take_snapshot(self.model, MAGNET)
         self.magnet = MAGNET
 
-    # ----- pool members (population play; snapshots.py) -------------------------------
+    # ----- pool members (population play) --------------------------------------------
+    # LoRA: each member is a frozen adapter over the one model (snapshots.py); full
+    # fine-tuning: a weight file, read into a bounded set of copies when sampled
+    # (full_members.py).
     def take_snapshot(self, name: str, folder: Path) -> None:
-        """Freeze the current weights as pool member `name` (kept in memory as a LoRA
-        adapter, written to `folder` for resume)."""
+        """Freeze the current weights as pool member `name`, written to `folder` for resume."""
+        if not _is_peft(self.model):
+            self.full_members.take(name, folder)
+            return
         snapshots.take_snapshot(self.model, name)
         snapshots.save_snapshot(self.model, name, folder)
         self.frozen_answers[name] = {}
 
     def load_snapshot(self, name: str, folder: Path) -> None:
+        if not _is_peft(self.model):
+            self.full_members.load(name, folder)
+            return
         snapshots.load_snapshot(self.model, name, folder)
         self.frozen_answers[name] = {}
 
     def drop_snapshot(self, name: str) -> None:
+        self.full_members.drop(name)
         snapshots.drop_snapshot(self.model, name)
         self.frozen_answers.pop(name, None)
 
-    def snapshot_sampler(self, name: str) -> TorchSampler:
+    @property
+    def members_share_model(self) -> bool:
+        """Whether members and the policy can be sampled in one batch (LoRA adapters)."""
+        return _is_peft(self.model)
+
+    def snapshot_sampler(self, name: str) -> Sampler:
         """A sampler for pool member `name`; it refuses to run once the member is dropped."""
+        if not _is_peft(self.model):
+            return MemberSampler(
+                self.full_members,
+                name,
+                self.tokenizer,
+                max_batch_tokens=self.sampler_batch_tokens,
+                share_identical=self.share_identical,
+            )
         return TorchSampler(
             self.model,
             self.tokenizer,
@@ -651,17 +677,7 @@ class TorchLearner:
                 f"{path} holds full model weights but this learner trains LoRA; build it with "
                 "lora_rank=0 to resume full fine-tuning"
             )
-        weights = checkpoint_io.load_weight_files(path)
-        result = self.model.load_state_dict(weights, strict=False)
-        # A tied output head is saved once, under the input embedding's name.
-        shared = self.model.get_input_embeddings().weight
-        tied = {n for n, p in self.model.named_parameters(remove_duplicate=False) if p is shared}
-        missing = [k for k in result.missing_keys if k not in tied]
-        if missing or result.unexpected_keys:
-            raise ValueError(
-                f"weights in {path} do not match the model: missing {missing[:3]}, "
-                f"unexpected {result.unexpected_keys[:3]}"
-            )
+        checkpoint_io.load_full_weights(self.model, path)
 
     def export_merged(self, path: Path) -> None:
         """A standalone model folder (LoRA merged into a copy of the base) + tokenizer."""

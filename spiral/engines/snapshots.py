@@ -37,8 +37,8 @@ class SnapshotError(RuntimeError):
 def _require_lora(model: Any) -> None:
     if not hasattr(model, "peft_config") or TRAINED not in model.peft_config:
         raise SnapshotError(
-            "population play keeps past policies as LoRA adapters over one base model; "
-            "train with lora_rank > 0 (full fine-tuning snapshots are not supported yet)"
+            "this snapshot is a LoRA adapter over one base model; train with lora_rank > 0 "
+            "(full fine-tuning's pool members are model folders: engines/full_members.py)"
         )
 
 

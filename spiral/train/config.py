@@ -240,7 +240,9 @@ class TrainConfig:
     )
     # ---- population play (fictitious self-play; spiral/train/population.py) ----------
     fsp_enabled: bool = chz.field(
-        default=False, doc="play against a pool of past snapshots of the policy (LoRA only)"
+        default=False,
+        doc="play against a pool of past snapshots of the policy (LoRA: adapters over one "
+        "model; full fine-tuning: weight files, see fsp_max_loaded_members)",
     )
     fsp_pool_size: int = chz.field(default=25, doc="pool members kept (FIFO)", validator=positive)
     fsp_update_interval: int = chz.field(
@@ -264,6 +266,12 @@ class TrainConfig:
         default="uniform",
         doc="uniform over members (the original) | prioritized: (1 - p)^2 with p the "
         "current policy's league win rate against the member",
+    )
+    fsp_max_loaded_members: int = chz.field(
+        default=2,
+        doc="full fine-tuning (lora_rank=0): pool members held in memory at once, each a "
+        "copy of the model; the others wait on disk and are read when met (LRU)",
+        validator=positive,
     )
     fsp_fixed_opponents: tuple[str, ...] = chz.field(
         default=(),
@@ -388,11 +396,6 @@ class TrainConfig:
         if self.fsp_current_fraction is not None and not 0 <= self.fsp_current_fraction <= 1:
             raise ConfigError(
                 f"fsp_current_fraction must be in [0, 1] (or None), got {self.fsp_current_fraction}"
-            )
-        if self.fsp_enabled and self.lora_rank == 0:
-            raise ConfigError(
-                "fsp_enabled keeps past policies as LoRA adapters; set lora_rank > 0 "
-                "(population play with full fine-tuning is not supported yet)"
             )
         for key in ("entropy_coef_final", "kl_coef_final"):
             value = getattr(self, key)

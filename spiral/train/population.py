@@ -18,6 +18,11 @@ loop does the side effects (the learner takes, loads and drops snapshots).
   ones is drawn from the step's seed); only its own turns are trained on (the original
   also trained on the frozen opponent's turns: a bug) and RAE's baselines per (game, seat)
   come from its seats only.
+- **Full fine-tuning** (members are model folders, `fsp_max_loaded_members` of them in
+  memory): the games a step draws against members are confined to that many members
+  (`confine`), so no member is read from disk more than once a step; the shares of
+  member, fixed and self-play games are unchanged, and with uniform sampling so is each
+  member's chance per game.
 - Every draw is seeded by (seed, step), so a resumed run plays the same games.
 """
 
@@ -112,6 +117,29 @@ def choose_opponents(
     return out
 
 
+def confine(
+    opponents: Sequence[str],
+    members: Sequence[str],
+    k: int,
+    rng: random.Random,
+    weight: Callable[[str], float] | None = None,
+) -> list[str]:
+    """The step's opponents when at most `k` members fit in memory (full fine-tuning):
+    `k` members are drawn without replacement in proportion to `weight`
+    (Efraimidis-Spirakis keys u^(1/w)), and every game drawn against a member is given
+    one of them instead, by the same weights. The shares of member, fixed and self-play
+    games stay as drawn, and with uniform weights each member is still met with the
+    same probability per game."""
+    if len(set(members) & set(opponents)) <= k:
+        return list(opponents)
+    w = weight if weight is not None else (lambda _: 1.0)
+    keys = {m: rng.random() ** (1.0 / w(m)) for m in members}
+    met = sorted(members, key=lambda m: keys[m], reverse=True)[:k]
+    weights = [w(m) for m in met]
+    pool = set(members)
+    return [rng.choices(met, weights=weights)[0] if o in pool else o for o in opponents]
+
+
 def hard_weight(win_rate: Callable[[str], float]) -> Callable[[str], float]:
     """Prioritised fictitious self-play's (1 - p)^2, floored so no member is never met."""
     return lambda name: max((1.0 - win_rate(name)) ** 2, 1e-3)
@@ -179,6 +207,7 @@ def pool_metrics(
         metrics["fsp/live_self_play_ratio"] = sum(1 for o in opponents if o == SELF) / len(
             opponents
         )
+        metrics["fsp/members_met"] = float(len({o for o in opponents if o in steps_of}))
         metrics["fsp/fixed_opponent_ratio"] = sum(
             1 for o in opponents if o != SELF and o not in steps_of
         ) / len(opponents)
@@ -200,8 +229,9 @@ class Population:
     league: Any  # spiral.evaluation.league.League
     fixed_agents: dict[str, Agent]
     member_tables: dict[str, Any] = field(default_factory=dict)  # name -> TabularPolicy
-    # Members and the policy sampled in one batch per wave (per-row adapters); False: one
-    # sampler call per member (the slower way, kept for `spiral bench what=pool`).
+    # Members and the policy sampled in one batch per wave (per-row adapters) where the
+    # learner allows it; False: one sampler call per member (the slower way, kept for
+    # `spiral bench what=pool`; always so for full fine-tuning's members).
     batch_members: bool = True
 
     @classmethod
@@ -236,13 +266,16 @@ class Population:
         """The step's games with opponents and seats; also the opponent of each game."""
         cfg = self.cfg
         rng = step_rng(cfg.seed, step)
-        candidates = [*self.pool.names, *cfg.fsp_fixed_opponents]
         weight = None
         if cfg.fsp_sampling == "prioritized":
             weight = hard_weight(lambda name: smoothed_win_rate(self.league.versus(policy, name)))
+        candidates = [*self.pool.names, *cfg.fsp_fixed_opponents]
         opponents = choose_opponents(
             len(specs), candidates, rng, cfg.fsp_include_current, cfg.fsp_current_fraction, weight
         )
+        if cfg.lora_rank == 0:  # full fine-tuning: no more members than fit in memory
+            k = cfg.fsp_max_loaded_members
+            opponents = confine(opponents, self.pool.names, k, rng, weight)
         seats = balanced_seats(len(specs), rng)
         labelled = population_specs(specs, opponents, seats, policy, fixed_label)
         return labelled, [
@@ -268,7 +301,7 @@ class Population:
         labels = sorted({label for s in specs for label in s.seats} - {policy})
         members = [label for label in labels if label in set(self.pool.names)]
         out: dict[str, Agent] = {}
-        if self.batch_members:
+        if self.batch_members and learner.members_share_model:
             joint = make_policy(learner.sampler(), policy, {m: m for m in members})
             out = {policy: joint, **dict.fromkeys(members, joint)}
         else:

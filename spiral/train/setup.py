@@ -97,6 +97,7 @@ def make_learner_factory(cfg: TrainConfig) -> Callable[[], Learner]:
             micro_batch_tokens=cfg.micro_batch_tokens,
             max_grad_norm=cfg.max_grad_norm,
             average_decay=cfg.weight_ema_decay,
+            max_loaded_members=cfg.fsp_max_loaded_members,
         )
 
     return build

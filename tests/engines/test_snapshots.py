@@ -1,4 +1,5 @@
-"""Pool members as LoRA adapters over one base model (spiral.engines.snapshots): frozen
+"""Pool members as LoRA adapters over one base model (spiral.engines.snapshots), and for
+full fine-tuning as model folders read on demand (spiral.engines.full_members): frozen
 while the policy trains, switched per call, and equal to their saved folder loaded alone."""
 
 from __future__ import annotations
@@ -76,10 +77,51 @@ def test_checkpoints_hold_only_the_trained_adapter(tiny_llama: Path, tmp_path: P
         learner.take_snapshot("step_000001", tmp_path / "pool" / "again")
 
 
-def test_full_fine_tuning_is_refused_with_the_fix(tiny_llama: Path, tmp_path: Path) -> None:
-    learner = TorchLearner(ModelConfig(model=str(tiny_llama), lora_rank=0, device="cpu"))
-    with pytest.raises(SnapshotError, match="lora_rank > 0"):
-        learner.take_snapshot("step_000000", tmp_path / "m")
+def test_full_fine_tuning_members_are_folders_read_under_a_bound(
+    tiny_llama: Path, tmp_path: Path
+) -> None:
+    learner = TorchLearner(
+        ModelConfig(model=str(tiny_llama), lora_rank=0, device="cpu"), max_loaded_members=1
+    )
+    assert not learner.members_share_model  # one sampler call per member
+    prompts = chat_prompts(learner.tokenizer, PROMPT_TEXTS)
+    _train(learner, 2)
+    early = _score(learner.sampler(), prompts)
+    learner.take_snapshot("step_000002", tmp_path / "step_000002")
+    _train(learner, 3)
+    late = _score(learner.sampler(), prompts)
+    learner.take_snapshot("step_000005", tmp_path / "step_000005")
+    _train(learner, 2)
+    assert _score(learner.sampler(), prompts) != late  # the policy trained on
+    a, b = learner.snapshot_sampler("step_000002"), learner.snapshot_sampler("step_000005")
+    # Each member is the policy of its moment, however the one shell is shared.
+    assert _score(a, prompts) == early
+    assert _score(b, prompts) == late
+    assert _score(a, prompts) == early
+    members = learner.full_members
+    assert members.loaded == ["step_000002"] and members.loads == 3  # the bound held
+    # Members are frozen copies: training never touches them.
+    assert all(not p.requires_grad for p in members.model("step_000002").parameters())
+    # A member's folder is a model of its own: loaded alone it gives the same log-probs.
+    alone = TorchLearner(ModelConfig(model=str(tmp_path / "step_000002"), lora_rank=0))
+    assert [v for row in _score(alone.sampler(), prompts) for v in row] == pytest.approx(
+        [v for row in early for v in row], abs=1e-6
+    )
+    # Registered again in a fresh learner (resume): read when first met, bit for bit.
+    fresh = TorchLearner(ModelConfig(model=str(tiny_llama), lora_rank=0, device="cpu"))
+    fresh.load_snapshot("step_000005", tmp_path / "step_000005")
+    assert fresh.full_members.loaded == []
+    assert _score(fresh.snapshot_sampler("step_000005"), prompts) == late
+    learner.drop_snapshot("step_000002")
+    with pytest.raises(SnapshotError, match="dropped"):
+        _score(a, prompts)
+    with pytest.raises(SnapshotError, match="is missing"):
+        fresh.load_snapshot("step_000009", tmp_path / "nowhere")
+    (tmp_path / "step_000005" / "model.safetensors").write_bytes(b"not weights")
+    fresh.drop_snapshot("step_000005")
+    fresh.load_snapshot("step_000005", tmp_path / "step_000005")
+    with pytest.raises(SnapshotError, match="step_000005"):
+        _score(fresh.snapshot_sampler("step_000005"), prompts)
 
 
 def test_snapshot_magnet_pulls_towards_the_frozen_copy_and_is_saved(

@@ -12,7 +12,7 @@ import pytest
 from spiral.report.sinks import read_jsonl
 from spiral.rollout.play import GameSpec
 from spiral.train.checkpoint import latest_checkpoint, load_loop_state
-from spiral.train.config import ConfigError, parse_config
+from spiral.train.config import parse_config
 from spiral.train.loop import POLICY, train
 from spiral.train.population import (
     SELF,
@@ -20,6 +20,7 @@ from spiral.train.population import (
     advance,
     balanced_seats,
     choose_opponents,
+    confine,
     fixed_label,
     pool_at,
     population_specs,
@@ -72,6 +73,23 @@ def test_opponents_uniform_and_current_fraction() -> None:
     assert smoothed_win_rate((3, 2, 1)) == pytest.approx((3 + 1 + 1) / 8)
 
 
+def test_full_fine_tuning_steps_meet_no_more_members_than_fit() -> None:
+    members = [f"m{i}" for i in range(5)]
+    met: Counter[str] = Counter()
+    for step in range(400):
+        rng = random.Random(step)
+        drawn = choose_opponents(12, [*members, "random"], rng, True, None)
+        out = confine(drawn, members, 2, rng)
+        assert len({o for o in out if o in members}) <= 2
+        # Fixed and self-play games stay where they were; member games stay member games.
+        assert [o for o in out if o not in members] == [o for o in drawn if o not in members]
+        assert all((o in members) == (d in members) for o, d in zip(out, drawn, strict=True))
+        met.update(o for o in out if o in members)
+    share = [met[m] / sum(met.values()) for m in members]
+    assert all(abs(x - 0.2) < 0.02 for x in share)  # uniform: each member equally often
+    assert confine(["m0", SELF, "m1"], members, 2, random.Random(0)) == ["m0", SELF, "m1"]
+
+
 def test_seats_balanced_and_filled() -> None:
     seats = balanced_seats(10, random.Random(0))
     assert sorted(seats) == [0] * 5 + [1] * 5
@@ -85,11 +103,6 @@ def test_seats_balanced_and_filled() -> None:
         ("random@KuhnPokerSingle-v0", POLICY),
         ("step_000005", POLICY),
     ]
-
-
-def test_fsp_needs_lora() -> None:
-    with pytest.raises(ConfigError, match="lora_rank > 0"):
-        parse_config(["fsp_enabled=true", "lora_rank=0"])
 
 
 def _fsp_args(model: Path, run: Path, steps: int) -> list[str]:
@@ -110,13 +123,18 @@ def _run(args: list[str]) -> None:
     train(cfg, build_setup(cfg), make_learner_factory(cfg), log=lambda _: None)
 
 
-@pytest.mark.parametrize("answers", ["free", "constrained"])
+@pytest.mark.parametrize("variant", ["free", "constrained", "full"])
 def test_population_run_trains_only_its_turns_and_resumes_exactly(
-    tiny_model: Path, tmp_path: Path, answers: str
+    tiny_model: Path, tmp_path: Path, variant: str
 ) -> None:
     # Constrained answers: members' answers come from kept distributions in the straight
-    # run, from the model after the resume (nothing is kept across a restart).
-    fmt = ["answer_format=constrained"] if answers == "constrained" else []
+    # run, from the model after the resume (nothing is kept across a restart). Full
+    # fine-tuning: members are model folders, one held at a time.
+    fmt = {
+        "free": [],
+        "constrained": ["answer_format=constrained"],
+        "full": ["lora_rank=0", "fsp_max_loaded_members=1"],
+    }[variant]
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
     _run([*_fsp_args(tiny_model, straight, 4), *fmt])
     _run([*_fsp_args(tiny_model, resumed, 2), *fmt])
@@ -138,6 +156,7 @@ def test_population_run_trains_only_its_turns_and_resumes_exactly(
         if "fsp/pool_size" not in row:
             continue
         assert 1 <= row["fsp/pool_size"] <= 2
+        assert row["fsp/members_met"] <= (1 if variant == "full" else 2)
         # 4 games a step: the policy holds one seat against an opponent and both in a
         # self-play game; RAE counts only those seats (a seat that never moved, e.g.
         # after the other seat's invalid first move, has nothing to train on).
