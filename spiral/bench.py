@@ -4,6 +4,7 @@
     spiral bench what=engine model=embedded batch=16 prompt_tokens=256 new_tokens=32
     spiral bench what=selfplay model=embedded hands=512   Kuhn hands/s, by what is shared
     spiral bench what=pool model=embedded hands=256 members=25   population play cost
+    spiral bench what=prefix_cache model=embedded games=16   TicTacToe with/without the cache
     spiral bench what=all out=bench.json                  games + engine
 
 Numbers are reported as measured (and as ratios where two are compared, e.g. prefix reuse
@@ -29,10 +30,11 @@ class BenchArgs:
 
     Throughput measured on this machine, in one run (ratios where two things compare)."""
 
-    what: Literal["games", "engine", "selfplay", "pool", "all"] = chz.field(
+    what: Literal["games", "engine", "selfplay", "pool", "prefix_cache", "all"] = chz.field(
         default="all",
         doc="games: random-play games/s; engine: sampling; selfplay: Kuhn hands/s; "
-        "pool: population play's memory and rollout time with `members` adapters",
+        "pool: population play's memory and rollout time with `members` adapters; "
+        "prefix_cache: a TicTacToe step sampled with and without the prefix cache",
     )
     model: str = chz.field(default="embedded", doc="model for engine and selfplay")
     batch: int = chz.field(default=16, doc="engine: prompts per batch", validator=positive)
@@ -40,6 +42,7 @@ class BenchArgs:
     new_tokens: int = chz.field(default=32, doc="engine: tokens generated", validator=positive)
     hands: int = chz.field(default=512, doc="selfplay: Kuhn hands per step", validator=positive)
     members: int = chz.field(default=25, doc="pool: adapters in the pool", validator=positive)
+    games: int = chz.field(default=16, doc="prefix_cache: TicTacToe games", validator=positive)
     seconds: float = chz.field(default=2.0, doc="games: seconds per game", validator=positive)
     out: str = chz.field(default="", doc="also write the numbers to this JSON file")
 
@@ -72,6 +75,12 @@ def bench_pool(args: BenchArgs) -> dict[str, float]:
     from spiral.train.benchmark import run_pool_benchmark
 
     return run_pool_benchmark(model=args.model, hands=args.hands, members=args.members)
+
+
+def bench_prefix_cache(args: BenchArgs) -> dict[str, float]:
+    from spiral.train.benchmark import run_prefix_cache_benchmark
+
+    return run_prefix_cache_benchmark(model=args.model, games=args.games)
 
 
 def machine() -> dict[str, Any]:
@@ -114,6 +123,8 @@ def main(argv: Sequence[str]) -> int:
         results.update(bench_selfplay(args))
     if what == "pool":
         results.update(bench_pool(args))
+    if what == "prefix_cache":
+        results.update(bench_prefix_cache(args))
     width = max(len(k) for k in results)
     for key, value in results.items():
         shown = _fmt(value)

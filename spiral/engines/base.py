@@ -63,6 +63,10 @@ class Sampler(Protocol):
         log_softmax(logits / temperature) (temperature <= 0 means 1)."""
         ...
 
+    def counters(self) -> dict[str, float]:
+        """Work done over this sampler's calls as `perf/*` metrics (may be empty)."""
+        ...
+
 
 class AdapterSampler(Sampler, Protocol):
     """A sampler over one model with several LoRA adapters (the trained one and frozen

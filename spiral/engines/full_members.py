@@ -152,3 +152,6 @@ class MemberSampler:
         temperature: float = 1.0,
     ) -> list[list[float]]:
         return self._sampler().score(prompts, continuations, temperature)
+
+    def counters(self) -> dict[str, float]:
+        return {}  # each call's sampler is new; members' work is not a training metric

@@ -198,6 +198,7 @@ class TorchLearner:
         share_prefix: bool = True,
         average_decay: float = 0.0,
         max_loaded_members: int = 2,
+        prefix_cache_mb: float = 0.0,
     ) -> None:
         if normalize not in ("datums", "none"):
             raise ValueError(f"normalize must be 'datums' or 'none', got {normalize!r}")
@@ -212,6 +213,7 @@ class TorchLearner:
         self.sampler_batch_tokens = sampler_batch_tokens
         self.share_prefix = share_prefix
         self.share_identical = True  # samplers prefill identical prompts once (benchmarks: off)
+        self.prefix_cache_mb = prefix_cache_mb  # each sampler's KV cache across calls
         # Pool members' kept answer distributions (sampler.py), dropped with the member.
         self.frozen_answers: dict[str, dict[Any, Any]] = {}
         # Full fine-tuning's pool members: weight files, a bounded few held (full_members.py).
@@ -516,6 +518,7 @@ class TorchLearner:
             is_current=lambda: self._epoch == epoch,
             share_identical=self.share_identical,
             frozen=self.frozen_answers,
+            prefix_cache_mb=self.prefix_cache_mb,
         )
 
     # ----- the snapshot magnet (kl_reference="snapshot") ------------------------------

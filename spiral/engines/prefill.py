@@ -22,6 +22,8 @@ from typing import Any
 
 import torch
 
+from spiral.engines.kv_cache import PrefixCache
+
 
 def common_prefix_len(seqs: Sequence[Sequence[int]]) -> int:
     first = seqs[0]
@@ -93,6 +95,110 @@ def prefill(
     computed += sum(lens)
     next_pos_B = torch.tensor([len(s) for s in seqs], dtype=torch.long)
     return Prefill(cache, mask_BK.to(device), next_pos_B.to(device), out, width, prefix, computed)
+
+
+def supports_prefix_cache(model: Any) -> bool:
+    """Whether cached KV can be reused: every layer a plain full-attention cache layer."""
+    from transformers import DynamicCache
+
+    layers = DynamicCache(config=model.config).layers
+    return bool(layers) and all(type(layer).__name__ == "DynamicLayer" for layer in layers)
+
+
+def prefill_cached(
+    model: Any,
+    seqs: Sequence[Sequence[int]],
+    adapters: Sequence[str],
+    pad_id: int,
+    store: PrefixCache,
+    share_prefix: bool = True,
+    mixed: bool = False,
+    **kwargs: Any,
+) -> Prefill:
+    """`prefill` that starts every row from the longest prefix of its prompt already in
+    `store` (KV of earlier calls) and leaves every prompt's KV there. With `share_prefix`
+    the rows' common prefix, where not cached, first runs once per adapter (and is
+    cached), as in `prefill`. `adapters` names each row's adapter (the cache's key);
+    `mixed`: rows differ in it, so the model gets `adapter_names`.
+
+    Layout: `[pads][cached][pads][new]` with an explicit attention mask and position
+    ids; a row sees exactly its own tokens at positions 0..n-1."""
+    from transformers import DynamicCache
+
+    device = model.device
+    rows = len(seqs)
+    computed = 0
+    if share_prefix and rows > 1:
+        common = min(common_prefix_len(seqs), min(len(s) for s in seqs) - 1)
+        for adapter in sorted(set(adapters)) if common > 0 else []:
+            computed += _cache_prefix(model, seqs[0][:common], adapter, store, mixed)
+    found = [store.match(a, s, limit=len(s) - 1) for s, a in zip(seqs, adapters, strict=True)]
+    width_c = max(f.length for f in found)
+    cache = DynamicCache(config=model.config)
+    mask_BC = torch.zeros((rows, width_c), dtype=torch.long)
+    if width_c > 0:
+        kv = None
+        for b, f in enumerate(found):
+            if f.length == 0:
+                continue
+            row_kv = store.gather(f)
+            if kv is None:
+                layers, _, heads, _, dim = row_kv.shape
+                kv = row_kv.new_zeros((layers, 2, rows, heads, width_c, dim))
+            kv[:, :, b, :, width_c - f.length :] = row_kv
+            mask_BC[b, width_c - f.length :] = 1
+        assert kv is not None
+        for layer in range(kv.shape[0]):
+            cache.update(kv[layer, 0].to(device), kv[layer, 1].to(device), layer)
+    tails = [list(s[f.length :]) for s, f in zip(seqs, found, strict=True)]
+    ids_BS, real_BS = _left_padded(tails, pad_id)
+    before_B = torch.tensor([f.length for f in found], dtype=torch.long)
+    pos_BS = (before_B.unsqueeze(1) + torch.cumsum(real_BS, dim=1) - 1).clamp(min=0)
+    mask_BK = torch.cat([mask_BC, real_BS], dim=1)
+    if mixed:
+        kwargs = {**kwargs, "adapter_names": list(adapters)}
+    out = _extend(model, cache, ids_BS, mask_BK, pos_BS, **kwargs)
+    computed += sum(len(t) for t in tails)
+    end = mask_BK.shape[1]
+    for b, (seq, f, tail) in enumerate(zip(seqs, found, tails, strict=True)):
+        store.insert(adapters[b], seq, _row_kv(cache, b, end - len(tail), end), start=f.length)
+    next_pos_B = torch.tensor([len(s) for s in seqs], dtype=torch.long)
+    width = ids_BS.shape[1]
+    return Prefill(cache, mask_BK.to(device), next_pos_B.to(device), out, width, width_c, computed)
+
+
+def _cache_prefix(
+    model: Any, prefix: Sequence[int], adapter: str, store: PrefixCache, mixed: bool
+) -> int:
+    """Make sure `prefix` is in `store` for `adapter`, running what is missing (batch 1);
+    returns the tokens computed."""
+    from transformers import DynamicCache
+
+    found = store.match(adapter, prefix, count=False)
+    if found.length >= len(prefix):
+        return 0
+    cache = DynamicCache(config=model.config)
+    if found.length > 0:
+        kv = store.gather(found).to(model.device)
+        for layer in range(kv.shape[0]):
+            cache.update(kv[layer, 0].unsqueeze(0), kv[layer, 1].unsqueeze(0), layer)
+    ids_1S = torch.tensor([list(prefix[found.length :])], dtype=torch.long)
+    pos_1S = torch.arange(found.length, len(prefix)).unsqueeze(0)
+    mask_1K = torch.ones((1, len(prefix)), dtype=torch.long)
+    names = {"adapter_names": [adapter]} if mixed else {}
+    _extend(model, cache, ids_1S, mask_1K, pos_1S, logits_to_keep=1, **names)
+    store.insert(adapter, prefix, _row_kv(cache, 0, found.length, len(prefix)), found.length)
+    return len(prefix) - found.length
+
+
+def _row_kv(cache: Any, row: int, start: int, end: int) -> torch.Tensor:
+    """Row `row`'s KV at cache positions [start, end) as `[layers, 2, heads, n, dim]`."""
+    return torch.stack(
+        [
+            torch.stack([layer.keys[row, :, start:end], layer.values[row, :, start:end]])
+            for layer in cache.layers
+        ]
+    )
 
 
 @dataclass

@@ -70,7 +70,8 @@ import torch
 
 from spiral.engines.base import SamplingCancelled, SamplingParams
 from spiral.engines.constrained import ConstrainedRow
-from spiral.engines.prefill import prefill
+from spiral.engines.kv_cache import PrefixCache
+from spiral.engines.prefill import prefill, prefill_cached, supports_prefix_cache
 from spiral.engines.snapshots import TRAINED, SnapshotError, active_adapter
 from spiral.errors import SpiralError
 from spiral.types import AnswerConstraint, Completion, StopReason
@@ -186,6 +187,7 @@ class TorchSampler:
         share_identical: bool = True,
         adapter: str | None = None,
         frozen: dict[str, dict[Any, Any]] | None = None,
+        prefix_cache_mb: float = 0.0,
     ) -> None:
         self.model = model
         self.adapter = adapter  # a pool member's LoRA adapter (snapshots.py); None: trained
@@ -201,6 +203,11 @@ class TorchSampler:
         pad = tokenizer.pad_token_id
         self.pad_id = int(pad if pad is not None else min(self.eos_ids))
         self.last_stats: dict[str, float] = {}
+        self.totals = dict.fromkeys(_STAT_KEYS, 0.0)  # over every call (`counters`)
+        # KV of the prompts of earlier calls (kv_cache.py); this sampler's weights only.
+        self.prefix_cache: PrefixCache | None = None
+        if prefix_cache_mb > 0 and prefix_reuse and supports_prefix_cache(model):
+            self.prefix_cache = PrefixCache(int(prefix_cache_mb * 2**20))
 
     @property
     def tokenizer(self) -> Any:
@@ -251,7 +258,29 @@ class TorchSampler:
         with eval_mode(self.model), active_adapter(self.model, None if mixed else names[0]):
             for chunk in chunk_rows(costs, order, self.max_batch_tokens):
                 self._run_chunk([groups[k] for k in chunk], params, mixed)
+        for key, value in self.last_stats.items():
+            self.totals[key] = self.totals.get(key, 0.0) + value
         return [self._completion(r, cons[r.index]) for r in rows]
+
+    def counters(self) -> dict[str, float]:
+        """Work done over this sampler's calls, as `perf/*` metrics: prompt tokens asked
+        for and computed in prefill (the rest came from shared prefixes and the prefix
+        cache), and the prefix cache's hit rate and memory."""
+        t = self.totals
+        out = {
+            "perf/prompt_tokens": t["prompt_tokens"],
+            "perf/prefill_tokens": t["prefill_tokens"],
+            "perf/decode_tokens": t["decode_tokens"],
+        }
+        if t["prompt_tokens"] > 0:
+            out["perf/prefill_saved_fraction"] = 1.0 - t["prefill_tokens"] / t["prompt_tokens"]
+        cache = self.prefix_cache
+        if cache is not None:
+            out["perf/prefix_cache_held_mb"] = cache.held_bytes / 2**20
+            out["perf/prefix_cache_evicted_mb"] = cache.evicted_bytes / 2**20
+            if cache.lookup_tokens > 0:
+                out["perf/prefix_cache_hit_rate"] = cache.hit_tokens / cache.lookup_tokens
+        return out
 
     def _from_kept(self, group: _Group, params: SamplingParams) -> bool:
         """Sample a frozen member's group from its kept distributions, if every node its
@@ -382,7 +411,19 @@ class TorchSampler:
         seqs = [g.prompt for g in groups]
         max_prefix = min(len(s) for s in seqs) - 1 if self.prefix_reuse else 0
         names_B = [g.adapter for g in groups] if mixed else None  # per cache row
-        pre = prefill(self.model, seqs, max_prefix, self.pad_id, names_B, logits_to_keep=1)
+        if self.prefix_cache is not None:
+            adapters = [g.adapter for g in groups]
+            pre = prefill_cached(
+                self.model,
+                seqs,
+                adapters,
+                self.pad_id,
+                self.prefix_cache,
+                mixed=mixed,
+                logits_to_keep=1,
+            )
+        else:
+            pre = prefill(self.model, seqs, max_prefix, self.pad_id, names_B, logits_to_keep=1)
         stats["prompt_tokens"] += sum(len(g.prompt) * len(g.rows) for g in groups)
         stats["prefill_tokens"] += pre.computed_tokens
         t1 = time.perf_counter()

@@ -77,6 +77,49 @@ def run_selfplay_benchmark(
     return result
 
 
+def run_prefix_cache_benchmark(
+    model: str = "embedded", games: int = 16, extra: Sequence[str] = ()
+) -> dict[str, float]:
+    """Sample one step of `games` TicTacToe self-play games (full-history observations,
+    the original's default; constrained answers), once without the prefix cache and once
+    with it: the same weights and seeds, so the same games. Keys
+    `prefix_cache/<off|on>/sample_s`, `.../prefill_tokens`, `prefix_cache/speedup`,
+    `prefix_cache/identical_tokens` (1.0 when every turn sampled the same tokens) and the
+    cached run's `perf/*` counters."""
+    cfg = parse_config(
+        [
+            "preset=embedded-tictactoe",
+            f"model_name={model}",
+            f"batch_size={2 * games}",
+            "use_llm_obs_wrappers=true",
+            "log_path=/dev/null",
+            *extra,
+        ]
+    )
+    setup = build_setup(cfg)
+    learner = make_learner_factory(cfg)()
+    collect(chz.replace(cfg, batch_size=2), setup, learner, 0)  # warm-up
+    result: dict[str, float] = {}
+    tokens: dict[str, list[tuple[int, ...]]] = {}
+    for mode, budget in (("off", 0.0), ("on", cfg.prefix_cache_mb or 512.0)):
+        learner.prefix_cache_mb = budget  # type: ignore[attr-defined]
+        t0 = time.perf_counter()
+        episodes, metrics = collect(cfg, setup, learner, 0)
+        result[f"prefix_cache/{mode}/sample_s"] = time.perf_counter() - t0
+        result[f"prefix_cache/{mode}/prefill_tokens"] = metrics["perf/prefill_tokens"]
+        result[f"prefix_cache/{mode}/prompt_tokens"] = metrics["perf/prompt_tokens"]
+        tokens[mode] = [t.completion.tokens for e in episodes for t in e.turns if t.completion]
+        if mode == "on":
+            result.update({k: v for k, v in metrics.items() if k.startswith("perf/prefix")})
+    result["prefix_cache/games"] = float(games)
+    result["prefix_cache/turns"] = float(len(tokens["on"]))
+    result["prefix_cache/identical_tokens"] = float(tokens["on"] == tokens["off"])
+    result["prefix_cache/speedup"] = (
+        result["prefix_cache/off/sample_s"] / result["prefix_cache/on/sample_s"]
+    )
+    return result
+
+
 def _rss_mb() -> float:
     """This process's resident memory now (Linux /proc; 0 where unavailable)."""
     try:

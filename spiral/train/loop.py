@@ -130,6 +130,9 @@ def collect(
     if population is not None:
         population.record(episodes)
         metrics.update(population.metrics(step, opponents))
+    policy = players[POLICY]
+    if isinstance(policy, LLMPolicy):
+        metrics.update(policy.sampler.counters())
     return episodes, metrics
 
 

@@ -98,6 +98,7 @@ def make_learner_factory(cfg: TrainConfig) -> Callable[[], Learner]:
             max_grad_norm=cfg.max_grad_norm,
             average_decay=cfg.weight_ema_decay,
             max_loaded_members=cfg.fsp_max_loaded_members,
+            prefix_cache_mb=cfg.prefix_cache_mb,
         )
 
     return build

@@ -87,6 +87,9 @@ class ScriptedSampler:
     ) -> list[list[float]]:
         raise NotImplementedError("not used by evaluate_math")
 
+    def counters(self) -> dict[str, float]:
+        return {}
+
 
 def test_scripted_sampler_gives_known_accuracy_and_interval(tokenizer: Any) -> None:
     problems = load_math("sample:gsm8k") + load_math("sample:aime25", limit=1)

@@ -35,3 +35,18 @@ def test_pool_benchmark_measures_members_and_both_rollouts(tiny_model: Path) -> 
     assert result["pool/member_mb"] > 0
     assert result["pool/plain/hands_per_s"] > 0 and result["pool/fsp/hands_per_s"] > 0
     assert result["pool/fsp_over_plain"] > 0
+
+
+def test_prefix_cache_benchmark_plays_the_same_games_with_less_prefill(tiny_model: Path) -> None:
+    from spiral.train.benchmark import run_prefix_cache_benchmark
+
+    result = run_prefix_cache_benchmark(
+        model=str(tiny_model), games=3, extra=("lora_rank=4", "max_tokens=4")
+    )
+    assert result["prefix_cache/identical_tokens"] == 1.0
+    assert result["prefix_cache/turns"] >= 3 * 5  # a TicTacToe game lasts >= 5 moves
+    assert result["prefix_cache/on/prompt_tokens"] == result["prefix_cache/off/prompt_tokens"]
+    # History prompts: later turns repeat earlier ones, computed once with the cache.
+    on, off = result["prefix_cache/on/prefill_tokens"], result["prefix_cache/off/prefill_tokens"]
+    assert on < 0.6 * off
+    assert 0 < result["perf/prefix_cache_hit_rate"] <= 1
