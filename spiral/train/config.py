@@ -70,7 +70,7 @@ class TrainConfig:
     )
     max_grad_norm: float = chz.field(default=1.0, doc="gradient clipping norm", validator=positive)
     prefix_cache_mb: float = chz.field(
-        default=512.0,
+        default=1024.0,
         doc="the sampler's KV cache of earlier prompts, carried across the calls of one "
         "step (a game's rules and history computed once); 0 turns it off",
         validator=non_negative,
