@@ -12,14 +12,16 @@ PEFT LoRA when `lora_rank > 0`) and its tokenizer. Accepted `model` values:
 
 Choices: `lora_alpha=None` means alpha = 2 * rank (the common "alpha/r = 2" scaling);
 LoRA targets every linear layer except the output head ("all-linear"); device "auto" is
-CUDA when available else CPU; dtype "auto" is bf16 on CUDA and fp32 on CPU (CPU bf16
-matmuls are slow and the log-prob agreement tests need fp32). A tokenizer without a pad
-token gets its eos token as pad (we always pass attention masks, so this is safe).
+CUDA when available else CPU; dtype "auto" is bf16 on CUDA, bf16 for LoRA on CPUs with
+native bf16 (AVX512-BF16, AMX: ~2x fp32 matmuls), fp32 otherwise (`resolve_dtype`). A
+tokenizer without a pad token gets its eos token as pad (we always pass attention masks,
+so this is safe).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -102,11 +104,39 @@ def resolve_device(device: str) -> Any:
     return found
 
 
-def resolve_dtype(dtype: str, device: Any) -> Any:
+CPU_BF16_ENV = "SPIRAL_CPU_BF16"  # "0" / "1": override the CPU probe (tests set "0")
+
+
+def cpu_has_bf16() -> bool:
+    """Whether this CPU multiplies bf16 natively (AVX512-BF16 or AMX), where bf16 is
+    ~2x fp32; elsewhere torch emulates it and it is slower. `SPIRAL_CPU_BF16=0|1`
+    overrides the probe (the test suite sets 0 so its exactness checks run in fp32)."""
+    forced = os.environ.get(CPU_BF16_ENV)
+    if forced is not None:
+        return forced.strip() not in ("", "0", "false", "no")
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    flags = set()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            flags.update(line.partition(":")[2].split())
+            break
+    return bool(flags & {"avx512_bf16", "amx_bf16"})
+
+
+def resolve_dtype(dtype: str, device: Any, full_fine_tuning: bool = False) -> Any:
+    """`auto`: bf16 on CUDA; on a CPU with native bf16, bf16 for LoRA (the frozen base in
+    bf16, the adapter and its optimizer state in fp32, PEFT's default) and fp32 for full
+    fine-tuning (its weights are the master weights and keep the optimizer's precision);
+    fp32 elsewhere."""
     import torch
 
     if dtype == "auto":
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
+        if device.type == "cuda":
+            return torch.bfloat16
+        return torch.bfloat16 if cpu_has_bf16() and not full_fine_tuning else torch.float32
     table = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
     if dtype not in table:
         raise DeviceError(f"dtype must be 'auto' or one of {sorted(table)}, got {dtype!r}")
@@ -161,7 +191,7 @@ def load_model_and_tokenizer(cfg: ModelConfig) -> tuple[Any, Any]:
     torch.manual_seed(cfg.seed)  # LoRA A matrices are random-initialised
     source = resolve_model_path(cfg.model)
     device = resolve_device(cfg.device)
-    dtype = resolve_dtype(cfg.dtype, device)
+    dtype = resolve_dtype(cfg.dtype, device, full_fine_tuning=cfg.lora_rank == 0)
     adapter_file = Path(source) / "adapter_config.json"
     base_source = source
     if adapter_file.is_file():

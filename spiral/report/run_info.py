@@ -50,6 +50,28 @@ def write_run_info(run_dir: Path) -> Path:
     return path
 
 
+def reset_peak_rss() -> bool:
+    """Start a new peak-memory window (Linux: `5` to /proc/self/clear_refs resets VmHWM);
+    False where the kernel does not allow it (the peak then runs over the process life)."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5", encoding="ascii")
+    except OSError:
+        return False
+    return True
+
+
+def window_peak_rss_mb() -> float:
+    """Peak resident memory since the last `reset_peak_rss`, in MB (VmHWM; where /proc is
+    missing, the process's peak so far)."""
+    try:
+        for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return peak_rss_mb()
+
+
 def peak_rss_mb() -> float:
     """This process's peak resident memory so far, in MB (getrusage; 0 where missing)."""
     try:

@@ -61,7 +61,8 @@ class TrainConfig:
     device: str = chz.field(default="auto", doc="auto | cpu | cuda | cuda:N", validator=device_name)
     dtype: DTypeName = chz.field(
         default="auto",
-        doc="auto (fp32 on CPU, bf16 on CUDA) | float32 | bfloat16 | float16",
+        doc="auto (bf16 on CUDA, and for LoRA on CPUs with native bf16; else fp32) | "
+        "float32 | bfloat16 | float16",
     )
     micro_batch_tokens: int = chz.field(
         default=4096,

@@ -31,7 +31,7 @@ from spiral.algo.stats import episode_metrics
 from spiral.engines.base import Learner, SamplingParams
 from spiral.errors import SpiralError
 from spiral.report.console import format_eval, format_progress
-from spiral.report.run_info import peak_rss_mb, write_run_info
+from spiral.report.run_info import reset_peak_rss, window_peak_rss_mb, write_run_info
 from spiral.report.sinks import JsonlSink, MultiSink
 from spiral.report.transcripts import write_transcripts
 from spiral.rollout.play import GameSpec, derive_seed, play_with_draw_retry
@@ -205,6 +205,7 @@ def train_step(
     population: Population | None = None,
 ) -> tuple[dict[str, float], Baselines, list[Episode]]:
     """One step of self-play and learning; returns its metrics and the new baselines."""
+    reset_peak_rss()
     t0 = time.perf_counter()
     episodes, rollout_metrics = collect(cfg, setup, learner, step, population)
     sample_s = time.perf_counter() - t0
@@ -226,7 +227,7 @@ def train_step(
         **learn_metrics,
         "time/sample": sample_s,
         "time/total": total_s,
-        "perf/peak_rss_mb": peak_rss_mb(),
+        "perf/peak_rss_mb": window_peak_rss_mb(),  # this step's peak
     }
     return metrics, new_baselines, episodes
 

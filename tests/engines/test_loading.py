@@ -73,3 +73,23 @@ def test_adapter_and_full_checkpoint_folders_load(tiny_llama: Path, tmp_path: Pa
         model.eval()
         with torch.no_grad():
             assert torch.allclose(model(ids).logits, expected, atol=1e-5)
+
+
+def test_auto_dtype_is_bf16_for_lora_on_a_cpu_with_native_bf16(
+    tiny_llama: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from spiral.engines.loading import CPU_BF16_ENV, resolve_dtype
+
+    cpu = torch.device("cpu")
+    monkeypatch.setenv(CPU_BF16_ENV, "1")
+    assert resolve_dtype("auto", cpu) == torch.bfloat16
+    assert resolve_dtype("auto", cpu, full_fine_tuning=True) == torch.float32  # master weights
+    assert resolve_dtype("float32", cpu) == torch.float32
+    lora, _ = load_model_and_tokenizer(ModelConfig(str(tiny_llama), lora_rank=4))
+    # The frozen base in bf16, the trained adapter (and so its optimizer state) in fp32.
+    assert {p.dtype for p in lora.parameters() if not p.requires_grad} == {torch.bfloat16}
+    assert {p.dtype for p in lora.parameters() if p.requires_grad} == {torch.float32}
+    monkeypatch.setenv(CPU_BF16_ENV, "0")
+    assert resolve_dtype("auto", cpu) == torch.float32
+    with pytest.raises(ValueError, match="dtype must be"):
+        resolve_dtype("fp8", cpu)
