@@ -102,7 +102,7 @@ def test_every_command_uses_the_front_door(
         (["eval", "checkpoint=base", "answer_format=free"], "expected one of boxed"),
         (["play", "seat=2"], "seat must be 0 or 1"),
         (["export", "checkpoint=x", "out=y", "weights=ema"], "expected one of live, averaged"),
-        (["bench", "what=gpu"], "expected one of games, engine, selfplay, pool, all"),
+        (["bench", "what=gpu"], "expected one of games, engine, selfplay, pool, prefix_cache, all"),
         (["serve", "checkpoint=base", "device=gpu"], "choose auto, cpu, cuda or cuda:N"),
     ],
 )

@@ -29,7 +29,7 @@ from typing import Any
 
 from safetensors import SafetensorError
 
-from spiral.engines import checkpoint_io
+import spiral.engines.checkpoint_io as checkpoint_io
 from spiral.engines.base import SamplingParams
 from spiral.engines.snapshots import SnapshotError
 from spiral.types import AnswerConstraint, Completion
