@@ -93,3 +93,21 @@ def test_auto_dtype_is_bf16_for_lora_on_a_cpu_with_native_bf16(
     assert resolve_dtype("auto", cpu) == torch.float32
     with pytest.raises(ValueError, match="dtype must be"):
         resolve_dtype("fp8", cpu)
+
+
+@pytest.mark.parametrize("lora_rank", [4, 0])
+def test_the_output_head_gets_a_contiguous_input(tiny_llama: Path, lora_rank: int) -> None:
+    """`logits_to_keep=1` slices the last position out of every row: the head must see
+    that slice made contiguous (a strided input costs a copy of the vocab-sized weight
+    per row), and the logits must be those of the full forward."""
+    model, _ = load_model_and_tokenizer(ModelConfig(str(tiny_llama), lora_rank=lora_rank))
+    seen: list[bool] = []
+    model.get_output_embeddings().register_forward_pre_hook(
+        lambda _m, args: seen.append(args[0].is_contiguous())
+    )
+    ids_BS = torch.randint(3, 100, (3, 7))
+    with torch.no_grad():
+        last = model(input_ids=ids_BS, logits_to_keep=1).logits
+        full = model(input_ids=ids_BS).logits
+    assert seen == [True, True]
+    torch.testing.assert_close(last[:, 0], full[:, -1])
