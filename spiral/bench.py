@@ -1,7 +1,7 @@
 """`spiral bench`: throughput numbers measured on this machine, in one run.
 
     spiral bench what=games            random-play games/s for every registered game
-    spiral bench what=engine model=embedded batch=16 prompt_tokens=256 new_tokens=32
+    spiral bench what=engine model=embedded batch=16 prompt_tokens=256 new_tokens=32 dtypes=auto
     spiral bench what=selfplay model=embedded hands=512   Kuhn hands/s, by what is shared
     spiral bench what=pool model=embedded hands=256 members=25   population play cost
     spiral bench what=prefix_cache model=embedded games=16   TicTacToe with/without the cache
@@ -22,6 +22,7 @@ from typing import Any, Literal
 import chz
 
 from spiral.args import help_text, parse_command, positive, wants_help
+from spiral.errors import UsageError
 
 
 @chz.chz
@@ -40,6 +41,12 @@ class BenchArgs:
     batch: int = chz.field(default=16, doc="engine: prompts per batch", validator=positive)
     prompt_tokens: int = chz.field(default=256, doc="engine: prompt length", validator=positive)
     new_tokens: int = chz.field(default=32, doc="engine: tokens generated", validator=positive)
+    dtypes: str = chz.field(
+        default="auto",
+        doc="engine: comma-separated dtypes to measure (float32, bfloat16); auto: float32, "
+        "plus bfloat16 on a GPU or a CPU with native bf16, with bf16/fp32 ratios",
+        validator=lambda obj, attr: _check_dtypes(getattr(obj, attr)),
+    )
     hands: int = chz.field(default=512, doc="selfplay: Kuhn hands per step", validator=positive)
     members: int = chz.field(default=25, doc="pool: adapters in the pool", validator=positive)
     games: int = chz.field(default=16, doc="prefix_cache: TicTacToe games", validator=positive)
@@ -54,15 +61,53 @@ def bench_games(seconds: float) -> dict[str, float]:
     return {f"games_per_s/{g}": games_per_second(g, seconds=seconds) for g in games.ids()}
 
 
+DTYPES = ("float32", "bfloat16")
+
+
+def _check_dtypes(spec: str) -> None:
+    names = [d.strip() for d in spec.split(",") if d.strip()]
+    if spec != "auto" and (not names or any(d not in DTYPES for d in names)):
+        raise UsageError(
+            f"dtypes={spec!r}: expected auto, or float32 and/or bfloat16 (comma-separated)"
+        )
+
+
+def engine_dtypes(spec: str) -> list[str]:
+    """The dtypes `dtypes=` names; `auto`: float32, plus bfloat16 where it is native."""
+    if spec == "auto":
+        import torch
+
+        from spiral.engines.loading import cpu_has_bf16
+
+        native = torch.cuda.is_available() or cpu_has_bf16()
+        return ["float32", "bfloat16"] if native else ["float32"]
+    _check_dtypes(spec)
+    return [d.strip() for d in spec.split(",") if d.strip()]
+
+
 def bench_engine(args: BenchArgs) -> dict[str, float]:
+    """The engine benchmark per dtype (keys prefixed `<dtype>/` when more than one), and
+    bf16-over-fp32 ratios of learner and decode tokens/s when both ran."""
     from spiral.engines.benchmark import run_engine_benchmark
 
-    return run_engine_benchmark(
-        model=args.model,
-        batch=args.batch,
-        prompt_tokens=args.prompt_tokens,
-        new_tokens=args.new_tokens,
-    )
+    dtypes = engine_dtypes(args.dtypes)
+    results: dict[str, float] = {}
+    for dtype in dtypes:
+        one = run_engine_benchmark(
+            model=args.model,
+            batch=args.batch,
+            prompt_tokens=args.prompt_tokens,
+            new_tokens=args.new_tokens,
+            dtype=dtype,
+        )
+        prefix = f"{dtype}/" if len(dtypes) > 1 else ""
+        results.update({prefix + k: v for k, v in one.items()})
+    if len(dtypes) > 1:
+        for key in ("learn/tokens_per_s", "sample/decode_tokens_per_s"):
+            results[f"bf16_over_fp32/{key}"] = (
+                results[f"bfloat16/{key}"] / results[f"float32/{key}"]
+            )
+    return results
 
 
 def bench_selfplay(args: BenchArgs) -> dict[str, float]:

@@ -17,7 +17,11 @@ Keys (rates in tokens/s):
   prompt prefix computed once per micro-batch (the learner's default);
   `learn/tokens_per_s_no_prefix_sharing`: every row computed in full;
   `learn/speedup_prefix_sharing`: the ratio of the two.
-- `machine/matmul_flops`: measured peak of a large fp32 (bf16 on CUDA) matmul;
+- `sample/decode_share_of_bound`: decode tokens/s over the memory-bandwidth bound
+  `batch x machine/memory_bandwidth / sample/decode_bytes_per_step` (every weight and
+  each row's KV read once per step; `decode_bytes_per_step`).
+- `machine/memory_bandwidth`: bytes/s of a reduction over a 1 GiB buffer (best of 5).
+- `machine/matmul_flops`: measured peak of a large matmul in the model's dtype;
   `learn/share_of_matmul_peak`: `learn/model_flops_per_s` / that peak, where model
   FLOPs = tokens x (4 with LoRA, 6 with full fine-tuning) x non-embedding parameters,
   from the run without prefix sharing (where every counted token is really computed).
@@ -44,10 +48,13 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def measure_matmul_flops(device: torch.device, seconds: float = 1.0) -> float:
-    """FLOP/s of repeated square matmuls (fp32 on CPU, bf16 on CUDA)."""
+def measure_matmul_flops(
+    device: torch.device, seconds: float = 1.0, dtype: torch.dtype | None = None
+) -> float:
+    """FLOP/s of repeated square matmuls in `dtype` (default fp32 on CPU, bf16 on CUDA)."""
     n = 4096 if device.type == "cuda" else 1024
-    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    if dtype is None:
+        dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     a = torch.randn(n, n, device=device, dtype=dtype)
     b = torch.randn(n, n, device=device, dtype=dtype)
     torch.matmul(a, b)  # warm-up (allocations, kernel selection)
@@ -61,6 +68,37 @@ def measure_matmul_flops(device: torch.device, seconds: float = 1.0) -> float:
         _sync(device)
     _sync(device)
     return 2.0 * n**3 * reps / (time.perf_counter() - start)
+
+
+def measure_memory_bandwidth(device: torch.device, mib: int = 1024, reps: int = 5) -> float:
+    """Bytes/s read by a reduction over a `mib` MiB buffer (best of `reps`): the rate at
+    which decode can stream weights and KV, since every decode step reads them all."""
+    x = torch.ones(mib * (1 << 20) // 4, device=device, dtype=torch.float32)
+    x.sum()  # warm-up (page faults)
+    best = float("inf")
+    for _ in range(reps):
+        _sync(device)
+        start = time.perf_counter()
+        x.sum()
+        _sync(device)
+        best = min(best, time.perf_counter() - start)
+    return x.numel() * x.element_size() / best
+
+
+def decode_bytes_per_step(model: Any, rows: int, context: float) -> float:
+    """Bytes one decode step must read: every weight once (the head reads the whole
+    vocab matrix, tied or not; an embedding lookup reads one row per token, ignored) and
+    each row's KV over `context` positions."""
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    head = model.get_output_embeddings().weight
+    embed = model.get_input_embeddings().weight
+    if head.data_ptr() != embed.data_ptr():  # untied: the input embedding is not streamed
+        weights -= embed.numel() * embed.element_size()
+    cfg = model.config
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    kv_heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
+    kv_per_token = 2 * cfg.num_hidden_layers * kv_heads * head_dim * head.element_size()
+    return float(weights + rows * context * kv_per_token)
 
 
 def _prompts(
@@ -167,14 +205,19 @@ def run_engine_benchmark(
     shared_prefix_tokens: int = 192,
     lora_rank: int = 32,
     seed: int = 0,
+    dtype: str = "float32",
 ) -> dict[str, float]:
-    """Measure the local torch engine on `model`; see the module docstring for the keys."""
-    learner = TorchLearner(ModelConfig(model=model, lora_rank=lora_rank, seed=seed))
+    """Measure the local torch engine on `model` in `dtype`; see the module docstring."""
+    learner = TorchLearner(ModelConfig(model=model, lora_rank=lora_rank, seed=seed, dtype=dtype))
     device = learner.model.device
     tok = learner.tokenizer
     special = set(getattr(tok, "all_special_ids", []))
     prompts = _prompts(len(tok), special, batch, prompt_tokens, shared_prefix_tokens, seed)
-    result: dict[str, float] = {"machine/matmul_flops": measure_matmul_flops(device)}
+    weight_dtype = learner.model.get_output_embeddings().weight.dtype
+    result: dict[str, float] = {
+        "machine/matmul_flops": measure_matmul_flops(device, dtype=weight_dtype),
+        "machine/memory_bandwidth": measure_memory_bandwidth(device),
+    }
 
     sampler = learner.sampler()
     _time_sampler(sampler, prompts[:2], 2)  # warm-up
@@ -182,6 +225,8 @@ def run_engine_benchmark(
     plain = TorchSampler(learner.model, tok, prefix_reuse=False)
     _, plain_s, plain_completions = _time_sampler(plain, prompts, new_tokens)
     hf_s, hf_tokens = _time_hf_generate(learner.model, prompts, new_tokens, sampler.pad_id)
+    bytes_per_step = decode_bytes_per_step(learner.model, batch, prompt_tokens + new_tokens / 2)
+    bound = batch * result["machine/memory_bandwidth"] / bytes_per_step
     ours_rate = sum(len(c.tokens) for c in completions) / reuse_s
     plain_rate = sum(len(c.tokens) for c in plain_completions) / plain_s
     result.update(
@@ -189,6 +234,9 @@ def run_engine_benchmark(
             "sample/prefill_tokens_per_s": stats["prompt_tokens"] / stats["prefill_s"],
             "sample/prefill_computed_tokens_per_s": stats["prefill_tokens"] / stats["prefill_s"],
             "sample/decode_tokens_per_s": stats["decode_tokens"] / stats["decode_s"],
+            "sample/decode_bytes_per_step": bytes_per_step,
+            "sample/decode_bound_tokens_per_s": bound,
+            "sample/decode_share_of_bound": stats["decode_tokens"] / stats["decode_s"] / bound,
             "sample/generated_tokens": float(sum(len(c.tokens) for c in completions)),
             "sample/seconds": reuse_s,
             "sample/seconds_no_prefix_reuse": plain_s,

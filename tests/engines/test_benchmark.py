@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from spiral.engines.benchmark import run_engine_benchmark
+from spiral.engines.benchmark import decode_bytes_per_step, run_engine_benchmark
+from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
 
 KEYS = (
     "machine/matmul_flops",
+    "machine/memory_bandwidth",
+    "sample/decode_share_of_bound",
     "sample/prefill_tokens_per_s",
     "sample/decode_tokens_per_s",
     "sample/speedup_vs_hf_generate",
@@ -28,3 +31,16 @@ def test_engine_benchmark_reports_every_key(tiny_llama: Path) -> None:
     # Ratios only (no timing thresholds): the sampler generated what it was asked for.
     assert result["sample/generated_tokens"] <= 4 * 4
     assert result["model/parameters"] > 0
+
+
+def test_decode_bytes_per_step_by_hand(tiny_llama: Path) -> None:
+    """The tiny Llama (hidden 64, 2 layers, 4 heads of 16, 2 KV heads, MLP 128, untied
+    head of V rows): per layer q 64x64 + k 64x32 + v 64x32 + o 64x64 = 12,288, MLP
+    3 x 64x128 = 24,576, two norms 128: 36,992; two layers + final norm 64 = 74,048,
+    head 64 V (the input embedding is a lookup, not streamed). KV per position:
+    2 (k, v) x 2 layers x 2 heads x 16 x 4 bytes = 512."""
+    model, _ = load_model_and_tokenizer(ModelConfig(str(tiny_llama), lora_rank=0, dtype="float32"))
+    vocab = model.config.vocab_size
+    assert (
+        decode_bytes_per_step(model, rows=3, context=10) == 4 * (74_048 + 64 * vocab) + 3 * 10 * 512
+    )
