@@ -211,7 +211,10 @@ class TorchLearner:
         self.betas, self.eps, self.weight_decay = betas, eps, weight_decay
         self.normalize = normalize
         self.sampler_batch_tokens = sampler_batch_tokens
-        self.share_prefix = share_prefix
+        # A checkpointed layer drops the KV cache in a training forward (transformers), so
+        # the shared-prefix forward, which continues rows from the prefix's cache, cannot
+        # run under gradient checkpointing: every row is then computed whole.
+        self.share_prefix = share_prefix and not cfg.gradient_checkpointing
         self.share_identical = True  # samplers prefill identical prompts once (benchmarks: off)
         self.prefix_cache_mb = prefix_cache_mb  # each sampler's KV cache across calls
         # Pool members' kept answer distributions (sampler.py), dropped with the member.

@@ -70,6 +70,11 @@ class TrainConfig:
         validator=positive,
     )
     max_grad_norm: float = chz.field(default=1.0, doc="gradient clipping norm", validator=positive)
+    gradient_checkpointing: bool = chz.field(
+        default=False,
+        doc="recompute each layer's activations in the backward pass (less memory, more "
+        "compute); the learner then runs every row whole (no shared-prefix forward)",
+    )
     prefix_cache_mb: float = chz.field(
         default=1024.0,
         doc="the sampler's KV cache of earlier prompts, carried across the calls of one "

@@ -90,6 +90,7 @@ def make_learner_factory(cfg: TrainConfig) -> Callable[[], Learner]:
             lora_alpha=cfg.lora_alpha or None,
             device=cfg.device,
             dtype=cfg.dtype,
+            gradient_checkpointing=cfg.gradient_checkpointing,
             seed=cfg.seed,
         )
         return TorchLearner(

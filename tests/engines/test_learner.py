@@ -56,6 +56,44 @@ def test_gradient_does_not_depend_on_micro_batching(tiny_llama: Path, rank: int)
     assert one["num_tokens"] == many["num_tokens"] == sum(sum(d.mask) for d in datums)
 
 
+@pytest.mark.parametrize("rank", [4, 0])
+def test_gradient_checkpointing_gives_the_same_gradient(tiny_llama: Path, rank: int) -> None:
+    """Checkpointed layers recompute activations in the backward pass: the gradient must
+    equal the plain learner's (which shares prompt prefixes through the KV cache, a path
+    checkpointing cannot take: that learner runs every row whole), and its sampler, which
+    runs without gradients, still uses its KV cache (the same tokens as the plain one)."""
+    plain = TorchLearner(ModelConfig(str(tiny_llama), lora_rank=rank, seed=0))
+    ckpt = TorchLearner(
+        ModelConfig(str(tiny_llama), lora_rank=rank, seed=0, gradient_checkpointing=True)
+    )
+    assert plain.share_prefix and not ckpt.share_prefix
+    assert ckpt.model.is_gradient_checkpointing
+    datums = _datums(plain)
+    assert [
+        c.tokens
+        for c in ckpt.sampler().sample(
+            [list(d.input_ids) for d in datums[:2]], SamplingParams(max_tokens=5, seed=3)
+        )
+    ] == [
+        c.tokens
+        for c in plain.sampler().sample(
+            [list(d.input_ids) for d in datums[:2]], SamplingParams(max_tokens=5, seed=3)
+        )
+    ]
+    if rank > 0:  # LoRA B starts at zero: one equal step on both makes every gradient count
+        for learner in (plain, ckpt):
+            learner.forward_backward(datums, is_loss)
+            learner.optim_step(1e-2)
+        datums = _datums(plain, seed=1)
+    a = plain.forward_backward(datums, is_loss)
+    b = ckpt.forward_backward(datums, is_loss)
+    ga, gb = _grads(plain), _grads(ckpt)
+    assert set(ga) == set(gb) and ga
+    for name in ga:
+        assert torch.allclose(ga[name], gb[name], atol=1e-5), name
+    assert abs(a["loss"] - b["loss"]) < 1e-5
+
+
 def test_shared_prefix_packs_more_rows_per_micro_batch(tiny_llama: Path) -> None:
     learner = TorchLearner(ModelConfig(str(tiny_llama), lora_rank=4))
     rules = "The rules of the game, long and shared by every request. " * 4
