@@ -33,6 +33,7 @@ import time
 from typing import Any
 
 import torch
+from transformers import TrainerCallback
 
 from spiral.agents.llm_policy import LLMPolicy
 from spiral.algo.assemble import turn_to_datum
@@ -100,17 +101,12 @@ def spiral_step(
 
 
 # ---- TRL ------------------------------------------------------------------------------
-class _StepTimer:
-    """A TrainerCallback (duck-typed) that times each optimizer step."""
+class _StepTimer(TrainerCallback):
+    """Times each optimizer step of a transformers Trainer."""
 
     def __init__(self) -> None:
         self.begins: list[float] = []
         self.seconds: list[float] = []
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("on_"):
-            return lambda *args, **kwargs: None
-        raise AttributeError(name)
 
     def on_step_begin(self, *args: Any, **kwargs: Any) -> None:
         self.begins.append(time.perf_counter())
@@ -186,7 +182,7 @@ def trl_steps(
         train_dataset=dataset,
         processing_class=tokenizer,
         peft_config=peft,
-        callbacks=[timer],  # type: ignore[list-item]
+        callbacks=[timer],
     )
     trainer.train()
     last = counts[-1]

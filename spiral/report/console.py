@@ -11,7 +11,9 @@
   a metric with no matching key is simply left out. Patterns start with "*" where the
   loop may add a namespace (it logs assemble's metrics as "train/assemble/...").
 - Every `time/<phase>` key is shown as "<phase> N.Ns", in the order the loop logged them.
-- `step` counts completed steps, so the ETA is elapsed / step * (total - step).
+- `step` counts completed steps and `first` is the step this process started from (a
+  resumed run's earlier steps took no time here), so the ETA is
+  elapsed / (step - first) * (total - step).
 """
 
 from __future__ import annotations
@@ -51,8 +53,11 @@ def _mean_matching(metrics: Mapping[str, float], pattern: str) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def format_progress(step: int, total: int, metrics: Mapping[str, float], elapsed_s: float) -> str:
-    """One plain-text line: progress, headline metrics, time per phase, ETA."""
+def format_progress(
+    step: int, total: int, metrics: Mapping[str, float], elapsed_s: float, first: int = 0
+) -> str:
+    """One plain-text line: progress, headline metrics, time per phase, ETA; `first` is the
+    step this process started from."""
     percent = 100.0 * step / total if total > 0 else 0.0
     parts = [f"step {step}/{total} ({percent:.0f}%)"]
     for label, pattern, fmt in HEADLINE:
@@ -66,8 +71,8 @@ def format_progress(step: int, total: int, metrics: Mapping[str, float], elapsed
     ]
     if phases:
         parts.append(" ".join(phases))
-    if step > 0:
-        per_step = elapsed_s / step
+    if step > first:
+        per_step = elapsed_s / (step - first)
         parts.append(f"{per_step:.1f}s/step")
         parts.append(f"ETA {format_duration(per_step * max(0, total - step))}")
     else:

@@ -369,9 +369,8 @@ def train(
                         episodes, run_dir / "transcripts", step, limit=cfg.transcripts_per_step
                     )
                 sinks.log(metrics, step)
-                log(
-                    format_progress(step + 1, cfg.num_steps, metrics, time.perf_counter() - started)
-                )
+                elapsed = time.perf_counter() - started
+                log(format_progress(step + 1, cfg.num_steps, metrics, elapsed, first=start))
                 bad_steps = _count_bad_steps(cfg, metrics, bad_steps, step, log)
                 last = step + 1 == cfg.num_steps
                 scheduled = bool(cfg.save_every) and (step + 1) % cfg.save_every == 0

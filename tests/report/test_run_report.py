@@ -82,6 +82,8 @@ def test_format_progress() -> None:
         " | 5.0s/step | ETA 2m30s"
     )
     assert format_progress(0, 40, {}, elapsed_s=3.0) == "step 0/40 (0%) | elapsed 3s"
+    # Resumed at step 30: 5 steps in 50 s here -> 10 s per step, 5 left -> 50 s.
+    assert format_progress(35, 40, {}, elapsed_s=50.0, first=30).endswith("10.0s/step | ETA 50s")
     assert "\n" not in line
 
 
