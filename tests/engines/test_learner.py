@@ -94,6 +94,22 @@ def test_gradient_checkpointing_gives_the_same_gradient(tiny_llama: Path, rank: 
     assert abs(a["loss"] - b["loss"]) < 1e-5
 
 
+def test_checkpointing_cannot_share_prefixes(tiny_llama: Path) -> None:
+    """Why the checkpointed learner runs rows whole: forced to share prefixes through the
+    KV cache, which transformers drops in a checkpointed training forward, its gradient is
+    wrong. If this starts to fail, the guard in TorchLearner can go."""
+    plain = TorchLearner(ModelConfig(str(tiny_llama), lora_rank=0, seed=0))
+    forced = TorchLearner(
+        ModelConfig(str(tiny_llama), lora_rank=0, seed=0, gradient_checkpointing=True)
+    )
+    forced.share_prefix = True
+    datums = _datums(plain)
+    plain.forward_backward(datums, is_loss)
+    forced.forward_backward(datums, is_loss)
+    ga, gb = _grads(plain), _grads(forced)
+    assert any(not torch.allclose(ga[n], gb[n], atol=1e-4) for n in ga)
+
+
 def test_shared_prefix_packs_more_rows_per_micro_batch(tiny_llama: Path) -> None:
     learner = TorchLearner(ModelConfig(str(tiny_llama), lora_rank=4))
     rules = "The rules of the game, long and shared by every request. " * 4
