@@ -42,9 +42,10 @@ class RoomyLayer(DynamicLayer):
         store[:, :, :n].copy_(filled)
         return store
 
-    def _views(self) -> None:
-        self.keys = self._keys[:, :, : self.length]
-        self.values = self._values[:, :, : self.length]
+    def _views(self) -> tuple[torch.Tensor, torch.Tensor]:
+        keys, values = self._keys[:, :, : self.length], self._values[:, :, : self.length]
+        self.keys, self.values = keys, values
+        return keys, values
 
     @property
     def capacity(self) -> int:
@@ -56,14 +57,14 @@ class RoomyLayer(DynamicLayer):
         new = key_states.shape[-2]
         if self.length + new > self.capacity:
             grown = max(2 * self.capacity, self.length + new)
-            self._keys = self._storage(self.keys, grown)
-            self._values = self._storage(self.values, grown)
+            keys, values = self._views()
+            self._keys = self._storage(keys, grown)
+            self._values = self._storage(values, grown)
         end = self.length + new
         self._keys[:, :, self.length : end].copy_(key_states)
         self._values[:, :, self.length : end].copy_(value_states)
         self.length = end
-        self._views()
-        return self.keys, self.values
+        return self._views()
 
     def get_seq_length(self) -> int:
         return self.length
@@ -94,7 +95,8 @@ def make_room(cache: Any, room: int) -> int:
     `room` more tokens, written in place; returns how many layers changed."""
     changed = 0
     for i, layer in enumerate(cache.layers):
-        if type(layer) is DynamicLayer and layer.is_initialized and layer.keys.numel() > 0:
-            cache.layers[i] = RoomyLayer(layer.keys, layer.values, room)
+        keys, values = layer.keys, layer.values
+        if type(layer) is DynamicLayer and keys is not None and values is not None and keys.numel():
+            cache.layers[i] = RoomyLayer(keys, values, room)
             changed += 1
     return changed
