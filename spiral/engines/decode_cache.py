@@ -42,10 +42,9 @@ class RoomyLayer(DynamicLayer):
         store[:, :, :n].copy_(filled)
         return store
 
-    def _views(self) -> tuple[torch.Tensor, torch.Tensor]:
-        keys, values = self._keys[:, :, : self.length], self._values[:, :, : self.length]
-        self.keys, self.values = keys, values
-        return keys, values
+    def _views(self) -> None:
+        self.keys = self._keys[:, :, : self.length]
+        self.values = self._values[:, :, : self.length]
 
     @property
     def capacity(self) -> int:
@@ -57,14 +56,14 @@ class RoomyLayer(DynamicLayer):
         new = key_states.shape[-2]
         if self.length + new > self.capacity:
             grown = max(2 * self.capacity, self.length + new)
-            keys, values = self._views()
-            self._keys = self._storage(keys, grown)
-            self._values = self._storage(values, grown)
+            self._keys = self._storage(self.keys, grown)
+            self._values = self._storage(self.values, grown)
         end = self.length + new
         self._keys[:, :, self.length : end].copy_(key_states)
         self._values[:, :, self.length : end].copy_(value_states)
         self.length = end
-        return self._views()
+        self._views()
+        return self.keys, self.values
 
     def get_seq_length(self) -> int:
         return self.length
@@ -95,8 +94,7 @@ def make_room(cache: Any, room: int) -> int:
     `room` more tokens, written in place; returns how many layers changed."""
     changed = 0
     for i, layer in enumerate(cache.layers):
-        keys, values = layer.keys, layer.values
-        if type(layer) is DynamicLayer and keys is not None and values is not None and keys.numel():
-            cache.layers[i] = RoomyLayer(keys, values, room)
+        if type(layer) is DynamicLayer and layer.is_initialized and layer.keys.numel() > 0:
+            cache.layers[i] = RoomyLayer(layer.keys, layer.values, room)
             changed += 1
     return changed
