@@ -70,7 +70,6 @@ import torch
 
 from spiral.engines.base import SamplingCancelled, SamplingParams
 from spiral.engines.constrained import ConstrainedRow
-from spiral.engines.decode_cache import make_room
 from spiral.engines.kv_cache import PrefixCache
 from spiral.engines.prefill import prefill, prefill_cached, supports_prefix_cache
 from spiral.engines.snapshots import TRAINED, SnapshotError, active_adapter
@@ -135,8 +134,6 @@ class _Group:
     rows: list[_Row]
     adapter: str = TRAINED
 
-
-DECODE_ROOM = 256  # KV positions reserved per row for decoding, before any doubling
 
 _STAT_KEYS = (
     "prompt_tokens", "prefill_tokens", "prefill_s", "decode_tokens", "decode_s", "kept_rows",
@@ -432,10 +429,6 @@ class TorchSampler:
         t1 = time.perf_counter()
         stats["prefill_s"] += t1 - t0
         cache, mask_BK, pos_B = pre.cache, pre.mask_BK, pre.next_pos_B
-        # Decode writes each token's KV in place (decode_cache.py), with room reserved for
-        # the chunk's answers up to DECODE_ROOM tokens (beyond, the storage doubles).
-        budget = max(_row_budget(params, g.constraint) for g in groups)
-        make_room(cache, min(budget, DECODE_ROOM))
         logits_BV = pre.out.logits[:, -1, :]
         nodes = [list(g.rows) for g in groups]  # node b <-> row b of the cache
         while nodes:
