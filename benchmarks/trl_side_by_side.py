@@ -150,8 +150,11 @@ def trl_steps(
     config = GRPOConfig(
         output_dir=out_dir,
         max_steps=2,
-        per_device_train_batch_size=half * generations,
-        gradient_accumulation_steps=1,
+        # One optimizer step over the `half` positions' samples, in micro-batches of one
+        # position's generations (whole-batch logits over a 49k vocab ran this 24 GiB
+        # machine out of memory); generation still covers the whole step at once.
+        per_device_train_batch_size=generations,
+        gradient_accumulation_steps=half,
         num_generations=generations,
         max_completion_length=max_tokens,
         temperature=1.0,
