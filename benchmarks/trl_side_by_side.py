@@ -29,6 +29,7 @@ import json
 import os
 import random
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -44,6 +45,7 @@ from spiral.engines.loading import ModelConfig, resolve_dtype, resolve_model_pat
 from spiral.games.base import State
 from spiral.games.registry import make
 from spiral.prompts.parse import parse_move
+from spiral.prompts.render import build_prompt, encode
 from spiral.prompts.spec import PromptSpec
 
 SPEC = PromptSpec(template="chat", answer_format="bracket")
@@ -136,7 +138,7 @@ def trl_steps(
         tokenizer.pad_token = tokenizer.eos_token
     load_dtype = torch.float32 if defaults else dtype
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=load_dtype)
-    texts = LLMPolicy(_TokenizerOnly(tokenizer), SPEC, SamplingParams()).prompts(states)[0]
+    texts = [build_prompt(s, s.current_player(), SPEC, tokenizer) for s in states]
     dataset = Dataset.from_dict({"prompt": texts, "position": list(range(len(states)))})
     counts: list[dict[str, float]] = []
 
@@ -189,7 +191,7 @@ def trl_steps(
     )
     trainer.train()
     last = counts[-1]
-    prompt_tokens = [len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
+    prompt_tokens = [len(encode(t, tokenizer)) for t in texts]
     trained = sum(prompt_tokens[half:]) * generations + last["generated"]
     return {
         "seconds": timer.seconds[-1],
@@ -197,13 +199,6 @@ def trl_steps(
         "trained_tokens": float(trained),
         "legal_rate": last["legal"] / (half * generations),
     }
-
-
-class _TokenizerOnly:
-    """What LLMPolicy.prompts needs of a sampler: its tokenizer."""
-
-    def __init__(self, tokenizer: Any) -> None:
-        self.tokenizer = tokenizer
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -227,8 +222,6 @@ def main(argv: list[str] | None = None) -> int:
     spiral_step(learner, warm, args.generations, args.max_tokens)
     rows["spiral"] = spiral_step(learner, timed, args.generations, args.max_tokens)
     del learner
-
-    import tempfile
 
     for name, defaults in (("trl_matched", False), ("trl_defaults", True)):
         torch.manual_seed(0)

@@ -64,25 +64,30 @@ def bench_games(seconds: float) -> dict[str, float]:
 DTYPES = ("float32", "bfloat16")
 
 
-def _check_dtypes(spec: str) -> None:
+def _named_dtypes(spec: str) -> list[str]:
     names = [d.strip() for d in spec.split(",") if d.strip()]
-    if spec != "auto" and (not names or any(d not in DTYPES for d in names)):
+    if not names or any(d not in DTYPES for d in names):
         raise UsageError(
             f"dtypes={spec!r}: expected auto, or float32 and/or bfloat16 (comma-separated)"
         )
+    return names
+
+
+def _check_dtypes(spec: str) -> None:
+    if spec != "auto":
+        _named_dtypes(spec)
 
 
 def engine_dtypes(spec: str) -> list[str]:
     """The dtypes `dtypes=` names; `auto`: float32, plus bfloat16 where it is native."""
-    if spec == "auto":
-        import torch
+    if spec != "auto":
+        return _named_dtypes(spec)
+    import torch
 
-        from spiral.engines.loading import cpu_has_bf16
+    from spiral.engines.loading import cpu_has_bf16
 
-        native = torch.cuda.is_available() or cpu_has_bf16()
-        return ["float32", "bfloat16"] if native else ["float32"]
-    _check_dtypes(spec)
-    return [d.strip() for d in spec.split(",") if d.strip()]
+    native = torch.cuda.is_available() or cpu_has_bf16()
+    return ["float32", "bfloat16"] if native else ["float32"]
 
 
 def bench_engine(args: BenchArgs) -> dict[str, float]:
