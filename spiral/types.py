@@ -133,6 +133,8 @@ class Datum:
     `weight` is how many sampled rows this row stands for (identical rows merged into
     one, see `spiral.algo.merge`): the learner weighs its loss, its regulariser and its
     diagnostics by it and counts it `weight` times when normalising.
+    `policy_version` is the version of the weights that sampled the row (the async loop
+    measures staleness with it; -1: unknown).
     """
 
     input_ids: tuple[int, ...]
@@ -145,6 +147,7 @@ class Datum:
     game_id: str = ""
     seat: Seat = 0
     weight: float = 1.0
+    policy_version: int = -1
 
     def __post_init__(self) -> None:
         if not self.weight > 0:

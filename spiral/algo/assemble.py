@@ -110,6 +110,7 @@ def turn_to_datum(turn: Turn, advantage: float) -> Datum:
         constraint=completion.constraint,
         game_id=turn.game_id,
         seat=turn.seat,
+        policy_version=turn.policy_version,
     )
 
 

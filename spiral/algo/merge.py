@@ -64,6 +64,7 @@ def merge_key(datum: Datum) -> MergeKey:
         datum.constraint,
         datum.game_id,
         datum.seat,
+        datum.policy_version,  # rows of two versions stay apart (staleness statistics)
         _sign(datum),
     )
 

@@ -94,10 +94,15 @@ class Learner(Protocol):
     temperature: float  # the sampling temperature that log-probs are computed at
 
     def forward_backward(
-        self, datums: Sequence[Datum], loss_fn: LossFn, regularizer: Regularizer | None = None
+        self,
+        datums: Sequence[Datum],
+        loss_fn: LossFn,
+        regularizer: Regularizer | None = None,
+        normaliser: float | None = None,
     ) -> dict[str, float]:
         """Accumulate gradients of `loss_fn` (plus the optional regulariser) over `datums`,
-        each counted `Datum.weight` times; return the diagnostics."""
+        each counted `Datum.weight` times, divided by `normaliser` (None: the learner's
+        own rule for these datums); return the diagnostics."""
         ...
 
     def optim_step(self, learning_rate: float) -> dict[str, float]:
@@ -110,6 +115,14 @@ class Learner(Protocol):
 
     def sampler(self) -> Sampler:
         """A sampler bound to the current weights."""
+        ...
+
+    def trained_state(self) -> dict[str, Any]:
+        """The trained weights by name (LoRA: the adapter only), for actors to load."""
+        ...
+
+    def load_trained_state(self, state: dict[str, Any], version: int) -> None:
+        """Take another learner's `trained_state()` and its weights `version`."""
         ...
 
     def save(self, path: Path) -> None: ...

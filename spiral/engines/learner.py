@@ -402,14 +402,21 @@ class TorchLearner:
 
     # ----- training -------------------------------------------------------------------
     def forward_backward(
-        self, datums: Sequence[Datum], loss_fn: LossFn, regularizer: Regularizer | None = None
+        self,
+        datums: Sequence[Datum],
+        loss_fn: LossFn,
+        regularizer: Regularizer | None = None,
+        normaliser: float | None = None,
     ) -> dict[str, float]:
         """Accumulate the gradient of (sum of loss_fn + regulariser over micro-batches) /
-        normaliser; every row counts `weight` times (mask x weight per token)."""
+        normaliser; every row counts `weight` times (mask x weight per token). A caller
+        that splits one batch over several calls (the async loop: one call per staleness,
+        for its ratio statistics) passes the whole batch's `normaliser`."""
         if not datums:
             raise ValueError("forward_backward got no datums")
         reg = regularizer or Regularizer()
-        normaliser = sum(d.weight for d in datums) if self.normalize == "datums" else 1.0
+        if normaliser is None:
+            normaliser = sum(d.weight for d in datums) if self.normalize == "datums" else 1.0
         self.model.train()
         total_loss, total_tokens = 0.0, 0.0
         sums: dict[str, float] = {}
@@ -509,6 +516,28 @@ class TorchLearner:
                 yield
         finally:
             self._epoch += 1
+
+    # ----- weights that travel (the async actor-learner) ------------------------------
+    def trained_state(self) -> dict[str, torch.Tensor]:
+        """The trained weights (the LoRA adapter, or every weight with full fine-tuning)
+        as CPU tensors by parameter name: what an actor needs to sample like this learner."""
+        return {n: p.detach().to("cpu", copy=True) for n, p in self._named_trainable()}
+
+    def load_trained_state(self, state: dict[str, torch.Tensor], version: int) -> None:
+        """Copy `trained_state()` of another learner over the same model into this one and
+        take its `version` (samplers made before are stale from now on)."""
+        params = dict(self._named_trainable())
+        missing, unexpected = params.keys() - state.keys(), state.keys() - params.keys()
+        if missing or unexpected:
+            raise ValueError(
+                f"weights do not fit this model: missing {sorted(missing)[:3]}, unexpected "
+                f"{sorted(unexpected)[:3]} (built with another lora_rank or model?)"
+            )
+        with torch.no_grad():
+            for name, param in params.items():
+                param.copy_(state[name].to(param.device, param.dtype))
+        self.version = version
+        self._epoch += 1
 
     def sampler(self) -> TorchSampler:
         """A sampler sharing this model; it refuses to run after the weights change."""

@@ -290,6 +290,49 @@ class TrainConfig:
         doc="fixed pool members besides the snapshots: random, optimal, checkpoint:PATH, api:MODEL",
         validator=known_opponents,
     )
+    # ---- the asynchronous actor-learner on Ray (spiral/train/actors.py) -------------
+    use_async_actor_learner: bool = chz.field(
+        default=False,
+        doc="actors (Ray) play games with the newest weights they have while the learner "
+        "learns; needs the ray extra. Default: the sync loop (play, then learn)",
+    )
+    num_actors: int = chz.field(
+        default=1, doc="Ray actors playing games, each with its own model copy", validator=positive
+    )
+    replay_buffer_max_staleness: int = chz.field(
+        default=5,
+        doc="games played by weights more than this many versions behind the learner are "
+        "dropped, never trained on (the original's name and default)",
+        validator=non_negative,
+    )
+    replay_buffer_size: int = chz.field(
+        default=0,
+        doc="games the replay buffer holds; 0 = 2 steps' games (actors get no work the "
+        "buffer cannot hold)",
+        validator=non_negative,
+    )
+    ray_address: str = chz.field(
+        default="",
+        doc="empty: start a local Ray instance; else the address of a running cluster to "
+        "join (e.g. auto, or HOST:6379; actors then run on its nodes)",
+    )
+    actor_num_cpus: float = chz.field(
+        default=1.0, doc="CPUs per actor (also its torch threads)", validator=positive
+    )
+    actor_num_gpus: float = chz.field(
+        default=0.0, doc="GPUs per actor (fractions share one)", validator=non_negative
+    )
+    actor_timeout_s: float = chz.field(
+        default=600.0,
+        doc="an actor's batch of games taking longer than this is abandoned and the actor "
+        "restarted (its games dropped)",
+        validator=positive,
+    )
+    actor_max_restarts: int = chz.field(
+        default=3,
+        doc="times Ray restarts a dead actor; a run whose actors die more often stops",
+        validator=non_negative,
+    )
     # ---- evaluation, checkpoints, logging -----------------------------------------
     eval_every: int = chz.field(
         default=16,

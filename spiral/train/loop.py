@@ -11,39 +11,31 @@ Ctrl-C abandons the step, and resume replays it from the last checkpoint.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spiral import games
-from spiral.agents.base import Agent
-from spiral.agents.llm_policy import LLMPolicy
-from spiral.algo.assemble import assemble
-from spiral.algo.losses import get_loss
-from spiral.algo.merge import center_by_prompt, merge_identical, split_minibatches
-from spiral.algo.rae import Baselines, rae_advantages
-from spiral.algo.regularizers import Regularizer
-from spiral.algo.stats import episode_metrics
-from spiral.engines.base import Learner, SamplingParams
+from spiral.algo.rae import Baselines
+from spiral.engines.base import Learner
 from spiral.errors import SpiralError
 from spiral.report.console import format_eval, format_progress
-from spiral.report.run_info import reset_peak_rss, window_peak_rss_mb, write_run_info
+from spiral.report.run_info import write_run_info
 from spiral.report.sinks import JsonlSink, MultiSink
 from spiral.report.transcripts import write_transcripts
-from spiral.rollout.play import GameSpec, derive_seed, play_with_draw_retry
 from spiral.train.checkpoint import LoopState, latest_checkpoint, save_checkpoint
 from spiral.train.config import TrainConfig
 from spiral.train.population import Population, members_in_checkpoints
 from spiral.train.resume import remove_partial_writes, restore
 from spiral.train.setup import RunSetup, build_sinks, make_eval_fn
+from spiral.train.step import POLICY, Collector, collect, step_specs, train_step
 from spiral.train.stopping import StopRequest
-from spiral.types import Datum, Episode
 
-POLICY = "policy"
+__all__ = ["POLICY", "RunResult", "TrainingDivergedError", "collect", "step_specs", "train"]
 
 
 class TrainingDivergedError(SpiralError, FloatingPointError):
@@ -58,178 +50,19 @@ class RunResult:
     interrupted: bool = False
 
 
-def step_specs(
-    cfg: TrainConfig, step: int, game_params: dict[str, dict[str, Any]]
-) -> list[GameSpec]:
-    """The games of one step: round-robin over env_ids, seeds from (seed, step, index).
+@contextlib.contextmanager
+def open_collector(
+    cfg: TrainConfig, setup: RunSetup, first_step: int, log: Callable[[str], None]
+) -> Iterator[Collector]:
+    """Where the steps' games come from: played here with the learner's weights (the
+    default), or by Ray actors through a replay buffer (`use_async_actor_learner`)."""
+    if not cfg.use_async_actor_learner:
+        yield functools.partial(collect, cfg, setup)
+        return
+    from spiral.train.actors import AsyncCollector  # Ray is an optional extra
 
-    With `balanced_chance`, a game that lists its chance outcomes gets them in turn (the
-    k-th game of an id in the run deals outcome k mod n), so every deal appears equally
-    often in a batch, and over consecutive steps when the batch is not a multiple of n."""
-    n = cfg.games_per_step
-    specs = []
-    seen: dict[str, int] = {}
-    for i in range(n):
-        gid = cfg.env_ids[(step * n + i) % len(cfg.env_ids)]
-        params = dict(game_params.get(gid, {}))
-        outcomes = games.chance_outcomes(gid) if cfg.balanced_chance else None
-        if outcomes:
-            per_step = sum(
-                1 for j in range(n) if cfg.env_ids[(step * n + j) % len(cfg.env_ids)] == gid
-            )
-            params.update(outcomes[(step * per_step + seen.get(gid, 0)) % len(outcomes)])
-            seen[gid] = seen.get(gid, 0) + 1
-        specs.append(
-            GameSpec(
-                game_id=gid,
-                seed=derive_seed(cfg.seed, step, i),
-                seats=(POLICY, POLICY),
-                params=params,
-            )
-        )
-    return specs
-
-
-def collect(
-    cfg: TrainConfig,
-    setup: RunSetup,
-    learner: Learner,
-    step: int,
-    population: Population | None = None,
-) -> tuple[list[Episode], dict[str, float]]:
-    """Play one step's games with the current weights: both seats are the policy, or,
-    in population play, the policy against the step's drawn opponents."""
-    params = SamplingParams(
-        max_tokens=cfg.max_tokens, temperature=cfg.temperature, top_p=cfg.top_p, stop=cfg.stop
-    )
-
-    def make_policy(sampler: Any, name: str, members: dict[str, str] | None = None) -> LLMPolicy:
-        return LLMPolicy(
-            sampler,
-            setup.prompt_spec,
-            params,
-            name=name,
-            spec_by_game=setup.spec_by_game,
-            members=members,
-        )
-
-    specs = step_specs(cfg, step, setup.game_params)
-    players: dict[str, Agent] = {POLICY: make_policy(learner.sampler(), POLICY)}
-    opponents: list[str] = []
-    if population is not None:
-        specs, opponents = population.matchups(specs, step, POLICY)
-        players = population.players(learner, specs, make_policy, POLICY, step)
-    retries = cfg.max_draw_retries if cfg.filter_draw else 0
-    episodes, metrics = play_with_draw_retry(
-        specs,
-        players,
-        setup.invalid_policy,
-        seed=derive_seed(cfg.seed, step, 1),
-        max_retries=retries,
-    )
-    if population is not None:
-        population.record(episodes)
-        metrics.update(population.metrics(step, opponents))
-    policy = players[POLICY]
-    if isinstance(policy, LLMPolicy):
-        metrics.update(policy.sampler.counters())
-    return episodes, metrics
-
-
-def learn(
-    cfg: TrainConfig, learner: Learner, episodes: list[Episode], baselines: Baselines, step: int
-) -> tuple[dict[str, float], Baselines]:
-    """Advantages (RAE), training rows, merged identical rows, the update(s)."""
-    t0 = time.perf_counter()
-    advantages, new_baselines, rae_metrics = rae_advantages(
-        episodes,
-        baselines,
-        decay=cfg.role_baseline_ema_gamma,
-        use_baseline=cfg.use_role_baseline,
-        trained_agents={POLICY},  # never train on turns sampled by frozen opponents
-        kind=cfg.rae_baseline,
-    )
-    datums, assemble_metrics = assemble(
-        episodes, advantages, gamma=cfg.gamma, filter_zero_adv=cfg.filter_zero_adv
-    )
-    merge_metrics: dict[str, float] = {}
-    if cfg.prompt_baseline:
-        datums, centering = center_by_prompt(datums)
-        merge_metrics.update(centering)
-    if cfg.merge_rows:
-        datums, merged = merge_identical(datums)
-        merge_metrics.update(merged)
-    t1 = time.perf_counter()
-    train_metrics = update(cfg, learner, datums, step)
-    return {
-        **rae_metrics,
-        **{f"train/{k}": v for k, v in {**assemble_metrics, **merge_metrics}.items()},
-        **{f"train/{k}": v for k, v in train_metrics.items()},
-        "time/prepare_datums": t1 - t0,
-        "time/train": time.perf_counter() - t1,
-    }, new_baselines
-
-
-def update(cfg: TrainConfig, learner: Learner, datums: list[Datum], step: int) -> dict[str, float]:
-    """`num_substeps` optimizer steps, one per minibatch; metrics averaged over them."""
-    loss_fn = functools.partial(get_loss(cfg.loss_fn), clip=cfg.ppo_clip)
-    entropy_coef, kl_coef = cfg.entropy_coef_at(step), cfg.kl_coef_at(step)
-    reg = Regularizer(
-        entropy_coef,
-        kl_coef,
-        cfg.kl_reference,
-        cfg.kl_direction,
-    )
-    minibatches = split_minibatches(datums, cfg.num_substeps, derive_seed(cfg.seed, step, 2))
-    per_substep: list[dict[str, float]] = []
-    for minibatch in minibatches:
-        metrics = learner.forward_backward(minibatch, loss_fn, reg) if minibatch else {}
-        metrics.update(learner.optim_step(cfg.learning_rate_at(step)))
-        per_substep.append(metrics)
-    keys = sorted({k for m in per_substep for k in m})
-    mean = {k: sum(m.get(k, 0.0) for m in per_substep) / len(per_substep) for k in keys}
-    return {
-        **mean,
-        "num_substeps": float(len(per_substep)),
-        "entropy_coef": entropy_coef,
-        "kl_coef": kl_coef,
-    }
-
-
-def train_step(
-    cfg: TrainConfig,
-    setup: RunSetup,
-    learner: Learner,
-    step: int,
-    baselines: Baselines,
-    population: Population | None = None,
-) -> tuple[dict[str, float], Baselines, list[Episode]]:
-    """One step of self-play and learning; returns its metrics and the new baselines."""
-    reset_peak_rss()
-    t0 = time.perf_counter()
-    episodes, rollout_metrics = collect(cfg, setup, learner, step, population)
-    sample_s = time.perf_counter() - t0
-    learn_metrics, new_baselines = learn(cfg, learner, episodes, baselines, step)
-    sampled = sum(len(t.completion.tokens) for ep in episodes for t in ep.turns if t.completion)
-    prompt_tokens = sum(len(t.prompt_ids) for ep in episodes for t in ep.turns)
-    total_s = time.perf_counter() - t0
-    metrics: dict[str, float] = {
-        "progress/step": float(step),
-        "progress/done_frac": (step + 1) / cfg.num_steps,
-        "optim/lr": cfg.learning_rate_at(step),
-        "perf/games_per_s": len(episodes) / max(total_s, 1e-9),
-        "perf/sample_tokens_per_s": sampled / max(sample_s, 1e-9),
-        "perf/prompt_tokens_per_s": prompt_tokens / max(sample_s, 1e-9),
-        "perf/train_tokens_per_s": (prompt_tokens + sampled)
-        / max(learn_metrics["time/train"], 1e-9),
-        **episode_metrics(episodes, prefix="train", trained_agent=POLICY),
-        **rollout_metrics,
-        **learn_metrics,
-        "time/sample": sample_s,
-        "time/total": total_s,
-        "perf/peak_rss_mb": window_peak_rss_mb(),  # this step's peak
-    }
-    return metrics, new_baselines, episodes
+    with AsyncCollector(cfg, setup, first_step, log) as collector:
+        yield collector
 
 
 def _print_flushed(line: str) -> None:
@@ -350,7 +183,7 @@ def train(
     metrics: dict[str, float] = {}
     step, bad_steps = start, 0
     started = time.perf_counter()
-    with StopRequest(log) as stop:
+    with StopRequest(log) as stop, open_collector(cfg, setup, start, log) as collector:
         try:
             for step in range(start, cfg.num_steps):
                 if population is not None:
@@ -362,7 +195,7 @@ def train(
                     sinks.log(found, step)
                     log(format_eval(step, found))
                 metrics, baselines, episodes = train_step(
-                    cfg, setup, learner, step, baselines, population
+                    cfg, setup, learner, step, baselines, population, collector
                 )
                 if cfg.transcripts_per_step:
                     write_transcripts(

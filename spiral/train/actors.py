@@ -1,0 +1,301 @@
+"""The asynchronous actor-learner on Ray (`use_async_actor_learner=true`).
+
+    actors (Ray, each its own model copy):  collect(batch k, newest weights they hold)
+        -> episodes tagged with the policy version that played them
+    learner (this process):  replay buffer -> drop games older than max_staleness
+        -> learn (the sync loop's function) -> publish the new weights -> ...
+
+`AsyncCollector` is a `Collector` (spiral/train/step.py): the loop asks it for a step's
+games exactly where the sync loop plays them, so everything else (RAE, assembling,
+the update, evaluation, checkpoints, stopping) is the same code. Choices:
+
+- **The learner drives, actors never idle.** Each actor has at most one batch of games
+  in flight (`RolloutWorker.play`); whenever one comes back the learner puts it in the
+  buffer and hands that actor its next batch with the newest weights at once, also while
+  it learns. A batch is `ceil(games_per_step / num_actors)` games, so one round of the
+  actors is one step's games. Actors take new weights between batches, never mid-game.
+- **Weights travel through Ray's object store**, put once per version: with LoRA only the
+  adapter (`Learner.trained_state`), with full fine-tuning every weight. An actor fetches
+  them only when its version is behind.
+- **Staleness**: a game trained at learner version V was played by version >= V -
+  `replay_buffer_max_staleness`; older games are dropped (`ReplayBuffer`). The
+  importance ratio corrects the rest (`ppo` clips it); its statistics per staleness are
+  metrics (`staleness/<k>/...`, spiral/train/step.py). With max_staleness 0 actors get no
+  work while the learner learns (their games would be stale on arrival).
+- **Faults**: an actor that dies loses its batch in flight (dropped whole, never half
+  counted: a batch is returned whole or not at all) and Ray restarts it
+  (`actor_max_restarts`); a batch that takes longer than `actor_timeout_s` is abandoned
+  and its actor killed and restarted; a run whose actors died more often than they may
+  be restarted stops with the reason. An error inside the games (a bug) is raised as is.
+- **Shutdown and resume**: on exit (end, Ctrl-C, crash) the actors are killed and a Ray
+  instance this process started is shut down. Games still in the buffer are dropped, not
+  saved: a resumed run starts from the checkpoint's weights and version with an empty
+  buffer (checkpoints hold the learner's version).
+- Population play is not wired into the actors yet: refused at start with that reason.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from spiral.engines.base import Learner
+from spiral.errors import SpiralError
+from spiral.train.config import TrainConfig
+from spiral.train.population import Population
+from spiral.train.replay import ReplayBuffer, Tagged, episode_version
+from spiral.train.setup import RunSetup, make_learner_factory
+from spiral.train.step import POLICY, collect
+from spiral.types import Episode
+
+
+class ActorsFailedError(SpiralError, RuntimeError):
+    """The actors died (or hung) more often than they may be restarted."""
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError as err:
+        raise SpiralError(
+            "use_async_actor_learner=true needs Ray: pip install 'spiral-selfplay[ray]' "
+            "(or drop the key for the sync loop)"
+        ) from err
+    return ray
+
+
+class RolloutWorker:
+    """The body of one actor: a model copy that plays batches of games with the weights it
+    is sent. A plain class (Ray wraps it), so it also runs in-process."""
+
+    def __init__(self, cfg: TrainConfig, setup: RunSetup, num_threads: int) -> None:
+        import torch
+
+        torch.set_num_threads(max(1, num_threads))
+        self.cfg = cfg
+        self.setup = setup
+        self.learner = make_learner_factory(self.cfg)()
+        self.loaded = False
+
+    def play(
+        self, chunk: int, games: int, weights: Sequence[Any], version: int
+    ) -> tuple[list[Episode], dict[str, float]]:
+        """`games` games with seeds from (seed, `chunk`) and the weights of `version`
+        (`weights[0]`: an object ref, or the state itself, fetched only when needed)."""
+        t0 = time.perf_counter()
+        if not self.loaded or self.learner.version != version:
+            state = weights[0]
+            if not isinstance(state, dict):
+                state = _ray().get(state)
+            self.learner.load_trained_state(state, version)
+            self.loaded = True
+        t1 = time.perf_counter()
+        episodes, metrics = collect(self.cfg, self.setup, self.learner, chunk, None, games)
+        t2 = time.perf_counter()
+        return episodes, {**metrics, "actor/load_s": t1 - t0, "actor/play_s": t2 - t1}
+
+    def where(self) -> dict[str, Any]:
+        """This actor's process and Ray node (tests, logs)."""
+        return {"pid": os.getpid(), "node_id": _ray().get_runtime_context().get_node_id()}
+
+
+@dataclass
+class _Flight:
+    actor: int
+    chunk: int
+    games: int
+    version: int
+    since: float
+
+
+class AsyncCollector:
+    """A `Collector` whose games come from Ray actors through a replay buffer."""
+
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        setup: RunSetup,
+        first_step: int,
+        log: Callable[[str], None] = print,
+    ) -> None:
+        if cfg.fsp_enabled:
+            raise SpiralError(
+                "population play (fsp_enabled) does not run in the async actor-learner yet; "
+                "use the sync loop for it (drop use_async_actor_learner)"
+            )
+        self.ray = _ray()
+        self.cfg, self.log = cfg, log
+        self.games_per_batch = math.ceil(cfg.games_per_step / cfg.num_actors)
+        capacity = cfg.replay_buffer_size or 2 * cfg.games_per_step
+        if capacity < cfg.games_per_step:
+            raise SpiralError(
+                f"replay_buffer_size={capacity} holds less than one step's "
+                f"{cfg.games_per_step} games; raise it (0 = two steps' games)"
+            )
+        self.buffer = ReplayBuffer(capacity, cfg.replay_buffer_max_staleness)
+        self.owns_ray = not self.ray.is_initialized()
+        if self.owns_ray:
+            self.ray.init(
+                address=cfg.ray_address or None,
+                include_dashboard=False,
+                configure_logging=False,
+                log_to_driver=True,
+            )
+        remote = self.ray.remote(RolloutWorker).options(
+            num_cpus=cfg.actor_num_cpus,
+            num_gpus=cfg.actor_num_gpus,
+            max_restarts=cfg.actor_max_restarts,
+            max_task_retries=0,
+        )
+        threads = max(1, int(cfg.actor_num_cpus))
+        self.actors = [remote.remote(cfg, setup, threads) for _ in range(cfg.num_actors)]
+        self.flights: dict[Any, _Flight] = {}
+        self.next_chunk = first_step * cfg.num_actors  # batch indices (seeds) never reused
+        self.weights: Any = None
+        self.version = -1
+        self.failures = self.timeouts = self.games_lost = 0
+        self._chunk_metrics: list[dict[str, float]] = []
+
+    # ----- the Collector ----------------------------------------------------------------
+    def __call__(
+        self, learner: Learner, step: int, population: Population | None = None
+    ) -> tuple[list[Episode], dict[str, float]]:
+        """A step's games: fresh enough for `learner.version`, oldest first."""
+        t0 = time.perf_counter()
+        self._publish(learner)
+        need, version = self.cfg.games_per_step, learner.version
+        while self.buffer.fresh(version) < need:
+            self._launch_idle()
+            self._harvest()
+        self.buffer.drop_stale(version)
+        stats = self.buffer.stats(version)  # before taking: what the learner found
+        taken = self.buffer.take(need, version)
+        waited = time.perf_counter() - t0
+        if self.cfg.replay_buffer_max_staleness > 0:
+            self._launch_idle()  # play on while the learner learns
+        ages = [version - t.version for t in taken]
+        metrics = {
+            **_mean_metrics(self._chunk_metrics),
+            **stats,
+            "async/wait_s": waited,
+            "async/policy_version": float(version),
+            "async/staleness_mean": sum(ages) / len(ages),
+            "async/staleness_max": float(max(ages)),
+            "async/actor_failures": float(self.failures),
+            "async/actor_timeouts": float(self.timeouts),
+            "async/games_lost": float(self.games_lost),
+            "async/batches_in_flight": float(len(self.flights)),
+        }
+        self._chunk_metrics = []
+        return [t.episode for t in taken], metrics
+
+    # ----- actors -----------------------------------------------------------------------
+    def _publish(self, learner: Learner) -> None:
+        if learner.version != self.version or self.weights is None:
+            self.weights = self.ray.put(learner.trained_state())
+            self.version = learner.version
+
+    def _launch_idle(self) -> None:
+        busy = {f.actor for f in self.flights.values()}
+        held = sum(f.games for f in self.flights.values())
+        for index, actor in enumerate(self.actors):
+            if index in busy or self.buffer.room() - held < self.games_per_batch:
+                continue
+            ref = actor.play.remote(
+                self.next_chunk, self.games_per_batch, [self.weights], self.version
+            )
+            self.flights[ref] = _Flight(
+                index, self.next_chunk, self.games_per_batch, self.version, time.monotonic()
+            )
+            self.next_chunk += 1
+            held += self.games_per_batch
+
+    def _harvest(self) -> None:
+        """Wait for at least one batch (or a timeout); buffer what came back whole."""
+        if not self.flights:
+            raise RuntimeError("no batch in flight and too few games: the buffer is too small")
+        ready, _ = self.ray.wait(list(self.flights), num_returns=1, timeout=self._wait_s())
+        if not ready:
+            self._abandon_overdue()
+            return
+        for ref in ready:
+            flight = self.flights.pop(ref)
+            try:
+                episodes, metrics = self.ray.get(ref)
+            except (
+                self.ray.exceptions.RayActorError,
+                self.ray.exceptions.ActorUnavailableError,
+            ) as err:
+                self._lost(flight, f"actor {flight.actor} died ({type(err).__name__})")
+                continue
+            self.buffer.put(
+                [Tagged(ep, _version(ep, flight.version), flight.actor) for ep in episodes]
+            )
+            self._chunk_metrics.append(metrics)
+
+    def _wait_s(self) -> float:
+        oldest = min(f.since for f in self.flights.values())
+        return max(0.1, self.cfg.actor_timeout_s - (time.monotonic() - oldest))
+
+    def _abandon_overdue(self) -> None:
+        now = time.monotonic()
+        for ref, flight in list(self.flights.items()):
+            if now - flight.since >= self.cfg.actor_timeout_s:
+                del self.flights[ref]
+                self.timeouts += 1
+                self.ray.kill(self.actors[flight.actor], no_restart=False)
+                self._lost(flight, f"actor {flight.actor} overran actor_timeout_s")
+
+    def _lost(self, flight: _Flight, why: str) -> None:
+        self.failures += 1
+        self.games_lost += flight.games
+        self.log(f"{why}: its {flight.games} games in flight are dropped; Ray restarts it")
+        allowed = self.cfg.num_actors * (self.cfg.actor_max_restarts + 1)
+        if self.failures > allowed:
+            raise ActorsFailedError(
+                f"actors failed {self.failures} times (at most {allowed}: num_actors x "
+                f"(actor_max_restarts + 1)); last: {why}. Check the actors' logs (memory, "
+                "devices), raise actor_max_restarts or actor_timeout_s, and run again to resume"
+            )
+
+    # ----- shutdown ---------------------------------------------------------------------
+    def close(self) -> None:
+        for actor in self.actors:
+            self.ray.kill(actor, no_restart=True)
+        self.actors, self.flights = [], {}
+        if dropped := self.buffer.clear():
+            self.log(f"{dropped} games left in the replay buffer are dropped (not checkpointed)")
+        if self.owns_ray and self.ray.is_initialized():
+            self.ray.shutdown()
+
+    def __enter__(self) -> AsyncCollector:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _version(episode: Episode, sent: int) -> int:
+    """The version that played `episode`: its policy turns', or the batch's when the
+    policy never moved (a game over before its first turn)."""
+    found = episode_version(episode, POLICY)
+    return sent if found < 0 else found
+
+
+def _mean_metrics(rows: Sequence[dict[str, float]]) -> dict[str, float]:
+    """The actors' per-batch metrics, averaged over the batches harvested since the last
+    step (throughput, prefix-cache counters, time spent)."""
+    if not rows:
+        return {}
+    keys = {k for row in rows for k in row}
+    return {k: sum(r.get(k, 0.0) for r in rows) / len(rows) for k in sorted(keys)}

@@ -1,0 +1,266 @@
+"""One step of self-play, as functions both loops share (`loop.py`, sync; the async
+actor-learner in `actors.py`):
+
+    collect: play a step's games with the current weights     (actors, in the async loop)
+    learn:   RAE advantages -> training rows -> merged rows -> update   (the learner)
+
+`train_step` is the sync loop's step: collect, then learn, with the same weights. The
+async loop calls `learn` on games its actors collected with the same `collect`.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from typing import Any
+
+from spiral import games
+from spiral.agents.base import Agent
+from spiral.agents.llm_policy import LLMPolicy
+from spiral.algo.assemble import assemble
+from spiral.algo.losses import get_loss
+from spiral.algo.merge import center_by_prompt, merge_identical, split_minibatches
+from spiral.algo.rae import Baselines, rae_advantages
+from spiral.algo.regularizers import Regularizer
+from spiral.algo.stats import episode_metrics
+from spiral.engines.base import Learner, SamplingParams
+from spiral.report.run_info import reset_peak_rss, window_peak_rss_mb
+from spiral.rollout.play import GameSpec, derive_seed, play_with_draw_retry
+from spiral.train.config import TrainConfig
+from spiral.train.population import Population
+from spiral.train.setup import RunSetup
+from spiral.types import Datum, Episode
+
+POLICY = "policy"
+
+# Where a step's games come from: (learner, step, population) -> (episodes, metrics).
+# The sync loop plays them now (`collect`); the async loop takes them from its actors.
+Collector = Callable[[Learner, int, "Population | None"], tuple[list[Episode], dict[str, float]]]
+
+
+def step_specs(
+    cfg: TrainConfig, step: int, game_params: dict[str, dict[str, Any]], n: int | None = None
+) -> list[GameSpec]:
+    """The games of one step: round-robin over env_ids, seeds from (seed, step, index).
+
+    With `balanced_chance`, a game that lists its chance outcomes gets them in turn (the
+    k-th game of an id in the run deals outcome k mod n), so every deal appears equally
+    often in a batch, and over consecutive steps when the batch is not a multiple of n."""
+    n = cfg.games_per_step if n is None else n
+    specs = []
+    seen: dict[str, int] = {}
+    for i in range(n):
+        gid = cfg.env_ids[(step * n + i) % len(cfg.env_ids)]
+        params = dict(game_params.get(gid, {}))
+        outcomes = games.chance_outcomes(gid) if cfg.balanced_chance else None
+        if outcomes:
+            per_step = sum(
+                1 for j in range(n) if cfg.env_ids[(step * n + j) % len(cfg.env_ids)] == gid
+            )
+            params.update(outcomes[(step * per_step + seen.get(gid, 0)) % len(outcomes)])
+            seen[gid] = seen.get(gid, 0) + 1
+        specs.append(
+            GameSpec(
+                game_id=gid,
+                seed=derive_seed(cfg.seed, step, i),
+                seats=(POLICY, POLICY),
+                params=params,
+            )
+        )
+    return specs
+
+
+def collect(
+    cfg: TrainConfig,
+    setup: RunSetup,
+    learner: Learner,
+    step: int,
+    population: Population | None = None,
+    games: int | None = None,
+) -> tuple[list[Episode], dict[str, float]]:
+    """Play one step's games (`games`, default the config's) with the current weights:
+    both seats are the policy, or, in population play, the policy against the step's
+    drawn opponents. Seeds come from (seed, step): an actor of the async loop passes the
+    index of its batch of games as `step`."""
+    params = SamplingParams(
+        max_tokens=cfg.max_tokens, temperature=cfg.temperature, top_p=cfg.top_p, stop=cfg.stop
+    )
+
+    def make_policy(sampler: Any, name: str, members: dict[str, str] | None = None) -> LLMPolicy:
+        return LLMPolicy(
+            sampler,
+            setup.prompt_spec,
+            params,
+            name=name,
+            spec_by_game=setup.spec_by_game,
+            members=members,
+        )
+
+    specs = step_specs(cfg, step, setup.game_params, games)
+    players: dict[str, Agent] = {POLICY: make_policy(learner.sampler(), POLICY)}
+    opponents: list[str] = []
+    if population is not None:
+        specs, opponents = population.matchups(specs, step, POLICY)
+        players = population.players(learner, specs, make_policy, POLICY, step)
+    retries = cfg.max_draw_retries if cfg.filter_draw else 0
+    episodes, metrics = play_with_draw_retry(
+        specs,
+        players,
+        setup.invalid_policy,
+        seed=derive_seed(cfg.seed, step, 1),
+        max_retries=retries,
+    )
+    if population is not None:
+        population.record(episodes)
+        metrics.update(population.metrics(step, opponents))
+    policy = players[POLICY]
+    if isinstance(policy, LLMPolicy):
+        metrics.update(policy.sampler.counters())
+    return episodes, metrics
+
+
+def learn(
+    cfg: TrainConfig, learner: Learner, episodes: list[Episode], baselines: Baselines, step: int
+) -> tuple[dict[str, float], Baselines]:
+    """Advantages (RAE), training rows, merged identical rows, the update(s)."""
+    t0 = time.perf_counter()
+    advantages, new_baselines, rae_metrics = rae_advantages(
+        episodes,
+        baselines,
+        decay=cfg.role_baseline_ema_gamma,
+        use_baseline=cfg.use_role_baseline,
+        trained_agents={POLICY},  # never train on turns sampled by frozen opponents
+        kind=cfg.rae_baseline,
+    )
+    datums, assemble_metrics = assemble(
+        episodes, advantages, gamma=cfg.gamma, filter_zero_adv=cfg.filter_zero_adv
+    )
+    merge_metrics: dict[str, float] = {}
+    if cfg.prompt_baseline:
+        datums, centering = center_by_prompt(datums)
+        merge_metrics.update(centering)
+    if cfg.merge_rows:
+        datums, merged = merge_identical(datums)
+        merge_metrics.update(merged)
+    t1 = time.perf_counter()
+    train_metrics = update(cfg, learner, datums, step)
+    return {
+        **rae_metrics,
+        **{f"train/{k}": v for k, v in {**assemble_metrics, **merge_metrics}.items()},
+        **{f"train/{k}": v for k, v in train_metrics.items()},
+        "time/prepare_datums": t1 - t0,
+        "time/train": time.perf_counter() - t1,
+    }, new_baselines
+
+
+def update(cfg: TrainConfig, learner: Learner, datums: list[Datum], step: int) -> dict[str, float]:
+    """`num_substeps` optimizer steps, one per minibatch; metrics averaged over them."""
+    loss_fn = functools.partial(get_loss(cfg.loss_fn), clip=cfg.ppo_clip)
+    entropy_coef, kl_coef = cfg.entropy_coef_at(step), cfg.kl_coef_at(step)
+    reg = Regularizer(
+        entropy_coef,
+        kl_coef,
+        cfg.kl_reference,
+        cfg.kl_direction,
+    )
+    minibatches = split_minibatches(datums, cfg.num_substeps, derive_seed(cfg.seed, step, 2))
+    per_substep: list[dict[str, float]] = []
+    for minibatch in minibatches:
+        metrics = forward_backward_by_staleness(learner, minibatch, loss_fn, reg)
+        metrics.update(learner.optim_step(cfg.learning_rate_at(step)))
+        per_substep.append(metrics)
+    keys = sorted({k for m in per_substep for k in m})
+    mean = {k: sum(m.get(k, 0.0) for m in per_substep) / len(per_substep) for k in keys}
+    return {
+        **mean,
+        "num_substeps": float(len(per_substep)),
+        "entropy_coef": entropy_coef,
+        "kl_coef": kl_coef,
+    }
+
+
+def forward_backward_by_staleness(
+    learner: Learner, datums: list[Datum], loss_fn: Any, reg: Regularizer
+) -> dict[str, float]:
+    """One gradient over `datums`; rows sampled by older weights (the async loop) go in
+    one call per staleness (versions behind the learner), sharing the batch's
+    normaliser, so the gradient is the same and the importance-ratio statistics of each
+    staleness are metrics: `staleness/<k>/ratio_mean`, `.../clip_frac`, ...."""
+    if not datums:
+        return {}
+    groups: dict[int, list[Datum]] = {}
+    for d in datums:
+        age = learner.version - d.policy_version if d.policy_version >= 0 else 0
+        groups.setdefault(age, []).append(d)
+    if len(groups) == 1:
+        (age, rows), *_ = groups.items()
+        metrics = learner.forward_backward(rows, loss_fn, reg)
+        return {**metrics, **_staleness_keys(age, metrics)} if age else metrics
+    normaliser = sum(d.weight for d in datums)
+    parts = {
+        age: learner.forward_backward(rows, loss_fn, reg, normaliser)
+        for age, rows in groups.items()
+    }
+    tokens = {age: m.get("num_tokens", 0.0) for age, m in parts.items()}
+    total_tokens = sum(tokens.values())
+    merged: dict[str, float] = {}
+    for key in sorted({k for m in parts.values() for k in m}):
+        values = [(m[key], tokens[age]) for age, m in parts.items() if key in m]
+        if key in ("loss", "num_tokens"):
+            merged[key] = sum(v for v, _ in values)
+        elif key == "ratio_min":
+            merged[key] = min(v for v, _ in values)
+        elif key == "ratio_max":
+            merged[key] = max(v for v, _ in values)
+        else:
+            merged[key] = sum(v * t for v, t in values) / max(total_tokens, 1e-12)
+    for age, metrics in parts.items():
+        merged.update(_staleness_keys(age, metrics))
+    return merged
+
+
+_STALENESS_KEYS = ("ratio_mean", "ratio_min", "ratio_max", "clip_frac", "approx_kl", "num_tokens")
+
+
+def _staleness_keys(age: int, metrics: dict[str, float]) -> dict[str, float]:
+    return {f"staleness/{age}/{k}": metrics[k] for k in _STALENESS_KEYS if k in metrics}
+
+
+def train_step(
+    cfg: TrainConfig,
+    setup: RunSetup,
+    learner: Learner,
+    step: int,
+    baselines: Baselines,
+    population: Population | None = None,
+    collector: Collector | None = None,
+) -> tuple[dict[str, float], Baselines, list[Episode]]:
+    """One step: the step's games (played now by `collect`, or handed over by the async
+    loop's `collector`) and learning on them; returns its metrics and the new baselines."""
+    reset_peak_rss()
+    gather = collector or functools.partial(collect, cfg, setup)
+    t0 = time.perf_counter()
+    episodes, rollout_metrics = gather(learner, step, population)
+    sample_s = time.perf_counter() - t0
+    learn_metrics, new_baselines = learn(cfg, learner, episodes, baselines, step)
+    sampled = sum(len(t.completion.tokens) for ep in episodes for t in ep.turns if t.completion)
+    prompt_tokens = sum(len(t.prompt_ids) for ep in episodes for t in ep.turns)
+    total_s = time.perf_counter() - t0
+    metrics: dict[str, float] = {
+        "progress/step": float(step),
+        "progress/done_frac": (step + 1) / cfg.num_steps,
+        "optim/lr": cfg.learning_rate_at(step),
+        "perf/games_per_s": len(episodes) / max(total_s, 1e-9),
+        "perf/sample_tokens_per_s": sampled / max(sample_s, 1e-9),
+        "perf/prompt_tokens_per_s": prompt_tokens / max(sample_s, 1e-9),
+        "perf/train_tokens_per_s": (prompt_tokens + sampled)
+        / max(learn_metrics["time/train"], 1e-9),
+        **episode_metrics(episodes, prefix="train", trained_agent=POLICY),
+        **rollout_metrics,
+        **learn_metrics,
+        "time/sample": sample_s,
+        "time/total": total_s,
+        "perf/peak_rss_mb": window_peak_rss_mb(),  # this step's peak
+    }
+    return metrics, new_baselines, episodes
