@@ -159,6 +159,7 @@ class AsyncCollector:
         self.weights: Any = None
         self.version = -1
         self.failures = self.timeouts = self.games_lost = 0
+        self.gone: set[int] = set()  # actors Ray will not restart again
         self._chunk_metrics: list[dict[str, float]] = []
 
     # ----- the Collector ----------------------------------------------------------------
@@ -204,7 +205,11 @@ class AsyncCollector:
         busy = {f.actor for f in self.flights.values()}
         held = sum(f.games for f in self.flights.values())
         for index, actor in enumerate(self.actors):
-            if index in busy or self.buffer.room() - held < self.games_per_batch:
+            if (
+                index in busy
+                or index in self.gone
+                or self.buffer.room() - held < self.games_per_batch
+            ):
                 continue
             ref = actor.play.remote(
                 self.next_chunk, self.games_per_batch, [self.weights], self.version
@@ -215,28 +220,42 @@ class AsyncCollector:
             self.next_chunk += 1
             held += self.games_per_batch
 
+    def _ping(self, index: int) -> None:
+        """Ask a restarting actor where it is: it gets work again once it answers."""
+        ref = self.actors[index].where.remote()
+        self.flights[ref] = _Flight(index, -1, 0, self.version, time.monotonic())
+
     def _harvest(self) -> None:
         """Wait for at least one batch (or a timeout); buffer what came back whole."""
         if not self.flights:
-            raise RuntimeError("no batch in flight and too few games: the buffer is too small")
+            raise ActorsFailedError(
+                "no actor can play: every actor is gone (restarts used up) or the replay "
+                "buffer holds less than a batch; see the log above"
+            )
         ready, _ = self.ray.wait(list(self.flights), num_returns=1, timeout=self._wait_s())
         if not ready:
             self._abandon_overdue()
             return
+        errors = self.ray.exceptions
         for ref in ready:
             flight = self.flights.pop(ref)
             try:
-                episodes, metrics = self.ray.get(ref)
-            except (
-                self.ray.exceptions.RayActorError,
-                self.ray.exceptions.ActorUnavailableError,
-            ) as err:
-                self._lost(flight, f"actor {flight.actor} died ({type(err).__name__})")
+                result = self.ray.get(ref)
+            except errors.ActorDiedError as err:  # Ray will not restart it again
+                self._lost(flight, f"actor {flight.actor} is gone ({type(err).__name__})")
+                self.gone.add(flight.actor)
                 continue
-            self.buffer.put(
-                [Tagged(ep, _version(ep, flight.version), flight.actor) for ep in episodes]
-            )
-            self._chunk_metrics.append(metrics)
+            except errors.RayActorError as err:  # it died; Ray is restarting it
+                self._lost(flight, f"actor {flight.actor} died ({type(err).__name__})")
+                time.sleep(0.1)
+                self._ping(flight.actor)
+                continue
+            if flight.games:
+                episodes, metrics = result
+                self.buffer.put(
+                    [Tagged(ep, _version(ep, flight.version), flight.actor) for ep in episodes]
+                )
+                self._chunk_metrics.append(metrics)
 
     def _wait_s(self) -> float:
         oldest = min(f.since for f in self.flights.values())
@@ -250,13 +269,16 @@ class AsyncCollector:
                 self.timeouts += 1
                 self.ray.kill(self.actors[flight.actor], no_restart=False)
                 self._lost(flight, f"actor {flight.actor} overran actor_timeout_s")
+                self._ping(flight.actor)
 
     def _lost(self, flight: _Flight, why: str) -> None:
-        self.failures += 1
-        self.games_lost += flight.games
-        self.log(f"{why}: its {flight.games} games in flight are dropped; Ray restarts it")
+        """A batch (or a ping) that will not come back: its games are dropped whole."""
+        if flight.games:
+            self.failures += 1
+            self.games_lost += flight.games
+            self.log(f"{why}: its {flight.games} games in flight are dropped")
         allowed = self.cfg.num_actors * (self.cfg.actor_max_restarts + 1)
-        if self.failures > allowed:
+        if self.failures > allowed or len(self.gone) == len(self.actors):
             raise ActorsFailedError(
                 f"actors failed {self.failures} times (at most {allowed}: num_actors x "
                 f"(actor_max_restarts + 1)); last: {why}. Check the actors' logs (memory, "
