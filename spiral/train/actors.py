@@ -28,7 +28,8 @@ the update, evaluation, checkpoints, stopping) is the same code. Choices:
   and its actor killed and restarted; a run whose actors died more often than they may
   be restarted stops with the reason. An error inside the games (a bug) is raised as is.
 - **Shutdown and resume**: on exit (end, Ctrl-C, crash) the actors are killed and a Ray
-  instance this process started is shut down. Games still in the buffer are dropped, not
+  instance this process started is shut down; if this process is killed outright, a
+  watchdog (`reaper.py`) takes that instance's processes down. Games still in the buffer are dropped, not
   saved: a resumed run starts from the checkpoint's weights and version with an empty
   buffer (checkpoints hold the learner's version).
 - Population play is not wired into the actors yet: refused at start with that reason.
@@ -48,6 +49,7 @@ from spiral.engines.base import Learner
 from spiral.errors import SpiralError
 from spiral.train.config import TrainConfig
 from spiral.train.population import Population
+from spiral.train.reaper import Reaper
 from spiral.train.replay import ReplayBuffer, Tagged, episode_version
 from spiral.train.setup import RunSetup, make_learner_factory
 from spiral.train.step import POLICY, collect
@@ -139,7 +141,10 @@ class AsyncCollector:
             )
         self.buffer = ReplayBuffer(capacity, cfg.replay_buffer_max_staleness)
         self.owns_ray = not self.ray.is_initialized()
+        self.reaper = Reaper()
         if self.owns_ray:
+            if not cfg.ray_address:  # our own local instance: taken down however we end
+                self.reaper.start()
             self.ray.init(
                 address=cfg.ray_address or None,
                 include_dashboard=False,
@@ -242,8 +247,8 @@ class AsyncCollector:
             try:
                 result = self.ray.get(ref)
             except errors.ActorDiedError as err:  # Ray will not restart it again
-                self._lost(flight, f"actor {flight.actor} is gone ({type(err).__name__})")
                 self.gone.add(flight.actor)
+                self._lost(flight, f"actor {flight.actor} is gone ({type(err).__name__})")
                 continue
             except errors.RayActorError as err:  # it died; Ray is restarting it
                 self._lost(flight, f"actor {flight.actor} died ({type(err).__name__})")
@@ -294,6 +299,7 @@ class AsyncCollector:
             self.log(f"{dropped} games left in the replay buffer are dropped (not checkpointed)")
         if self.owns_ray and self.ray.is_initialized():
             self.ray.shutdown()
+        self.reaper.stop()
 
     def __enter__(self) -> AsyncCollector:
         return self

@@ -1,0 +1,156 @@
+"""The async actor-learner as processes: Ctrl-C and a killed driver leave no Ray process
+behind, a hung actor never blocks the learner forever, and actors run on another node
+of a Ray cluster (a head and a worker node on this machine, Ray's own cluster utilities).
+
+Each test starts (and ends) its own Ray instance, so none may run in this process
+beforehand (the other async tests share one in their own module)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from spiral.train.actors import ActorsFailedError, AsyncCollector  # noqa: E402
+from spiral.train.config import parse_config  # noqa: E402
+from spiral.train.reaper import ray_descendants  # noqa: E402
+from spiral.train.setup import build_setup, make_learner_factory  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from spiral.engines.tiny import make_tiny_model
+
+    return make_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+
+
+@pytest.fixture(autouse=True)
+def no_ray_in_this_process() -> None:
+    if ray.is_initialized():
+        ray.shutdown()
+
+
+def _args(model: Path, log_path: Path, *extra: str) -> list[str]:
+    return [
+        f"model_name={model}",
+        "env_ids=TicTacToe-v0",
+        "answer_format=constrained",
+        "batch_size=8",
+        "max_tokens=6",
+        "lora_rank=4",
+        "eval_every=0",
+        "save_every=100",
+        "template=chat",
+        f"log_path={log_path}",
+        "use_async_actor_learner=true",
+        *extra,
+    ]
+
+
+def _alive(noted: dict[int, int]) -> list[int]:
+    alive = []
+    for pid, start in noted.items():
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        if int(stat[stat.rindex(")") + 2 :].split()[19]) == start:
+            alive.append(pid)
+    return alive
+
+
+def _start_training(model: Path, tmp_path: Path) -> tuple[subprocess.Popen[str], dict[int, int]]:
+    """`spiral train` in async mode until its third step, and the Ray processes it runs."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "spiral.cli",
+        "train",
+        *_args(model, tmp_path / "run"),
+        "max_steps=500",
+    ]
+    log = (tmp_path / "out.log").open("w")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 240
+    while "step 3/" not in (tmp_path / "out.log").read_text():
+        assert proc.poll() is None, (tmp_path / "out.log").read_text()[-2000:]
+        assert time.monotonic() < deadline, "training did not reach step 3"
+        time.sleep(0.5)
+    noted = ray_descendants(proc.pid)
+    assert any("RolloutWorker" in Path(f"/proc/{p}/cmdline").read_text() for p in noted)
+    return proc, noted
+
+
+def _gone_within(noted: dict[int, int], seconds: float) -> list[int]:
+    deadline = time.monotonic() + seconds
+    while _alive(noted) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return _alive(noted)
+
+
+def test_ctrl_c_saves_and_leaves_no_ray_process(tiny_model: Path, tmp_path: Path) -> None:
+    proc, noted = _start_training(tiny_model, tmp_path)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=120) == 130
+    assert "stopped by SIGINT: saved" in (tmp_path / "out.log").read_text()
+    assert _gone_within(noted, 20) == []
+
+
+def test_a_killed_driver_leaves_no_ray_process(tiny_model: Path, tmp_path: Path) -> None:
+    proc, noted = _start_training(tiny_model, tmp_path)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    # Ray's agents would outlive it by about a minute; the reaper takes them down.
+    assert _gone_within(noted, 15) == []
+
+
+def test_a_hung_actor_never_blocks_the_learner(tiny_model: Path, tmp_path: Path) -> None:
+    # Every batch overruns a 50 ms timeout; without restarts left the run stops, quickly.
+    cfg = parse_config(
+        [*_args(tiny_model, tmp_path / "run", "actor_timeout_s=0.05", "actor_max_restarts=0")]
+    )
+    learner = make_learner_factory(cfg)()
+    started = time.monotonic()
+    with (
+        pytest.raises(ActorsFailedError, match="actor_timeout_s"),
+        AsyncCollector(cfg, build_setup(cfg), 0, lambda _: None) as collector,
+    ):
+        collector(learner, 0)
+    assert time.monotonic() - started < 120
+    assert collector.timeouts >= 1
+    assert not ray.is_initialized()  # the collector started Ray, so it shut it down
+
+
+def test_actors_run_on_a_worker_node_of_a_cluster(tiny_model: Path, tmp_path: Path) -> None:
+    from ray.cluster_utils import Cluster
+
+    # The head offers no CPU, so the actor (1 CPU) can only be placed on the worker node.
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    worker = cluster.add_node(num_cpus=1)
+    try:
+        cluster.wait_for_nodes()
+        cfg = parse_config(
+            [*_args(tiny_model, tmp_path / "run", f"ray_address={cluster.address}", "max_steps=2")]
+        )
+        learner = make_learner_factory(cfg)()
+        with AsyncCollector(cfg, build_setup(cfg), 0, lambda _: None) as collector:
+            where = ray.get(collector.actors[0].where.remote())
+            episodes, metrics = collector(learner, 0)
+            assert collector.owns_ray  # joined the cluster; leaving it does not stop it
+        assert where["node_id"] == worker.node_id
+        assert where["node_id"] != cluster.head_node.node_id
+        assert len(episodes) == cfg.games_per_step
+        assert metrics["async/policy_version"] == 0
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        cluster.shutdown()
