@@ -83,6 +83,7 @@ class RolloutWorker:
         self.setup = setup
         self.learner = make_learner_factory(self.cfg)()
         self.loaded = False
+        self.finished: float | None = None  # when the last batch ended (idle time)
 
     def play(
         self, chunk: int, games: int, weights: Sequence[Any], version: int
@@ -99,7 +100,14 @@ class RolloutWorker:
         t1 = time.perf_counter()
         episodes, metrics = collect(self.cfg, self.setup, self.learner, chunk, None, games)
         t2 = time.perf_counter()
-        return episodes, {**metrics, "actor/load_s": t1 - t0, "actor/play_s": t2 - t1}
+        idle = t0 - self.finished if self.finished is not None else 0.0
+        self.finished = t2
+        return episodes, {
+            **metrics,
+            "actor/load_s": t1 - t0,
+            "actor/play_s": t2 - t1,
+            "actor/idle_s": idle,  # waiting for this batch since the last one ended
+        }
 
     def where(self) -> dict[str, Any]:
         """This actor's process and Ray node (tests, logs)."""
@@ -108,11 +116,13 @@ class RolloutWorker:
 
 @dataclass
 class _Flight:
+    """A batch of games (or, with games == 0, a ping) sent to an actor."""
+
     actor: int
     chunk: int
     games: int
     version: int
-    since: float
+    started: float | None  # when the actor began it (None: queued behind another)
 
 
 class AsyncCollector:
@@ -133,11 +143,11 @@ class AsyncCollector:
         self.ray = _ray()
         self.cfg, self.log = cfg, log
         self.games_per_batch = math.ceil(cfg.games_per_step / cfg.num_actors)
-        capacity = cfg.replay_buffer_size or 2 * cfg.games_per_step
+        capacity = cfg.replay_buffer_size or cfg.games_per_step
         if capacity < cfg.games_per_step:
             raise SpiralError(
                 f"replay_buffer_size={capacity} holds less than one step's "
-                f"{cfg.games_per_step} games; raise it (0 = two steps' games)"
+                f"{cfg.games_per_step} games; raise it (0 = one step's games)"
             )
         self.buffer = ReplayBuffer(capacity, cfg.replay_buffer_max_staleness)
         self.owns_ray = not self.ray.is_initialized()
@@ -159,8 +169,8 @@ class AsyncCollector:
         )
         threads = max(1, int(cfg.actor_num_cpus))
         self.actors = [remote.remote(cfg, setup, threads) for _ in range(cfg.num_actors)]
-        self.flights: dict[Any, _Flight] = {}
-        self.next_chunk = first_step * cfg.num_actors  # batch indices (seeds) never reused
+        self.flights: dict[Any, _Flight] = {}  # in launch order
+        self.next_chunk = first_step * 1000  # batch indices (seeds) never reused on resume
         self.weights: Any = None
         self.version = -1
         self.failures = self.timeouts = self.games_lost = 0
@@ -176,14 +186,14 @@ class AsyncCollector:
         self._publish(learner)
         need, version = self.cfg.games_per_step, learner.version
         while self.buffer.fresh(version) < need:
-            self._launch_idle()
+            self._launch()
             self._harvest()
         self.buffer.drop_stale(version)
         stats = self.buffer.stats(version)  # before taking: what the learner found
         taken = self.buffer.take(need, version)
         waited = time.perf_counter() - t0
         if self.cfg.replay_buffer_max_staleness > 0:
-            self._launch_idle()  # play on while the learner learns
+            self._launch()  # play on while the learner learns
         ages = [version - t.version for t in taken]
         metrics = {
             **_mean_metrics(self._chunk_metrics),
@@ -195,7 +205,7 @@ class AsyncCollector:
             "async/actor_failures": float(self.failures),
             "async/actor_timeouts": float(self.timeouts),
             "async/games_lost": float(self.games_lost),
-            "async/batches_in_flight": float(len(self.flights)),
+            "async/batches_in_flight": float(sum(1 for f in self.flights.values() if f.games)),
         }
         self._chunk_metrics = []
         return [t.episode for t in taken], metrics
@@ -206,21 +216,24 @@ class AsyncCollector:
             self.weights = self.ray.put(learner.trained_state())
             self.version = learner.version
 
-    def _launch_idle(self) -> None:
-        busy = {f.actor for f in self.flights.values()}
+    def _launch(self) -> None:
+        """Send batches with the newest weights while the buffer has room for their games,
+        each to the actor with the fewest queued (an actor plays its queue in order)."""
         held = sum(f.games for f in self.flights.values())
-        for index, actor in enumerate(self.actors):
-            if (
-                index in busy
-                or index in self.gone
-                or self.buffer.room() - held < self.games_per_batch
-            ):
-                continue
-            ref = actor.play.remote(
+        pinged = {f.actor for f in self.flights.values() if not f.games}
+        ready = [i for i in range(len(self.actors)) if i not in self.gone and i not in pinged]
+        while ready and self.buffer.room() - held >= self.games_per_batch:
+            queued = {i: 0 for i in ready}
+            for f in self.flights.values():
+                if f.actor in queued:
+                    queued[f.actor] += 1
+            index = min(ready, key=lambda i: queued[i])
+            ref = self.actors[index].play.remote(
                 self.next_chunk, self.games_per_batch, [self.weights], self.version
             )
+            started = time.monotonic() if queued[index] == 0 else None
             self.flights[ref] = _Flight(
-                index, self.next_chunk, self.games_per_batch, self.version, time.monotonic()
+                index, self.next_chunk, self.games_per_batch, self.version, started
             )
             self.next_chunk += 1
             held += self.games_per_batch
@@ -243,7 +256,9 @@ class AsyncCollector:
             return
         errors = self.ray.exceptions
         for ref in ready:
-            flight = self.flights.pop(ref)
+            flight = self.flights.pop(ref, None)
+            if flight is None:  # dropped with its actor's queue meanwhile
+                continue
             try:
                 result = self.ray.get(ref)
             except errors.ActorDiedError as err:  # Ray will not restart it again
@@ -255,6 +270,7 @@ class AsyncCollector:
                 time.sleep(0.1)
                 self._ping(flight.actor)
                 continue
+            self._next_in_queue_starts(flight.actor)
             if flight.games:
                 episodes, metrics = result
                 self.buffer.put(
@@ -262,26 +278,42 @@ class AsyncCollector:
                 )
                 self._chunk_metrics.append(metrics)
 
+    def _next_in_queue_starts(self, actor: int) -> None:
+        for flight in self.flights.values():
+            if flight.actor == actor:
+                if flight.started is None:
+                    flight.started = time.monotonic()
+                return
+
     def _wait_s(self) -> float:
-        oldest = min(f.since for f in self.flights.values())
-        return max(0.1, self.cfg.actor_timeout_s - (time.monotonic() - oldest))
+        started = [f.started for f in self.flights.values() if f.started is not None]
+        if not started:
+            return self.cfg.actor_timeout_s
+        return max(0.1, self.cfg.actor_timeout_s - (time.monotonic() - min(started)))
 
     def _abandon_overdue(self) -> None:
         now = time.monotonic()
         for ref, flight in list(self.flights.items()):
-            if now - flight.since >= self.cfg.actor_timeout_s:
-                del self.flights[ref]
+            overdue = (
+                flight.started is not None and now - flight.started >= self.cfg.actor_timeout_s
+            )
+            if overdue and self.flights.pop(ref, None) is not None:
                 self.timeouts += 1
                 self.ray.kill(self.actors[flight.actor], no_restart=False)
                 self._lost(flight, f"actor {flight.actor} overran actor_timeout_s")
                 self._ping(flight.actor)
 
     def _lost(self, flight: _Flight, why: str) -> None:
-        """A batch (or a ping) that will not come back: its games are dropped whole."""
-        if flight.games:
+        """An actor died: every batch it held (in play or queued) is dropped whole and
+        counts once; then the run goes on, or stops when too many deaths were seen."""
+        queue = [ref for ref, f in self.flights.items() if f.actor == flight.actor]
+        games = flight.games + sum(self.flights[ref].games for ref in queue)
+        for ref in queue:
+            del self.flights[ref]
+        if flight.games or games:
             self.failures += 1
-            self.games_lost += flight.games
-            self.log(f"{why}: its {flight.games} games in flight are dropped")
+            self.games_lost += games
+            self.log(f"{why}: its {games} games in flight are dropped")
         allowed = self.cfg.num_actors * (self.cfg.actor_max_restarts + 1)
         if self.failures > allowed or len(self.gone) == len(self.actors):
             raise ActorsFailedError(
