@@ -65,8 +65,16 @@ def _train(model: Path, log_path: Path, steps: int, *extra: str) -> list[dict]:
 def test_no_game_older_than_the_bound_is_trained_on_and_versions_rise(
     tiny_model: Path, tmp_path: Path
 ) -> None:
-    # Two actors make games faster than the learner takes them, so games age in the buffer.
-    rows = _train(tiny_model, tmp_path / "run", 5, "num_actors=2", "replay_buffer_max_staleness=1")
+    # Two actors fill a buffer of three steps' games, so games wait there for two or
+    # three versions: the bound of 1 must drop them rather than train on them.
+    rows = _train(
+        tiny_model,
+        tmp_path / "run",
+        5,
+        "num_actors=2",
+        "replay_buffer_max_staleness=1",
+        "replay_buffer_size=12",
+    )
     assert [r["step"] for r in rows] == [0, 1, 2, 3, 4]
     versions = [r["async/policy_version"] for r in rows]
     assert versions == [0.0, 1.0, 2.0, 3.0, 4.0]  # one optimizer step per step
@@ -75,7 +83,7 @@ def test_no_game_older_than_the_bound_is_trained_on_and_versions_rise(
         ages = {int(k.split("/")[2]) for k in row if k.startswith("train/staleness/")}
         assert ages <= {0, 1}
         assert row["train/assemble/num_datums"] > 0
-    # Versions that played the trained games never go backwards and lag by <= 1.
+    assert rows[-1]["replay_buffer/dropped_stale"] > 0
     assert any(row["async/staleness_max"] == 1 for row in rows[1:])
 
 
