@@ -32,23 +32,31 @@ the update, evaluation, checkpoints, stopping) is the same code. Choices:
   watchdog (`reaper.py`) takes that instance's processes down. Games still in the buffer are dropped, not
   saved: a resumed run starts from the checkpoint's weights and version with an empty
   buffer (checkpoints hold the learner's version).
-- Population play is not wired into the actors yet: refused at start with that reason.
+- **Population play**: every batch carries the learner's pool and league (`to_json`) and
+  refs to each member's folder (put once per member), so all actors hold the same
+  members (loaded as snapshots, dropped when the pool lets them go) and draw a batch's
+  matchups exactly as the sync loop draws a step's; the learner records the games it
+  trains on in its league. Staleness counts the policy's version only (members never
+  change), unlike the original, whose FSP games aged by the older matchup step.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from spiral.engines.base import Learner
 from spiral.errors import SpiralError
+from spiral.evaluation import league as league_lib
 from spiral.train.config import TrainConfig
-from spiral.train.population import Population
+from spiral.train.population import POOL_DIR, SELF, Pool, Population
 from spiral.train.reaper import Reaper
 from spiral.train.replay import ReplayBuffer, Tagged, episode_version
 from spiral.train.setup import RunSetup, make_learner_factory
@@ -84,12 +92,25 @@ class RolloutWorker:
         self.learner = make_learner_factory(self.cfg)()
         self.loaded = False
         self.finished: float | None = None  # when the last batch ended (idle time)
+        # Population play: pool members as the learner's snapshots, fixed members' agents.
+        self.scratch = Path(tempfile.mkdtemp(prefix="spiral-actor-"))
+        self.members: set[str] = set()
+        self.fixed_agents: dict[str, Any] = {}
 
     def play(
-        self, chunk: int, games: int, weights: Sequence[Any], version: int
+        self,
+        chunk: int,
+        games: int,
+        weights: Sequence[Any],
+        version: int,
+        population: dict[str, Any] | None = None,
+        member_files: dict[str, Any] | None = None,
     ) -> tuple[list[Episode], dict[str, float]]:
         """`games` games with seeds from (seed, `chunk`) and the weights of `version`
-        (`weights[0]`: an object ref, or the state itself, fetched only when needed)."""
+        (`weights[0]`: an object ref, or the state itself, fetched only when needed).
+        Population play: `population` is the learner's pool and league (its
+        `to_json()`), `member_files` each member's folder (refs to {file: bytes}), read
+        only for members this actor does not hold yet."""
         t0 = time.perf_counter()
         if not self.loaded or self.learner.version != version:
             state = weights[0]
@@ -97,8 +118,9 @@ class RolloutWorker:
                 state = _ray().get(state)
             self.learner.load_trained_state(state, version)
             self.loaded = True
+        pool = self._population(population, member_files or {})
         t1 = time.perf_counter()
-        episodes, metrics = collect(self.cfg, self.setup, self.learner, chunk, None, games)
+        episodes, metrics = collect(self.cfg, self.setup, self.learner, chunk, pool, games)
         t2 = time.perf_counter()
         idle = t0 - self.finished if self.finished is not None else 0.0
         self.finished = t2
@@ -109,9 +131,46 @@ class RolloutWorker:
             "actor/idle_s": idle,  # waiting for this batch since the last one ended
         }
 
+    def _population(
+        self, state: dict[str, Any] | None, member_files: dict[str, Any]
+    ) -> Population | None:
+        """This actor's copy of the learner's population: the same pool (members loaded
+        from their files, dropped once the pool lets them go) and league, so the batch's
+        matchups are drawn exactly as the sync loop draws them for a step."""
+        if state is None:
+            return None
+        pool = Pool.from_json(state.get("pool", {}))
+        for name in self.members - set(pool.names):
+            self.learner.drop_snapshot(name)
+            self.members.discard(name)
+        for name in pool.names:
+            if name in self.members:
+                continue
+            files = member_files[name]
+            if not isinstance(files, dict):
+                files = _ray().get(files)
+            folder = self.scratch / POOL_DIR / name
+            _write_folder(folder, files)
+            self.learner.load_snapshot(name, folder)
+            self.members.add(name)
+        league = league_lib.from_json(state["league"]) if "league" in state else league_lib.League()
+        return Population(self.cfg, self.scratch, pool, league, self.fixed_agents)
+
     def where(self) -> dict[str, Any]:
         """This actor's process and Ray node (tests, logs)."""
         return {"pid": os.getpid(), "node_id": _ray().get_runtime_context().get_node_id()}
+
+
+def _read_folder(folder: Path) -> dict[str, bytes]:
+    """A pool member's folder as {relative path: bytes}, to travel to other nodes."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def _write_folder(folder: Path, files: dict[str, bytes]) -> None:
+    for rel, data in files.items():
+        path = folder / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
 
 
 @dataclass
@@ -135,11 +194,6 @@ class AsyncCollector:
         first_step: int,
         log: Callable[[str], None] = print,
     ) -> None:
-        if cfg.fsp_enabled:
-            raise SpiralError(
-                "population play (fsp_enabled) does not run in the async actor-learner yet; "
-                "use the sync loop for it (drop use_async_actor_learner)"
-            )
         self.ray = _ray()
         self.cfg, self.log = cfg, log
         self.games_per_batch = math.ceil(cfg.games_per_step / cfg.num_actors)
@@ -176,6 +230,8 @@ class AsyncCollector:
         self.failures = self.timeouts = self.games_lost = 0
         self.gone: set[int] = set()  # actors Ray will not restart again
         self._chunk_metrics: list[dict[str, float]] = []
+        self.population: Population | None = None
+        self.member_refs: dict[str, Any] = {}  # pool member -> ref to its folder's files
 
     # ----- the Collector ----------------------------------------------------------------
     def __call__(
@@ -183,6 +239,7 @@ class AsyncCollector:
     ) -> tuple[list[Episode], dict[str, float]]:
         """A step's games: fresh enough for `learner.version`, oldest first."""
         t0 = time.perf_counter()
+        self.population = population
         self._publish(learner)
         need, version = self.cfg.games_per_step, learner.version
         while self.buffer.fresh(version) < need:
@@ -208,7 +265,11 @@ class AsyncCollector:
             "async/batches_in_flight": float(sum(1 for f in self.flights.values() if f.games)),
         }
         self._chunk_metrics = []
-        return [t.episode for t in taken], metrics
+        episodes = [t.episode for t in taken]
+        if population is not None:  # the league counts the games the learner trains on
+            population.record(episodes)
+            metrics.update(population.metrics(step, [_opponent(ep) for ep in episodes]))
+        return episodes, metrics
 
     # ----- actors -----------------------------------------------------------------------
     def _publish(self, learner: Learner) -> None:
@@ -229,7 +290,7 @@ class AsyncCollector:
                     queued[f.actor] += 1
             index = min(ready, key=lambda i: queued[i])
             ref = self.actors[index].play.remote(
-                self.next_chunk, self.games_per_batch, [self.weights], self.version
+                self.next_chunk, self.games_per_batch, [self.weights], self.version, *self._pool()
             )
             started = time.monotonic() if queued[index] == 0 else None
             self.flights[ref] = _Flight(
@@ -237,6 +298,21 @@ class AsyncCollector:
             )
             self.next_chunk += 1
             held += self.games_per_batch
+
+    def _pool(self) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+        """The population as a batch carries it: pool and league, and refs to the
+        members' files (put in the object store once per member)."""
+        population = self.population
+        if population is None:
+            return None, {}
+        names = population.pool.names
+        for name in set(self.member_refs) - set(names):
+            del self.member_refs[name]
+        for name in names:
+            if name not in self.member_refs:
+                folder = population.run_dir / POOL_DIR / name
+                self.member_refs[name] = self.ray.put(_read_folder(folder))
+        return population.to_json(), {name: self.member_refs[name] for name in names}
 
     def _ping(self, index: int) -> None:
         """Ask a restarting actor where it is: it gets work again once it answers."""
@@ -350,6 +426,12 @@ def _version(episode: Episode, sent: int) -> int:
     policy never moved (a game over before its first turn)."""
     found = episode_version(episode, POLICY)
     return sent if found < 0 else found
+
+
+def _opponent(episode: Episode) -> str:
+    """Whom the policy met in `episode`, as population play names it."""
+    others = [label for label in episode.agents if label != POLICY]
+    return others[0] if others else SELF
 
 
 def _mean_metrics(rows: Sequence[dict[str, float]]) -> dict[str, float]:

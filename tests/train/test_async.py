@@ -147,9 +147,33 @@ def test_resume_starts_the_actors_from_the_checkpoint_version(
     assert rows[2]["async/staleness_max"] == 0
 
 
-def test_population_play_is_refused_with_the_reason(tiny_model: Path, tmp_path: Path) -> None:
-    from spiral.errors import SpiralError
+@pytest.mark.usefixtures("local_ray")
+def test_population_play_runs_in_the_actors(tiny_model: Path, tmp_path: Path) -> None:
+    from spiral.train.population import pool_at
 
-    cfg = parse_config([*async_args(tiny_model, tmp_path / "run", 2), "fsp_enabled=true"])
-    with pytest.raises(SpiralError, match="population play"):
-        AsyncCollector(cfg, build_setup(cfg), 0)
+    run = tmp_path / "run"
+    rows = _train(
+        tiny_model,
+        run,
+        5,
+        "num_actors=2",
+        "fsp_enabled=true",
+        "fsp_update_interval=2",
+        "fsp_pool_size=2",
+        "fsp_fixed_opponents=random",
+        "replay_buffer_max_staleness=2",
+    )
+    assert [r["step"] for r in rows] == [0, 1, 2, 3, 4]
+    for row in rows:  # the learner's pool follows the schedule, as in the sync loop
+        expected = pool_at(int(row["step"]), 0, 2, 2)
+        assert row["fsp/pool_size"] == len(expected.members)
+        assert row["async/staleness_max"] <= 2
+    # The actors met pool members and the fixed member; the league rated them.
+    met = sum(r["fsp/members_met"] for r in rows)
+    assert met > 0 and any(r["fsp/fixed_opponent_ratio"] > 0 for r in rows)
+    assert (run / "league.json").is_file()
+    assert any(k.startswith("league/step_") for k in rows[-1])
+    # Only the policy's turns are trained: a member's sampled turns are skipped.
+    for row in rows:
+        if row["fsp/members_met"] > 0:
+            assert row["train/assemble/num_skipped_turns"] > 0
