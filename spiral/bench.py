@@ -5,6 +5,7 @@
     spiral bench what=selfplay model=embedded hands=512   Kuhn hands/s, by what is shared
     spiral bench what=pool model=embedded hands=256 members=25   population play cost
     spiral bench what=prefix_cache model=embedded games=16   TicTacToe with/without the cache
+    spiral bench what=async preset=embedded-kuhn steps=6   sync loop vs async actor-learner
     spiral bench what=all out=bench.json                  games + engine
 
 Numbers are reported as measured (and as ratios where two are compared, e.g. prefix reuse
@@ -31,11 +32,14 @@ class BenchArgs:
 
     Throughput measured on this machine, in one run (ratios where two things compare)."""
 
-    what: Literal["games", "engine", "selfplay", "pool", "prefix_cache", "all"] = chz.field(
-        default="all",
-        doc="games: random-play games/s; engine: sampling; selfplay: Kuhn hands/s; "
-        "pool: population play's memory and rollout time with `members` adapters; "
-        "prefix_cache: a TicTacToe step sampled with and without the prefix cache",
+    what: Literal["games", "engine", "selfplay", "pool", "prefix_cache", "async", "all"] = (
+        chz.field(
+            default="all",
+            doc="games: random-play games/s; engine: sampling; selfplay: Kuhn hands/s; "
+            "pool: population play's memory and rollout time with `members` adapters; "
+            "prefix_cache: a TicTacToe step sampled with and without the prefix cache; "
+            "async: the sync loop (all threads) vs the async actor-learner (half each)",
+        )
     )
     model: str = chz.field(default="embedded", doc="model for engine and selfplay")
     batch: int = chz.field(default=16, doc="engine: prompts per batch", validator=positive)
@@ -51,6 +55,9 @@ class BenchArgs:
     members: int = chz.field(default=25, doc="pool: adapters in the pool", validator=positive)
     games: int = chz.field(default=16, doc="prefix_cache: TicTacToe games", validator=positive)
     seconds: float = chz.field(default=2.0, doc="games: seconds per game", validator=positive)
+    preset: str = chz.field(default="embedded-kuhn", doc="async: the training preset to run")
+    steps: int = chz.field(default=6, doc="async: timed steps per mode", validator=positive)
+    warmup: int = chz.field(default=2, doc="async: untimed steps first", validator=positive)
     out: str = chz.field(default="", doc="also write the numbers to this JSON file")
 
 
@@ -133,6 +140,20 @@ def bench_prefix_cache(args: BenchArgs) -> dict[str, float]:
     return run_prefix_cache_benchmark(model=args.model, games=args.games)
 
 
+def bench_async(args: BenchArgs) -> dict[str, float]:
+    import os
+
+    from spiral.train.async_benchmark import run_async_benchmark
+
+    return run_async_benchmark(
+        preset=args.preset,
+        model=args.model,
+        steps=args.steps,
+        warmup=args.warmup,
+        threads=os.cpu_count() or 2,
+    )
+
+
 def machine() -> dict[str, Any]:
     import os
 
@@ -175,6 +196,8 @@ def main(argv: Sequence[str]) -> int:
         results.update(bench_pool(args))
     if what == "prefix_cache":
         results.update(bench_prefix_cache(args))
+    if what == "async":
+        results.update(bench_async(args))
     width = max(len(k) for k in results)
     for key, value in results.items():
         shown = _fmt(value)

@@ -102,7 +102,10 @@ def test_every_command_uses_the_front_door(
         (["eval", "checkpoint=base", "answer_format=free"], "expected one of boxed"),
         (["play", "seat=2"], "seat must be 0 or 1"),
         (["export", "checkpoint=x", "out=y", "weights=ema"], "expected one of live, averaged"),
-        (["bench", "what=gpu"], "expected one of games, engine, selfplay, pool, prefix_cache, all"),
+        (
+            ["bench", "what=gpu"],
+            "expected one of games, engine, selfplay, pool, prefix_cache, async, all",
+        ),
         (["bench", "dtypes=float16"], "expected auto, or float32 and/or bfloat16"),
         (["serve", "checkpoint=base", "device=gpu"], "choose auto, cpu, cuda or cuda:N"),
     ],

@@ -231,6 +231,7 @@ class AsyncCollector:
         self.gone: set[int] = set()  # actors Ray will not restart again
         self._chunk_metrics: list[dict[str, float]] = []
         self.population: Population | None = None
+        self.publish_s = 0.0  # the learner's time to hand its new weights over
         self.member_refs: dict[str, Any] = {}  # pool member -> ref to its folder's files
 
     # ----- the Collector ----------------------------------------------------------------
@@ -256,6 +257,7 @@ class AsyncCollector:
             **_mean_metrics(self._chunk_metrics),
             **stats,
             "async/wait_s": waited,
+            "async/publish_s": self.publish_s,
             "async/policy_version": float(version),
             "async/staleness_mean": sum(ages) / len(ages),
             "async/staleness_max": float(max(ages)),
@@ -273,9 +275,11 @@ class AsyncCollector:
 
     # ----- actors -----------------------------------------------------------------------
     def _publish(self, learner: Learner) -> None:
+        t0 = time.perf_counter()
         if learner.version != self.version or self.weights is None:
             self.weights = self.ray.put(learner.trained_state())
             self.version = learner.version
+        self.publish_s = time.perf_counter() - t0
 
     def _launch(self) -> None:
         """Send batches with the newest weights while the buffer has room for their games,

@@ -154,3 +154,22 @@ def test_actors_run_on_a_worker_node_of_a_cluster(tiny_model: Path, tmp_path: Pa
         if ray.is_initialized():
             ray.shutdown()
         cluster.shutdown()
+
+
+def test_the_async_benchmark_reports_both_loops_and_the_model(tiny_model: Path) -> None:
+    from spiral.train.async_benchmark import run_async_benchmark
+
+    tiny = ["batch_size=8", "max_tokens=6", "lora_rank=4", "template=chat"]
+    out = run_async_benchmark(model=str(tiny_model), steps=2, warmup=1, extra=tiny)
+    for mode in ("sync", "async"):
+        assert out[f"async/{mode}/games_per_s"] == pytest.approx(4 / out[f"async/{mode}/step_s"])
+        assert out[f"async/{mode}/trained_tokens_per_s"] > 0
+    assert out["async/async/staleness_mean"] > 0  # the actor played ahead of the learner
+    assert out["async/async_over_sync/games_per_s"] == pytest.approx(
+        out["async/async/games_per_s"] / out["async/sync/games_per_s"]
+    )
+    sample, learn = out["async/sync/sample_s"], out["async/sync/learn_s"]
+    assert out["async/model/own_devices_speedup"] == pytest.approx(
+        (sample + learn) / (max(sample, learn) + out["async/async/publish_s"])
+    )
+    assert not ray.is_initialized()
