@@ -148,6 +148,23 @@ def test_resume_starts_the_actors_from_the_checkpoint_version(
 
 
 @pytest.mark.usefixtures("local_ray")
+def test_full_fine_tuning_sends_every_weight(tiny_model: Path, tmp_path: Path) -> None:
+    cfg = parse_config([*async_args(tiny_model, tmp_path / "run", 2), "lora_rank=0"])
+    learner = make_learner_factory(cfg)()
+    state = learner.trained_state()
+    assert len(state) == sum(1 for _ in learner.model.parameters())  # type: ignore[attr-defined]
+    with AsyncCollector(cfg, build_setup(cfg), 0, lambda _: None) as collector:
+        episodes, _ = collector(learner, 0)
+        learner.version = 7  # as if trained: the next batches must carry version 7
+        collector._publish(learner)
+        collector.buffer.clear()
+        collector.flights.clear()
+        episodes, metrics = collector(learner, 1)
+    assert metrics["async/policy_version"] == 7
+    assert {t.policy_version for ep in episodes for t in ep.turns} == {7}
+
+
+@pytest.mark.usefixtures("local_ray")
 def test_population_play_runs_in_the_actors(tiny_model: Path, tmp_path: Path) -> None:
     from spiral.train.population import pool_at
 
