@@ -29,6 +29,11 @@ Choices:
   flag (`SamplingParams.cancel`), which stops it before the next token and frees the
   lock. On SIGTERM the request in flight gets GRACEFUL_SHUTDOWN_S to finish, then is
   cancelled the same way, and the process exits.
+- Constrained replies: vLLM's structured-output extension for a fixed choice list
+  (`guided_choice`, or `structured_outputs={"choice": [...]}`) restricts the reply to
+  exactly one of the listed strings, the way training constrains answers to the legal
+  moves (the sampler's AnswerConstraint: one choice's tokens, token by token). An outside
+  harness can so keep a served checkpoint to legal moves. `guided_regex` is refused.
 - `api_key_env=NAME`: requests must carry `Authorization: Bearer <value of $NAME>`
   (401 otherwise, in OpenAI's shape); without it the server is open (loopback only).
 """
@@ -61,10 +66,10 @@ from spiral.args import (
     wants_help,
 )
 from spiral.engines.base import Sampler, SamplingCancelled, SamplingParams
-from spiral.prompts.render import encode
+from spiral.prompts.render import encode, prefix_free
 from spiral.prompts.spec import TemplateName
 from spiral.prompts.templates import TEMPLATES
-from spiral.types import Completion
+from spiral.types import AnswerConstraint, Completion
 
 FINISH_REASON = {"eos": "stop", "stop": "stop", "length": "length"}
 DEFAULT_MAX_TOKENS = 256
@@ -128,6 +133,28 @@ class ChatRequest(BaseModel):
     stop: str | list[str] | None = None
     n: int = 1
     seed: int | None = None
+    # vLLM's structured-output extensions for a fixed list of answers (sent with the
+    # openai client's `extra_body`): `guided_choice` (vLLM < 0.10) or
+    # `structured_outputs={"choice": [...]}` (later); the reply is exactly one of them.
+    guided_choice: list[str] | None = None
+    structured_outputs: dict[str, Any] | None = None
+    guided_regex: str | None = None  # refused with a clear message (not supported)
+
+    def choices(self) -> list[str] | None:
+        """The allowed replies, from whichever extension the client used."""
+        if self.guided_choice is not None:
+            return self.guided_choice
+        if self.structured_outputs is not None:
+            unknown = set(self.structured_outputs) - {"choice"}
+            if unknown:
+                raise ValueError(
+                    f"structured_outputs supports only 'choice' here, not {sorted(unknown)}"
+                )
+            found = self.structured_outputs.get("choice")
+            if not isinstance(found, list) or not all(isinstance(c, str) for c in found):
+                raise ValueError("structured_outputs.choice must be a list of strings")
+            return found
+        return None
 
     def sampling_params(self) -> SamplingParams:
         stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop or ())
@@ -227,7 +254,9 @@ def create_app(
         entry = {"id": model_name, "object": "model", "created": created, "owned_by": "spiral"}
         return {"object": "list", "data": [entry]}
 
-    def generate(messages: list[dict[str, str]], params: SamplingParams) -> Any:
+    def generate(
+        messages: list[dict[str, str]], params: SamplingParams, choices: list[str] | None = None
+    ) -> Any:
         """Render, check the context, sample: one request at a time (the tokenizer and
         the model are shared). Runs in a worker thread; raises SamplingCancelled when
         `params.cancel` is set."""
@@ -246,7 +275,15 @@ def create_app(
                     f"{params.max_tokens} that exceeds the model's context of {context} tokens",
                     "messages",
                 )
-            completion = sampler.sample([prompt_ids], params)[0]
+            constraint = None
+            if choices is not None:
+                try:
+                    constraint = choice_constraint(choices, sampler.tokenizer)
+                except ValueError as err:
+                    return _error(400, str(err), "guided_choice")
+                longest = max(len(c) for c in constraint.choices)
+                params = dataclasses.replace(params, max_tokens=max(params.max_tokens, longest))
+            completion = sampler.sample([prompt_ids], params, [constraint])[0]
         for stop in params.stop:  # OpenAI replies end before the stop string
             if stop in completion.text:
                 cut = completion.text[: completion.text.index(stop)]
@@ -258,6 +295,17 @@ def create_app(
         if req.n != 1:
             return _error(400, f"only n=1 is supported, got n={req.n}", "n")
         messages = [{"role": m.role, "content": _text(m.content)} for m in req.messages]
+        if req.guided_regex is not None:
+            return _error(
+                400,
+                "guided_regex is not supported by spiral serve; list the answers with "
+                "guided_choice (or structured_outputs={'choice': [...]}) instead",
+                "guided_regex",
+            )
+        try:
+            choices = req.choices()
+        except ValueError as err:
+            return _error(400, str(err), "structured_outputs")
         cancel = threading.Event()
         params = dataclasses.replace(req.sampling_params(), cancel=cancel)
         if params.max_tokens > max_tokens_limit:
@@ -267,7 +315,7 @@ def create_app(
                 f"{max_tokens_limit} (spiral serve max_tokens_limit=...)",
                 "max_tokens",
             )
-        work = asyncio.ensure_future(asyncio.to_thread(generate, messages, params))
+        work = asyncio.ensure_future(asyncio.to_thread(generate, messages, params, choices))
         try:
             # Watch the client while the worker samples: a disconnect cancels the work
             # (the sampler stops before its next token and the lock is free again).
@@ -284,6 +332,18 @@ def create_app(
             return _error(503, "the server is shutting down", kind="server_error")
 
     return app
+
+
+def choice_constraint(choices: Sequence[str], tokenizer: Any) -> AnswerConstraint:
+    """The answer restriction for a fixed list of replies: each choice's own tokens (as
+    the tokenizer encodes it alone), made prefix-free with the eos token where one
+    choice's tokens begin another's; the sampler then draws exactly one choice."""
+    if not choices:
+        raise ValueError("guided_choice is empty; give at least one allowed reply")
+    if len(set(choices)) != len(choices):
+        raise ValueError("guided_choice lists a reply twice")
+    raw = [tuple(tokenizer.encode(c, add_special_tokens=False)) for c in choices]
+    return AnswerConstraint(choices=prefix_free(raw, tokenizer.eos_token_id, choices))
 
 
 def _text(content: str | list[dict[str, Any]]) -> str:
