@@ -158,15 +158,16 @@ def resolve_source(arg: str, model_name: str = "") -> ModelSource:
     return ModelSource(arg, f"base:{arg}")  # a hub id
 
 
-def load_sampler(source: ModelSource, device: str = "auto", dtype: str = "auto") -> Any:
-    """A TorchSampler over the source's weights (LoRA merged, eval mode)."""
-    from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
-    from spiral.engines.sampler import TorchSampler
+def load_sampler(
+    source: ModelSource, device: str = "auto", dtype: str = "auto", engine: str = "torch"
+) -> Any:
+    """A sampler of `engine` (the engine registry) over the source's weights (LoRA
+    merged, eval mode)."""
+    from spiral.engines import registry
+    from spiral.engines.loading import ModelConfig
 
     cfg = ModelConfig(model=source.model, lora_rank=0, device=device, dtype=dtype)
-    model, tokenizer = load_model_and_tokenizer(cfg)
-    model.eval()
-    return TorchSampler(model, tokenizer, version=source.step)
+    return registry.sampler(engine, cfg, version=source.step)
 
 
 def prompt_specs(
@@ -216,6 +217,7 @@ _KNOWN_PARAMS = frozenset(
         "model_name",
         "device",
         "dtype",
+        "engine",
         "name",
     }
 )
@@ -228,7 +230,7 @@ def make_checkpoint_agent(
 
     params: template, answer_format, system_rules, think_budget, obs_style, temperature,
     max_tokens, top_p (override the checkpoint's config), model_name (for "base"),
-    device, dtype, name. `game_id` is unused: one policy plays every game.
+    device, dtype, engine (a registered engine, default torch), name. `game_id` is unused: one policy plays every game.
     """
     unknown = set(params) - _KNOWN_PARAMS
     if unknown:
@@ -238,7 +240,10 @@ def make_checkpoint_agent(
     source = resolve_source(arg, str(params.get("model_name", "")))
     spec, by_game = prompt_specs(source.config, params)
     sampler = load_sampler(
-        source, str(params.get("device", "auto")), str(params.get("dtype", "auto"))
+        source,
+        str(params.get("device", "auto")),
+        str(params.get("dtype", "auto")),
+        str(params.get("engine", "torch")),
     )
     name = str(params.get("name") or source.name)
     params_ = sampling_params(source.config, params)

@@ -58,6 +58,7 @@ from spiral.args import (
     positive,
 )
 from spiral.args import help_text as command_help
+from spiral.engines.registry import known_engine
 from spiral.evaluation.exploitability import INSTALL_HINT
 from spiral.evaluation.match import CANDIDATE, MatchResult, evaluate, results_metrics, results_table
 from spiral.evaluation.mathbench.data import math_source_problem
@@ -152,6 +153,11 @@ class EvalArgs:
         "instead of the comparison against opponents",
     )
     device: str = chz.field(default="auto", doc="auto | cpu | cuda | cuda:N", validator=device_name)
+    engine: str = chz.field(
+        default="torch",
+        doc="the engine that samples for checkpoint players (spiral.engines.registry)",
+        validator=known_engine,
+    )
     out: str = chz.field(
         default="", doc="JSON report path (default: next to the checkpoint); with run=: a folder"
     )
@@ -203,7 +209,7 @@ def validate(a: EvalArgs) -> None:
 
 def candidate_overrides(a: EvalArgs) -> dict[str, Any]:
     """Keyword params for make_checkpoint_agent from the command line."""
-    out: dict[str, Any] = {"device": a.device}
+    out: dict[str, Any] = {"device": a.device, "engine": a.engine}
     if a.model_name:
         out["model_name"] = a.model_name
     for key in ("template", "answer_format", "temperature", "max_tokens"):
@@ -224,7 +230,7 @@ def build_opponents(
             out[spec] = agents.make(spec, game_id=game_id, seed=seed)
             continue
         if spec not in cache:
-            params: dict[str, Any] = {"device": a.device}
+            params: dict[str, Any] = {"device": a.device, "engine": a.engine}
             if prefix == "api":
                 params = {
                     "base_url": a.api_base_url,

@@ -66,6 +66,7 @@ from spiral.args import (
     wants_help,
 )
 from spiral.engines.base import Sampler, SamplingCancelled, SamplingParams
+from spiral.engines.registry import known_engine
 from spiral.prompts.render import encode, prefix_free
 from spiral.prompts.spec import TemplateName
 from spiral.prompts.templates import TEMPLATES
@@ -97,6 +98,11 @@ class ServeArgs:
         default="chat", doc="chat (the tokenizer's chat template) or a named template's markup"
     )
     device: str = chz.field(default="auto", doc="auto | cpu | cuda | cuda:N", validator=device_name)
+    engine: str = chz.field(
+        default="torch",
+        doc="the engine that samples (spiral.engines.registry)",
+        validator=known_engine,
+    )
     max_tokens_limit: int = chz.field(
         default=MAX_TOKENS_LIMIT,
         doc="the largest max_tokens a request may ask for",
@@ -386,7 +392,7 @@ def main(args: list[str]) -> int:
     from spiral.agents.model_agent import load_sampler, resolve_source
 
     source = resolve_source(values.checkpoint, values.model_name)
-    sampler = load_sampler(source, device=values.device)
+    sampler = load_sampler(source, device=values.device, engine=values.engine)
     name = values.model_name or source.name
     app = create_app(sampler, name, values.template, values.max_tokens_limit, api_key)
     host, port = values.host, values.port

@@ -28,6 +28,7 @@ from spiral.args import (
 )
 from spiral.args import field_docs as command_field_docs
 from spiral.args import help_text as command_help
+from spiral.engines.registry import known_engine
 from spiral.games.registry import known_game_ids
 from spiral.prompts.invalid import InvalidPolicyName
 from spiral.prompts.spec import AnswerFormat, PromptStyle, TemplateName
@@ -51,6 +52,12 @@ class TrainConfig:
     model_name: str = chz.field(
         default="embedded",
         doc="hub id (e.g. Qwen/Qwen3-4B-Base), local folder, or 'embedded' (SmolLM2-135M-Instruct)",
+    )
+    engine: str = chz.field(
+        default="torch",
+        doc="the engine that learns and samples (spiral.engines.registry; torch: "
+        "transformers + PEFT on CPU or CUDA)",
+        validator=known_engine,
     )
     lora_rank: int = chz.field(
         default=32, doc="LoRA rank; 0 = full fine-tuning", validator=non_negative

@@ -1,7 +1,7 @@
 """Turn a TrainConfig into the concrete pieces of a run: prompt spec, invalid-move
 policy, per-game options, the learner, metrics sinks and the in-training evaluation.
 
-This is the only place (with cli.py) that picks concrete engines.
+Engines come from the engine registry (`spiral.engines.registry`), by `cfg.engine`.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def build_setup(cfg: TrainConfig) -> RunSetup:
 
 def make_learner_factory(cfg: TrainConfig) -> Callable[[], Learner]:
     def build() -> Learner:
-        from spiral.engines.learner import TorchLearner
+        from spiral.engines import registry
         from spiral.engines.loading import ModelConfig
 
         model_cfg = ModelConfig(
@@ -93,7 +93,8 @@ def make_learner_factory(cfg: TrainConfig) -> Callable[[], Learner]:
             gradient_checkpointing=cfg.gradient_checkpointing,
             seed=cfg.seed,
         )
-        return TorchLearner(
+        return registry.learner(
+            cfg.engine,
             model_cfg,
             micro_batch_tokens=cfg.micro_batch_tokens,
             max_grad_norm=cfg.max_grad_norm,

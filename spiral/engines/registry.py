@@ -1,0 +1,96 @@
+"""The one place that builds engines: `engine=NAME` picks a backend for the learner and
+for the samplers that serve fixed weights (evaluation opponents, `spiral serve`,
+`checkpoint:PATH` agents). Everything else receives engines as arguments.
+
+An engine is an `Engine`: a name, the pip extra it needs, and two factories,
+
+    learner(ModelConfig, **options) -> Learner     training (options: micro_batch_tokens, ...)
+    sampler(ModelConfig, version)   -> Sampler     sampling from fixed weights, eval mode
+
+`register(Engine(...))` adds one (a new backend is one file plus this call); `learner`,
+`sampler` and `names` are what callers use. A name that is not registered is refused
+with the list of those that are. Registered here: `torch` (the local transformers +
+PEFT engine, CPU and CUDA). vLLM and Tinker backends are not built yet, so they are not
+offered as choices.
+
+Samplers made by a learner (`Learner.sampler()`, over its live weights) are the engine's
+own business and never pass through here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from spiral.engines.base import Learner, Sampler
+from spiral.engines.loading import ModelConfig
+from spiral.errors import UsageError
+
+DEFAULT = "torch"
+
+
+@dataclass(frozen=True)
+class Engine:
+    name: str
+    learner: Callable[..., Learner]
+    sampler: Callable[[ModelConfig, int], Sampler]
+    extra: str = ""  # the pip extra its imports need ("" = the core install)
+
+
+_ENGINES: dict[str, Engine] = {}
+
+
+def register(engine: Engine) -> None:
+    """Make `engine` buildable by name (replaces an engine of the same name)."""
+    _ENGINES[engine.name] = engine
+
+
+def unregister(name: str) -> None:
+    _ENGINES.pop(name, None)
+
+
+def names() -> list[str]:
+    return sorted(_ENGINES)
+
+
+def get(name: str) -> Engine:
+    if name not in _ENGINES:
+        raise UsageError(f"unknown engine {name!r}; registered engines: {', '.join(names())}")
+    return _ENGINES[name]
+
+
+def learner(name: str, model: ModelConfig, **options: Any) -> Learner:
+    """A learner of engine `name` over `model` (options go to its factory)."""
+    return get(name).learner(model, **options)
+
+
+def sampler(name: str, model: ModelConfig, version: int = 0) -> Sampler:
+    """A sampler of engine `name` over the fixed weights `model` names."""
+    return get(name).sampler(model, version)
+
+
+# ---- the local torch engine ----------------------------------------------------------
+
+
+def _torch_learner(model: ModelConfig, **options: Any) -> Learner:
+    from spiral.engines.learner import TorchLearner
+
+    return TorchLearner(model, **options)
+
+
+def _torch_sampler(model: ModelConfig, version: int) -> Sampler:
+    from spiral.engines.loading import load_model_and_tokenizer
+    from spiral.engines.sampler import TorchSampler
+
+    loaded, tokenizer = load_model_and_tokenizer(model)
+    loaded.eval()
+    return TorchSampler(loaded, tokenizer, version=version)
+
+
+register(Engine(DEFAULT, _torch_learner, _torch_sampler))
+
+
+def known_engine(obj: Any, attr: str) -> None:
+    """chz validator for `engine` keys: a registered engine name."""
+    get(getattr(obj, attr))
