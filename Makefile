@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # The CPU wheel of torch 2.13.0 is on local disk on our dev/CI machines; on a GPU box
 # pass e.g. TORCH_SPEC='torch' to take the CUDA build from PyPI.
 TORCH_SPEC ?= torch==2.13.0
-EXTRAS ?= dev,embedded,openspiel,textarena,math,serve,plots,wandb,ray
+EXTRAS ?= dev,embedded,openspiel,textarena,math,serve,plots,wandb,ray,tinker
 TRAIN_ARGS ?=
 
 .PHONY: setup test test-slow lint train bench bench-trl clean

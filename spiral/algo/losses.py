@@ -145,3 +145,10 @@ def get_loss(name: str) -> LossFn:
         return LOSSES[name]
     except KeyError:
         raise KeyError(f"unknown loss {name!r}; choose one of {sorted(LOSSES)}") from None
+
+
+def loss_name(loss_fn: LossFn) -> str | None:
+    """The registered name of `loss_fn` (a loss, or a functools.partial of one), or None:
+    engines that compute the loss remotely (Tinker) send the name, not the function."""
+    fn = getattr(loss_fn, "func", loss_fn)
+    return next((name for name, f in LOSSES.items() if f is fn), None)

@@ -10,8 +10,9 @@ An engine is an `Engine`: a name, the pip extra it needs, and two factories,
 `register(Engine(...))` adds one (a new backend is one file plus this call); `learner`,
 `sampler` and `names` are what callers use. A name that is not registered is refused
 with the list of those that are. Registered here: `torch` (the local transformers +
-PEFT engine, CPU and CUDA). vLLM and Tinker backends are not built yet, so they are not
-offered as choices.
+PEFT engine, CPU and CUDA) and `tinker` (the hosted Tinker API through its SDK,
+`tinker_engine.py`; needs TINKER_API_KEY). A vLLM backend is not built yet, so it is
+not offered as a choice.
 
 Samplers made by a learner (`Learner.sampler()`, over its live weights) are the engine's
 own business and never pass through here.
@@ -89,6 +90,24 @@ def _torch_sampler(model: ModelConfig, version: int) -> Sampler:
 
 
 register(Engine(DEFAULT, _torch_learner, _torch_sampler))
+
+
+# ---- the hosted Tinker API (the tinker extra) ----------------------------------------
+
+
+def _tinker_learner(model: ModelConfig, **options: Any) -> Learner:
+    from spiral.engines.tinker_engine import TinkerLearner
+
+    return TinkerLearner(model, **options)
+
+
+def _tinker_sampler(model: ModelConfig, version: int) -> Sampler:
+    from spiral.engines.tinker_engine import tinker_sampler
+
+    return tinker_sampler(model, version)
+
+
+register(Engine("tinker", _tinker_learner, _tinker_sampler, extra="tinker"))
 
 
 def known_engine(obj: Any, attr: str) -> None:

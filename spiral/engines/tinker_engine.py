@@ -1,0 +1,320 @@
+"""engine=tinker: the Learner and Sampler protocols over the official `tinker` SDK (the
+hosted Tinker API), with the original Tinker port's datum layout and loss names.
+
+    forward_backward(datums, loss)  -> TrainingClient.forward_backward(data, "ppo" | ...)
+    optim_step(lr)                  -> TrainingClient.optim_step(AdamParams(lr, 0.9, 0.95, 1e-8))
+    sampler()                       -> save_weights_for_sampler + a SamplingClient
+    save(path) / load(path)         -> save_state / load_state_with_optimizer (a pointer
+                                       file in the checkpoint folder: the weights stay hosted)
+
+Choices:
+- **The datum** is the original's (spiral-original.md 7.2): `model_input` = prompt +
+  completion without its last token, `target_tokens` shifted by one, `logprobs` the
+  sampler's, `advantages` zero on prompt positions (the mask). Ours multiplies the
+  advantage by mask x weight / normaliser: Tinker sums the loss over tokens and rows, so
+  this gives the torch engine's gradient (normalised by the batch's rows, a merged row
+  counted `weight` times; both losses are linear in the advantage's scale).
+- **Losses** go by name (`importance_sampling`, `ppo`; Tinker clips PPO at 0.2, so another
+  `ppo_clip` is refused). The loss is computed by the service; the diagnostics
+  (ratio_mean, clip_frac, approx_kl, ...) are ours, computed from the log-probs the
+  service returns for the targets.
+- **Not on Tinker** (refused with the reason, never silently dropped): constrained
+  answers (the service samples without our logit masks), entropy/KL regularisers, weight
+  averaging, snapshots for population play and the async loop's weight transfer.
+- `TINKER_API_KEY` must be set; without it building the engine stops with that message.
+  Every service call blocks on its future (`.result()`), so errors surface where they
+  happen.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from spiral.algo.losses import loss_name
+from spiral.algo.regularizers import Regularizer
+from spiral.engines.base import LossFn, Sampler, SamplingParams
+from spiral.engines.loading import ModelConfig
+from spiral.errors import SpiralError
+from spiral.types import AnswerConstraint, Completion, Datum, StopReason
+
+API_KEY_ENV = "TINKER_API_KEY"
+POINTER_FILE = "tinker_state.json"
+PPO_CLIP = 0.2  # fixed by the service
+ADAM = {"beta1": 0.9, "beta2": 0.95, "eps": 1e-8}
+
+
+class TinkerUnsupported(SpiralError, ValueError):
+    """A feature the hosted engine does not offer (use engine=torch for it)."""
+
+
+def _tinker() -> Any:
+    try:
+        import tinker
+    except ImportError as err:
+        raise SpiralError(
+            "engine=tinker needs the Tinker SDK: pip install 'spiral-selfplay[tinker]'"
+        ) from err
+    return tinker
+
+
+def service_client() -> Any:
+    """The SDK's ServiceClient, or a clear stop when no API key is set."""
+    if not os.environ.get(API_KEY_ENV):
+        raise SpiralError(
+            f"engine=tinker needs {API_KEY_ENV} set to your Tinker API key (the hosted "
+            "service trains and samples); or train locally with engine=torch"
+        )
+    return _tinker().ServiceClient()
+
+
+# ---- our nouns <-> the SDK's types ----------------------------------------------------
+
+
+def to_tinker_datum(datum: Datum, scale: float = 1.0) -> Any:
+    """One training row in Tinker's layout (see the module docstring)."""
+    import numpy as np
+
+    types = _tinker().types
+    adv = [a * m * datum.weight * scale for a, m in zip(datum.advantages, datum.mask, strict=True)]
+    return types.Datum(
+        model_input=types.ModelInput.from_ints(list(datum.input_ids)),
+        loss_fn_inputs={
+            "target_tokens": types.TensorData.from_numpy(np.asarray(datum.target_ids, np.int64)),
+            "logprobs": types.TensorData.from_numpy(np.asarray(datum.sampler_logprobs, np.float32)),
+            "advantages": types.TensorData.from_numpy(np.asarray(adv, np.float32)),
+        },
+    )
+
+
+def to_tinker_sampling(params: SamplingParams) -> Any:
+    return _tinker().types.SamplingParams(
+        max_tokens=params.max_tokens,
+        temperature=params.temperature,
+        top_p=params.top_p,
+        stop=list(params.stop) or None,
+        seed=params.seed,
+    )
+
+
+def from_tinker_sequence(sequence: Any, tokenizer: Any) -> Completion:
+    tokens = tuple(int(t) for t in sequence.tokens)
+    logprobs = tuple(float(x) for x in (sequence.logprobs or [0.0] * len(tokens)))
+    eos = tokenizer.eos_token_id
+    reason: StopReason = "length" if sequence.stop_reason == "length" else "stop"
+    if tokens and tokens[-1] == eos:
+        reason = "eos"
+    text = tokenizer.decode(list(tokens), skip_special_tokens=True)
+    return Completion(tokens=tokens, logprobs=logprobs, stop_reason=reason, text=text)
+
+
+# ---- the sampler ---------------------------------------------------------------------
+
+
+class TinkerSampler:
+    """Sampling from a Tinker SamplingClient (weights fixed at its creation)."""
+
+    def __init__(self, client: Any, tokenizer: Any, version: int = 0) -> None:
+        self.client = client
+        self._tokenizer = tokenizer
+        self.version = version
+
+    @property
+    def tokenizer(self) -> Any:
+        return self._tokenizer
+
+    def sample(
+        self,
+        prompts: Sequence[Sequence[int]],
+        params: SamplingParams,
+        constraints: Sequence[AnswerConstraint | None] | None = None,
+    ) -> list[Completion]:
+        if constraints is not None and any(c is not None for c in constraints):
+            raise TinkerUnsupported(
+                "constrained answers need the torch engine (Tinker samples without our "
+                "logit masks); use answer_format=boxed or bracket with engine=tinker"
+            )
+        types = _tinker().types
+        sampling = to_tinker_sampling(params)
+        futures = [
+            self.client.sample(types.ModelInput.from_ints(list(p)), 1, sampling) for p in prompts
+        ]
+        return [from_tinker_sequence(f.result().sequences[0], self.tokenizer) for f in futures]
+
+    def score(
+        self,
+        prompts: Sequence[Sequence[int]],
+        continuations: Sequence[Sequence[int]],
+        temperature: float = 1.0,
+    ) -> list[list[float]]:
+        if temperature > 0 and temperature != 1.0:
+            raise TinkerUnsupported("Tinker scores at temperature 1 only")
+        types = _tinker().types
+        out = []
+        for prompt, cont in zip(prompts, continuations, strict=True):
+            whole = types.ModelInput.from_ints([*prompt, *cont])
+            logprobs = self.client.compute_logprobs(whole).result()
+            out.append([float(x) for x in logprobs[len(prompt) :]])
+        return out
+
+    def counters(self) -> dict[str, float]:
+        return {}
+
+
+# ---- the learner ---------------------------------------------------------------------
+
+
+class TinkerLearner:
+    """LoRA training on the hosted service; the Learner protocol (spiral.engines.base)."""
+
+    def __init__(
+        self,
+        cfg: ModelConfig,
+        service: Any = None,
+        max_grad_norm: float = 1.0,
+        average_decay: float = 0.0,
+        **_local_options: Any,  # micro-batching, prefix cache: the service's business
+    ) -> None:
+        if cfg.lora_rank <= 0:
+            raise TinkerUnsupported("Tinker trains LoRA adapters; set lora_rank > 0")
+        if average_decay > 0:
+            raise TinkerUnsupported("weight averaging (weight_ema_decay) needs engine=torch")
+        self.cfg = cfg
+        self.service = service if service is not None else service_client()
+        self.client = self.service.create_lora_training_client(
+            base_model=cfg.model, rank=cfg.lora_rank, seed=cfg.seed
+        )
+        self.tokenizer = self.client.get_tokenizer()
+        self.max_grad_norm = max_grad_norm
+        self.version = 0
+        self.temperature = 1.0
+
+    def forward_backward(
+        self,
+        datums: Sequence[Datum],
+        loss_fn: LossFn,
+        regularizer: Regularizer | None = None,
+        normaliser: float | None = None,
+    ) -> dict[str, float]:
+        if not datums:
+            raise ValueError("forward_backward got no datums")
+        if regularizer is not None and regularizer.active:
+            raise TinkerUnsupported(
+                "entropy and KL regularisers need engine=torch (set entropy_coef=0 kl_coef=0)"
+            )
+        name = loss_name(loss_fn)
+        if name is None:
+            raise TinkerUnsupported(
+                "Tinker computes registered losses only (importance_sampling, ppo)"
+            )
+        clip = getattr(loss_fn, "keywords", {}).get("clip", PPO_CLIP)
+        if name == "ppo" and clip != PPO_CLIP:
+            raise TinkerUnsupported(f"Tinker clips PPO at {PPO_CLIP}; set ppo_clip={PPO_CLIP}")
+        if normaliser is None:
+            normaliser = sum(d.weight for d in datums)
+        data = [to_tinker_datum(d, 1.0 / normaliser) for d in datums]
+        output = self.client.forward_backward(data, name).result()
+        return self._diagnostics(datums, output, loss_fn)
+
+    def _diagnostics(
+        self, datums: Sequence[Datum], output: Any, loss_fn: LossFn
+    ) -> dict[str, float]:
+        """Our loss's diagnostics over the target log-probs the service returned."""
+        new = torch.tensor([x for out in output.loss_fn_outputs for x in out["logprobs"].tolist()])
+
+        def flat(field: str) -> torch.Tensor:
+            return torch.tensor([v for d in datums for v in getattr(d, field)], dtype=torch.float32)
+
+        weight = torch.tensor([d.weight for d in datums for _ in d.mask], dtype=torch.float32)
+        mask = flat("mask") * weight
+        _, diagnostics = loss_fn(new, flat("sampler_logprobs"), flat("advantages"), mask)
+        metrics = {k: float(v) for k, v in diagnostics.items()}
+        metrics["loss"] = float(output.metrics.get("loss:sum", 0.0))
+        metrics["num_tokens"] = float(mask.sum())
+        return metrics
+
+    def optim_step(self, learning_rate: float) -> dict[str, float]:
+        params = _tinker().types.AdamParams(
+            learning_rate=learning_rate, grad_clip_norm=self.max_grad_norm, **ADAM
+        )
+        output = self.client.optim_step(params).result()
+        self.version += 1
+        metrics = {k: float(v) for k, v in (getattr(output, "metrics", None) or {}).items()}
+        return {**metrics, "lr": learning_rate, "skipped_nonfinite": 0.0}
+
+    def logprobs(self, datums: Sequence[Datum]) -> list[list[float]]:
+        data = [to_tinker_datum(d) for d in datums]
+        output = self.client.forward(data, "cross_entropy").result()
+        return [out["logprobs"].tolist() for out in output.loss_fn_outputs]
+
+    def sampler(self) -> Sampler:
+        client = self.client.save_weights_and_get_sampling_client(name=f"v{self.version:06d}")
+        return TinkerSampler(client, self.tokenizer, self.version)
+
+    def save(self, path: Path) -> None:
+        """The state stays on the service; the folder holds where (and the tokenizer)."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        saved = self.client.save_state(name=f"state-{self.version:06d}").result()
+        pointer = {"path": saved.path, "version": self.version, "base_model": self.cfg.model}
+        (path / POINTER_FILE).write_text(json.dumps(pointer, indent=2), encoding="utf-8")
+        self.tokenizer.save_pretrained(str(path))
+
+    def load(self, path: Path) -> None:
+        pointer = json.loads((Path(path) / POINTER_FILE).read_text(encoding="utf-8"))
+        self.client.load_state_with_optimizer(pointer["path"]).result()
+        self.version = int(pointer["version"])
+
+    # ----- what the hosted engine does not offer ------------------------------------
+    @property
+    def has_average(self) -> bool:
+        return False
+
+    @contextlib.contextmanager
+    def averaged(self) -> Iterator[None]:
+        raise TinkerUnsupported("weight averaging needs engine=torch")
+        yield  # pragma: no cover
+
+    def _unsupported(self, what: str) -> TinkerUnsupported:
+        return TinkerUnsupported(f"{what} is not built for engine=tinker; use engine=torch")
+
+    def trained_state(self) -> dict[str, Any]:
+        raise self._unsupported("the async actor-learner")
+
+    def load_trained_state(self, state: dict[str, Any], version: int) -> None:
+        raise self._unsupported("the async actor-learner")
+
+    def take_snapshot(self, name: str, folder: Path) -> None:
+        raise self._unsupported("population play")
+
+    def load_snapshot(self, name: str, folder: Path) -> None:
+        raise self._unsupported("population play")
+
+    def drop_snapshot(self, name: str) -> None:
+        raise self._unsupported("population play")
+
+    def snapshot_sampler(self, name: str) -> Sampler:
+        raise self._unsupported("population play")
+
+    @property
+    def members_share_model(self) -> bool:
+        return False
+
+    def refresh_magnet(self) -> None:
+        raise self._unsupported("kl_reference=snapshot")
+
+
+def tinker_sampler(cfg: ModelConfig, version: int = 0) -> Sampler:
+    """A sampler over a base model or a saved `tinker://` path (eval, serve, agents)."""
+    service = service_client()
+    if cfg.model.startswith("tinker://"):
+        client = service.create_sampling_client(model_path=cfg.model)
+    else:
+        client = service.create_sampling_client(base_model=cfg.model)
+    return TinkerSampler(client, client.get_tokenizer(), version)

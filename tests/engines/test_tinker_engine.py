@@ -1,0 +1,232 @@
+"""engine=tinker against the SDK's own types, without network: the datum layout, loss
+names, sampling parameters and replies, and the learner's calls (a stand-in for the
+hosted service answers in the SDK's types). A live test runs when TINKER_API_KEY is set."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from pathlib import Path
+from typing import Any, get_args
+
+import pytest
+
+tinker = pytest.importorskip("tinker")
+
+from spiral.algo.losses import LOSSES, get_loss  # noqa: E402
+from spiral.algo.regularizers import Regularizer  # noqa: E402
+from spiral.engines import registry  # noqa: E402
+from spiral.engines.base import SamplingParams  # noqa: E402
+from spiral.engines.loading import ModelConfig  # noqa: E402
+from spiral.engines.tinker_engine import (  # noqa: E402
+    API_KEY_ENV,
+    POINTER_FILE,
+    TinkerLearner,
+    TinkerSampler,
+    TinkerUnsupported,
+    from_tinker_sequence,
+    to_tinker_datum,
+    to_tinker_sampling,
+)
+from spiral.errors import SpiralError  # noqa: E402
+from spiral.types import AnswerConstraint, Datum  # noqa: E402
+
+types = tinker.types
+
+
+def _datum(weight: float = 1.0) -> Datum:
+    return Datum(
+        input_ids=(1, 2, 3, 4),
+        target_ids=(2, 3, 4, 5),
+        sampler_logprobs=(0.0, 0.0, -0.5, -0.25),
+        advantages=(0.0, 0.0, 2.0, 2.0),
+        mask=(0.0, 0.0, 1.0, 0.0),  # the last token forced: not trained
+        weight=weight,
+    )
+
+
+def test_without_a_key_the_engine_says_what_to_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(API_KEY_ENV, raising=False)
+    with pytest.raises(SpiralError, match=f"{API_KEY_ENV} set to your Tinker API key"):
+        registry.learner("tinker", ModelConfig(model="Qwen/Qwen3-4B-Base", lora_rank=8))
+    with pytest.raises(SpiralError, match=API_KEY_ENV):
+        registry.sampler("tinker", ModelConfig(model="Qwen/Qwen3-4B-Base"))
+
+
+def test_datums_take_the_original_ports_layout() -> None:
+    got = to_tinker_datum(_datum(weight=3.0), scale=0.5)
+    assert isinstance(got, types.Datum)
+    assert got.model_input.to_ints() == [1, 2, 3, 4]
+    inputs = got.loss_fn_inputs
+    assert set(inputs) == {"target_tokens", "logprobs", "advantages"}
+    assert inputs["target_tokens"].dtype == "int64" and inputs["target_tokens"].tolist() == [
+        2,
+        3,
+        4,
+        5,
+    ]
+    assert inputs["logprobs"].tolist() == [0.0, 0.0, -0.5, -0.25]
+    # advantage x mask x weight x scale: zeros mask the prompt and the forced token
+    assert inputs["advantages"].tolist() == [0.0, 0.0, 3.0, 0.0]
+
+
+def test_our_losses_are_tinker_losses_and_sampling_params_convert() -> None:
+    assert set(LOSSES) <= set(get_args(types.LossFnType))
+    params = to_tinker_sampling(SamplingParams(max_tokens=7, temperature=0.7, stop=("]",), seed=3))
+    assert isinstance(params, types.SamplingParams)
+    assert (params.max_tokens, params.temperature, params.stop, params.seed) == (7, 0.7, ["]"], 3)
+
+
+class _Tokenizer:
+    eos_token_id = 9
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
+        return " ".join(str(i) for i in ids if not (skip_special_tokens and i == 9))
+
+    def save_pretrained(self, path: str) -> None:
+        (Path(path) / "tokenizer.json").write_text("{}")
+
+
+def _sequence(tokens: list[int], reason: str = "stop") -> Any:
+    return types.SampledSequence(
+        stop_reason=reason,
+        sequence_id="s",
+        _tokens_list=tokens,
+        _logprobs_list=[-0.1] * len(tokens),
+    )
+
+
+def test_sampled_sequences_become_completions() -> None:
+    done = from_tinker_sequence(_sequence([4, 5, 9]), _Tokenizer())
+    assert done.tokens == (4, 5, 9) and done.logprobs == (-0.1, -0.1, -0.1)
+    assert done.stop_reason == "eos" and done.text == "4 5"
+    cut = from_tinker_sequence(_sequence([4, 5], "length"), _Tokenizer())
+    assert cut.stop_reason == "length"
+
+
+class _Future:
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def result(self) -> Any:
+        return self.value
+
+
+class _TrainingClient:
+    """Answers as the service would, in the SDK's types; records the calls."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+
+    def get_tokenizer(self) -> _Tokenizer:
+        return _Tokenizer()
+
+    def forward_backward(self, data: list[Any], loss_fn: str) -> _Future:
+        self.calls.append(("forward_backward", (data, loss_fn)))
+        outputs = [
+            {"logprobs": types.TensorData.from_numpy(d.loss_fn_inputs["logprobs"].to_numpy())}
+            for d in data
+        ]
+        return _Future(
+            types.ForwardBackwardOutput(
+                loss_fn_output_type="TensorData",
+                loss_fn_outputs=outputs,
+                metrics={"loss:sum": -1.5},
+            )
+        )
+
+    def optim_step(self, params: Any) -> _Future:
+        self.calls.append(("optim_step", params))
+        return _Future(types.OptimStepResponse(metrics={}))
+
+    def save_state(self, name: str) -> _Future:
+        self.calls.append(("save_state", name))
+        return _Future(types.SaveWeightsResponse(path=f"tinker://run/{name}"))
+
+    def load_state_with_optimizer(self, path: str) -> _Future:
+        self.calls.append(("load_state_with_optimizer", path))
+        return _Future(None)
+
+
+class _Service:
+    def __init__(self) -> None:
+        self.client = _TrainingClient()
+
+    def create_lora_training_client(self, base_model: str, rank: int, seed: int) -> Any:
+        self.args = (base_model, rank, seed)
+        return self.client
+
+
+def test_the_learner_sends_datums_by_loss_name_and_adam_with_our_betas(tmp_path: Path) -> None:
+    service = _Service()
+    learner = TinkerLearner(
+        ModelConfig(model="Qwen/Qwen3-4B-Base", lora_rank=16, seed=5), service=service
+    )
+    assert service.args == ("Qwen/Qwen3-4B-Base", 16, 5)
+    ppo = functools.partial(get_loss("ppo"), clip=0.2)
+    metrics = learner.forward_backward([_datum(), _datum(weight=3.0)], ppo)
+    ((data, name),) = [args for call, args in service.client.calls if call == "forward_backward"]
+    assert name == "ppo" and all(isinstance(d, types.Datum) for d in data)
+    # normalised by the rows the batch stands for (1 + 3), as the torch learner does
+    assert data[1].loss_fn_inputs["advantages"].tolist()[2] == pytest.approx(2.0 * 3 / 4)
+    assert metrics["loss"] == -1.5 and metrics["num_tokens"] == 4.0
+    assert metrics["ratio_mean"] == pytest.approx(1.0)  # on-policy: the same log-probs
+    learner.optim_step(3e-4)
+    ((_, adam),) = [c for c in service.client.calls if c[0] == "optim_step"]
+    assert isinstance(adam, types.AdamParams)
+    assert (adam.learning_rate, adam.beta1, adam.beta2, adam.eps) == (3e-4, 0.9, 0.95, 1e-8)
+    assert learner.version == 1
+    learner.save(tmp_path / "ckpt")
+    pointer = json.loads((tmp_path / "ckpt" / POINTER_FILE).read_text())
+    assert pointer == {
+        "path": "tinker://run/state-000001",
+        "version": 1,
+        "base_model": "Qwen/Qwen3-4B-Base",
+    }
+    learner.version = 0
+    learner.load(tmp_path / "ckpt")
+    assert learner.version == 1
+    assert ("load_state_with_optimizer", "tinker://run/state-000001") in service.client.calls
+
+
+def test_what_tinker_does_not_offer_is_refused_with_the_reason() -> None:
+    learner = TinkerLearner(ModelConfig(model="m", lora_rank=8), service=_Service())
+    loss = functools.partial(get_loss("importance_sampling"), clip=0.2)
+    with pytest.raises(TinkerUnsupported, match="regularisers need engine=torch"):
+        learner.forward_backward([_datum()], loss, Regularizer(entropy_coef=0.1))
+    with pytest.raises(TinkerUnsupported, match="clips PPO at 0.2"):
+        learner.forward_backward([_datum()], functools.partial(get_loss("ppo"), clip=0.3))
+    with pytest.raises(TinkerUnsupported, match="population play"):
+        learner.take_snapshot("m1", Path("/tmp/x"))
+    with pytest.raises(TinkerUnsupported, match="LoRA"):
+        TinkerLearner(ModelConfig(model="m", lora_rank=0), service=_Service())
+    sampler = TinkerSampler(client=None, tokenizer=_Tokenizer())
+    constraint = AnswerConstraint(choices=((1,), (2,)))
+    with pytest.raises(TinkerUnsupported, match="constrained answers"):
+        sampler.sample([[1, 2]], SamplingParams(), [constraint])
+
+
+@pytest.mark.skipif(
+    not os.environ.get(API_KEY_ENV),
+    reason=f"live Tinker test: set {API_KEY_ENV} (and optionally TINKER_TEST_MODEL) to run it",
+)
+def test_live_service_trains_a_step_and_samples() -> None:  # pragma: no cover - needs a key
+    model = os.environ.get("TINKER_TEST_MODEL", "Qwen/Qwen3-4B-Instruct-2507")
+    learner = registry.learner("tinker", ModelConfig(model=model, lora_rank=8))
+    prompt = learner.tokenizer.encode("Say [4].", add_special_tokens=False)
+    sampler = learner.sampler()
+    done = sampler.sample([prompt], SamplingParams(max_tokens=4, seed=0))[0]
+    assert done.tokens and len(done.logprobs) == len(done.tokens)
+    n = len(prompt) - 1
+    row = Datum(
+        input_ids=tuple(prompt) + done.tokens[:-1],
+        target_ids=tuple(prompt[1:]) + done.tokens,
+        sampler_logprobs=(0.0,) * n + done.logprobs,
+        advantages=(0.0,) * n + (1.0,) * len(done.tokens),
+        mask=(0.0,) * n + (1.0,) * len(done.tokens),
+    )
+    metrics = learner.forward_backward([row], functools.partial(get_loss("ppo"), clip=0.2))
+    assert abs(metrics["ratio_mean"] - 1.0) < 0.05
+    learner.optim_step(1e-5)
+    assert learner.version == 1
