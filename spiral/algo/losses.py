@@ -27,7 +27,7 @@ batch), `new_logp_T` carries gradients and the others do not. Choices made here:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -152,3 +152,25 @@ def loss_name(loss_fn: LossFn) -> str | None:
     engines that compute the loss remotely (Tinker) send the name, not the function."""
     fn = getattr(loss_fn, "func", loss_fn)
     return next((name for name, f in LOSSES.items() if f is fn), None)
+
+
+_SUMMED = ("loss", "num_tokens")
+_EXTREMES = {"ratio_min": min, "ratio_max": max}
+
+
+def combine_diagnostics(parts: Sequence[dict[str, float]]) -> dict[str, float]:
+    """The diagnostics of one gradient computed in several calls (per staleness, per
+    rank) as if it were one: `loss` and `num_tokens` summed, `ratio_min` / `ratio_max`
+    the extremes, every other key the mean weighted by each part's `num_tokens`."""
+    tokens = [p.get("num_tokens", 0.0) for p in parts]
+    total = sum(tokens)
+    out: dict[str, float] = {}
+    for key in sorted({k for p in parts for k in p}):
+        values = [(p[key], t) for p, t in zip(parts, tokens, strict=True) if key in p]
+        if key in _SUMMED:
+            out[key] = sum(v for v, _ in values)
+        elif key in _EXTREMES:
+            out[key] = _EXTREMES[key](v for v, _ in values)
+        else:
+            out[key] = sum(v * t for v, t in values) / total if total > 0 else 0.0
+    return out

@@ -24,12 +24,10 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from spiral.algo.losses import combine_diagnostics
 from spiral.algo.regularizers import Regularizer
 from spiral.engines.base import LossFn
 from spiral.types import Datum
-
-_EXTREMES = {"ratio_min": min, "ratio_max": max}
-_SUMMED = ("loss", "num_tokens")
 
 
 def init_from_env(backend: str | None = None) -> tuple[int, int]:
@@ -86,18 +84,7 @@ class DataParallelLearner:
         return self.inner.optim_step(learning_rate)
 
     def _combine(self, local: dict[str, float]) -> dict[str, float]:
-        """The ranks' diagnostics as one learner's (token-weighted, see the docstring)."""
+        """The ranks' diagnostics as one learner's (`combine_diagnostics`)."""
         gathered: list[dict[str, float]] = [{} for _ in range(self.world)]
         dist.all_gather_object(gathered, local, group=self.group)
-        tokens = [m.get("num_tokens", 0.0) for m in gathered]
-        total = sum(tokens)
-        out: dict[str, float] = {}
-        for key in sorted({k for m in gathered for k in m}):
-            values = [(m[key], t) for m, t in zip(gathered, tokens, strict=True) if key in m]
-            if key in _SUMMED:
-                out[key] = sum(v for v, _ in values)
-            elif key in _EXTREMES:
-                out[key] = _EXTREMES[key](v for v, _ in values)
-            else:
-                out[key] = sum(v * t for v, t in values) / total if total > 0 else 0.0
-        return out
+        return combine_diagnostics(gathered)

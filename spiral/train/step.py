@@ -19,7 +19,7 @@ from spiral import games
 from spiral.agents.base import Agent
 from spiral.agents.llm_policy import LLMPolicy
 from spiral.algo.assemble import assemble
-from spiral.algo.losses import get_loss
+from spiral.algo.losses import combine_diagnostics, get_loss
 from spiral.algo.merge import center_by_prompt, merge_identical, split_minibatches
 from spiral.algo.rae import Baselines, rae_advantages
 from spiral.algo.regularizers import Regularizer
@@ -202,19 +202,7 @@ def forward_backward_by_staleness(
         age: learner.forward_backward(rows, loss_fn, reg, normaliser)
         for age, rows in groups.items()
     }
-    tokens = {age: m.get("num_tokens", 0.0) for age, m in parts.items()}
-    total_tokens = sum(tokens.values())
-    merged: dict[str, float] = {}
-    for key in sorted({k for m in parts.values() for k in m}):
-        values = [(m[key], tokens[age]) for age, m in parts.items() if key in m]
-        if key in ("loss", "num_tokens"):
-            merged[key] = sum(v for v, _ in values)
-        elif key == "ratio_min":
-            merged[key] = min(v for v, _ in values)
-        elif key == "ratio_max":
-            merged[key] = max(v for v, _ in values)
-        else:
-            merged[key] = sum(v * t for v, t in values) / max(total_tokens, 1e-12)
+    merged = combine_diagnostics(list(parts.values()))
     for age, metrics in parts.items():
         merged.update(_staleness_keys(age, metrics))
     return merged

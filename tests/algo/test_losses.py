@@ -135,3 +135,21 @@ def test_shape_mismatch_and_unknown_name_fail_loudly() -> None:
         get_loss("grpo")
     with pytest.raises(ValueError, match="clip"):
         ppo_loss(torch.zeros(1), torch.zeros(1), torch.zeros(1), torch.ones(1), clip=1.5)
+
+
+def test_combined_diagnostics_by_hand() -> None:
+    from spiral.algo.losses import combine_diagnostics
+
+    parts = [
+        {"loss": 1.0, "num_tokens": 3.0, "ratio_mean": 1.0, "ratio_min": 0.9, "ratio_max": 1.1},
+        {"loss": -0.5, "num_tokens": 1.0, "ratio_mean": 2.0, "ratio_min": 0.5, "ratio_max": 3.0},
+    ]
+    got = combine_diagnostics(parts)
+    assert got == {
+        "loss": 0.5,
+        "num_tokens": 4.0,
+        "ratio_mean": (3 * 1.0 + 1 * 2.0) / 4,
+        "ratio_min": 0.5,
+        "ratio_max": 3.0,
+    }
+    assert combine_diagnostics([]) == {}
