@@ -243,10 +243,12 @@ class AsyncCollector:
         self.population = population
         self._publish(learner)
         need, version = self.cfg.games_per_step, learner.version
-        while self.buffer.fresh(version) < need:
+        while True:
+            self.buffer.drop_stale(version)  # stale games never hold the room fresh ones need
+            if len(self.buffer) >= need:
+                break
             self._launch()
             self._harvest()
-        self.buffer.drop_stale(version)
         stats = self.buffer.stats(version)  # before taking: what the learner found
         taken = self.buffer.take(need, version)
         waited = time.perf_counter() - t0
