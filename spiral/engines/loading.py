@@ -20,6 +20,8 @@ so this is safe).
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import os
 from dataclasses import dataclass
@@ -239,3 +241,17 @@ def load_model_and_tokenizer(cfg: ModelConfig) -> tuple[Any, Any]:
         model.enable_input_require_grads()  # checkpointed blocks need a grad-carrying input
     model.train()
     return model, tokenizer
+
+
+@functools.cache
+def _cache_keyword_of(model_class: Any) -> str:
+    params = inspect.signature(model_class.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def cache_kwarg(model: Any, cache: Any) -> dict[str, Any]:
+    """The KV cache as the model's forward wants it: `cache=` (transformers >= 5.2x;
+    `past_key_values=` is deprecated there and goes in 5.40) or `past_key_values=`
+    (earlier releases), read from the forward's signature (PEFT wrappers looked through)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return {_cache_keyword_of(type(base)): cache}

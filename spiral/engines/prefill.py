@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from spiral.engines.kv_cache import PrefixCache
+from spiral.engines.loading import cache_kwarg
 
 
 def common_prefix_len(seqs: Sequence[Sequence[int]]) -> int:
@@ -75,7 +76,13 @@ def prefill(
         copies = max(1, len(distinct))
         ids_AP = torch.tensor([list(seqs[0][:prefix])] * copies, device=device)
         names = {"adapter_names": distinct} if distinct else {}
-        model(input_ids=ids_AP, past_key_values=cache, use_cache=True, logits_to_keep=1, **names)
+        model(
+            input_ids=ids_AP,
+            use_cache=True,
+            logits_to_keep=1,
+            **cache_kwarg(model, cache),
+            **names,
+        )
         if adapters is None:
             cache.batch_repeat_interleave(rows)
         else:
@@ -245,7 +252,7 @@ def prefill_grouped(
     computed = 0
     if prefix_len > 0:
         ids_1P = torch.tensor([list(seqs[0][:prefix_len])], device=device)
-        model(input_ids=ids_1P, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        model(input_ids=ids_1P, use_cache=True, logits_to_keep=1, **cache_kwarg(model, cache))
         cache.batch_repeat_interleave(len(stems))
         computed += prefix_len
     mask_GK = torch.ones((len(stems), prefix_len), dtype=torch.long)
@@ -283,8 +290,8 @@ def _extend(
         input_ids=ids.to(device),
         attention_mask=mask.to(device),
         position_ids=pos.to(device),
-        past_key_values=cache,
         use_cache=True,
+        **cache_kwarg(model, cache),
         **kwargs,
     )
 

@@ -71,6 +71,7 @@ import torch
 from spiral.engines.base import SamplingCancelled, SamplingParams
 from spiral.engines.constrained import ConstrainedRow
 from spiral.engines.kv_cache import PrefixCache
+from spiral.engines.loading import cache_kwarg
 from spiral.engines.prefill import prefill, prefill_cached, supports_prefix_cache
 from spiral.engines.snapshots import TRAINED, SnapshotError, active_adapter
 from spiral.errors import SpiralError
@@ -455,8 +456,8 @@ class TorchSampler:
                 input_ids=ids_B1,
                 attention_mask=mask_BK,
                 position_ids=pos_B.unsqueeze(1),
-                past_key_values=cache,
                 use_cache=True,
+                **cache_kwarg(self.model, cache),
                 **mixing,
             )
             pos_B = pos_B + 1
