@@ -253,5 +253,6 @@ def cache_kwarg(model: Any, cache: Any) -> dict[str, Any]:
     """The KV cache as the model's forward wants it: `cache=` (transformers >= 5.2x;
     `past_key_values=` is deprecated there and goes in 5.40) or `past_key_values=`
     (earlier releases), read from the forward's signature (PEFT wrappers looked through)."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return {_cache_keyword_of(type(base)): cache}
+    base: Any = model.get_base_model() if hasattr(model, "get_base_model") else model
+    model_class: Any = type(base)
+    return {_cache_keyword_of(model_class): cache}
