@@ -111,3 +111,25 @@ def test_the_output_head_gets_a_contiguous_input(tiny_llama: Path, lora_rank: in
         full = model(input_ids=ids_BS).logits
     assert seen == [True, True]
     torch.testing.assert_close(last[:, 0], full[:, -1])
+
+
+@pytest.mark.parametrize("lora_rank", [0, 4])
+def test_the_kv_cache_goes_by_the_name_the_forward_takes(tiny_llama: Path, lora_rank: int) -> None:
+    import inspect
+    import warnings
+
+    from transformers import DynamicCache
+
+    from spiral.engines.loading import cache_kwarg
+
+    model, _ = load_model_and_tokenizer(ModelConfig(model=str(tiny_llama), lora_rank=lora_rank))
+    base = model.get_base_model() if lora_rank else model
+    cache = DynamicCache()
+    (name,) = cache_kwarg(model, cache)
+    assert name in inspect.signature(type(base).forward).parameters
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)  # no deprecated keyword
+        out = model(
+            input_ids=torch.tensor([[1, 2, 3]]), use_cache=True, **cache_kwarg(model, cache)
+        )
+    assert out.logits.shape[:2] == (1, 3) and cache.get_seq_length() == 3
