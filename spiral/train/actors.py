@@ -92,8 +92,9 @@ class RolloutWorker:
         self.learner = make_learner_factory(self.cfg)()
         self.loaded = False
         self.finished: float | None = None  # when the last batch ended (idle time)
-        # Population play: pool members as the learner's snapshots, fixed members' agents.
-        self.scratch = Path(tempfile.mkdtemp(prefix="spiral-actor-"))
+        # Population play: pool members as the learner's snapshots (their files in a
+        # scratch folder, made when the first member arrives), fixed members' agents.
+        self.scratch: Path | None = None
         self.members: set[str] = set()
         self.fixed_agents: dict[str, Any] = {}
 
@@ -139,6 +140,8 @@ class RolloutWorker:
         matchups are drawn exactly as the sync loop draws them for a step."""
         if state is None:
             return None
+        if self.scratch is None:
+            self.scratch = Path(tempfile.mkdtemp(prefix="spiral-actor-"))
         pool = Pool.from_json(state.get("pool", {}))
         for name in self.members - set(pool.names):
             self.learner.drop_snapshot(name)
