@@ -1,74 +1,31 @@
-"""The asynchronous actor-learner on Ray (`use_async_actor_learner=true`).
+"""The actors of the asynchronous actor-learner: Ray actors that play batches of games.
 
-    actors (Ray, each its own model copy):  collect(batch k, newest weights they hold)
-        -> episodes tagged with the policy version that played them
-    learner (this process):  replay buffer -> drop games older than max_staleness
-        -> learn (the sync loop's function) -> publish the new weights -> ...
-
-`AsyncCollector` is a `Collector` (spiral/train/step.py): the loop asks it for a step's
-games exactly where the sync loop plays them, so everything else (RAE, assembling,
-the update, evaluation, checkpoints, stopping) is the same code. Choices:
-
-- **The learner drives, actors never idle.** Each actor has at most one batch of games
-  in flight (`RolloutWorker.play`); whenever one comes back the learner puts it in the
-  buffer and hands that actor its next batch with the newest weights at once, also while
-  it learns. A batch is `ceil(games_per_step / num_actors)` games, so one round of the
-  actors is one step's games. Actors take new weights between batches, never mid-game.
-- **Weights travel through Ray's object store**, put once per version: with LoRA only the
-  adapter (`Learner.trained_state`), with full fine-tuning every weight. An actor fetches
-  them only when its version is behind.
-- **Staleness**: a game trained at learner version V was played by version >= V -
-  `replay_buffer_max_staleness`; older games are dropped (`ReplayBuffer`). The
-  importance ratio corrects the rest (`ppo` clips it); its statistics per staleness are
-  metrics (`staleness/<k>/...`, spiral/train/step.py). With max_staleness 0 actors get no
-  work while the learner learns (their games would be stale on arrival).
-- **Faults**: an actor that dies loses its batch in flight (dropped whole, never half
-  counted: a batch is returned whole or not at all) and Ray restarts it
-  (`actor_max_restarts`); a batch that takes longer than `actor_timeout_s` is abandoned
-  and its actor killed and restarted; a run whose actors died more often than they may
-  be restarted stops with the reason. An error inside the games (a bug) is raised as is.
-- **Shutdown and resume**: on exit (end, Ctrl-C, crash) the actors are killed and a Ray
-  instance this process started is shut down; if this process is killed outright, a
-  watchdog (`reaper.py`) takes that instance's processes down. Games still in the buffer are dropped, not
-  saved: a resumed run starts from the checkpoint's weights and version with an empty
-  buffer (checkpoints hold the learner's version).
-- **Population play**: every batch carries the learner's pool and league (`to_json`) and
-  refs to each member's folder (put once per member), so all actors hold the same
-  members (loaded as snapshots, dropped when the pool lets them go) and draw a batch's
-  matchups exactly as the sync loop draws a step's; the learner records the games it
-  trains on in its league. Staleness counts the policy's version only (members never
-  change), unlike the original, whose FSP games aged by the older matchup step.
+`RolloutWorker` is a plain class (Ray wraps it, tests may run it in-process): a model copy
+that loads the weights it is sent (only when its version is behind), keeps a copy of the
+learner's population for population play (members loaded from the files each batch
+refers to, dropped when the pool drops them) and plays a batch with the sync loop's
+`collect`. The learner's side, and the design, are in `async_collector.py`.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import tempfile
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
-from spiral.engines.base import Learner
 from spiral.errors import SpiralError
 from spiral.evaluation import league as league_lib
 from spiral.train.config import TrainConfig
-from spiral.train.population import POOL_DIR, SELF, Pool, Population
-from spiral.train.reaper import Reaper
-from spiral.train.replay import ReplayBuffer, Tagged, episode_version
+from spiral.train.population import POOL_DIR, Pool, Population
 from spiral.train.setup import RunSetup, make_learner_factory
-from spiral.train.step import POLICY, collect
+from spiral.train.step import collect
 from spiral.types import Episode
 
 
-class ActorsFailedError(SpiralError, RuntimeError):
-    """The actors died (or hung) more often than they may be restarted."""
-
-
-def _ray() -> Any:
+def ray_module() -> Any:
     try:
         import ray
     except ImportError as err:
@@ -116,7 +73,7 @@ class RolloutWorker:
         if not self.loaded or self.learner.version != version:
             state = weights[0]
             if not isinstance(state, dict):
-                state = _ray().get(state)
+                state = ray_module().get(state)
             self.learner.load_trained_state(state, version)
             self.loaded = True
         pool = self._population(population, member_files or {})
@@ -151,7 +108,7 @@ class RolloutWorker:
                 continue
             files = member_files[name]
             if not isinstance(files, dict):
-                files = _ray().get(files)
+                files = ray_module().get(files)
             folder = self.scratch / POOL_DIR / name
             _write_folder(folder, files)
             self.learner.load_snapshot(name, folder)
@@ -161,10 +118,10 @@ class RolloutWorker:
 
     def where(self) -> dict[str, Any]:
         """This actor's process and Ray node (tests, logs)."""
-        return {"pid": os.getpid(), "node_id": _ray().get_runtime_context().get_node_id()}
+        return {"pid": os.getpid(), "node_id": ray_module().get_runtime_context().get_node_id()}
 
 
-def _read_folder(folder: Path) -> dict[str, bytes]:
+def read_folder(folder: Path) -> dict[str, bytes]:
     """A pool member's folder as {relative path: bytes}, to travel to other nodes."""
     return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
 
@@ -174,279 +131,3 @@ def _write_folder(folder: Path, files: dict[str, bytes]) -> None:
         path = folder / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
-
-
-@dataclass
-class _Flight:
-    """A batch of games (or, with games == 0, a ping) sent to an actor."""
-
-    actor: int
-    chunk: int
-    games: int
-    version: int
-    started: float | None  # when the actor began it (None: queued behind another)
-
-
-class AsyncCollector:
-    """A `Collector` whose games come from Ray actors through a replay buffer."""
-
-    def __init__(
-        self,
-        cfg: TrainConfig,
-        setup: RunSetup,
-        first_step: int,
-        log: Callable[[str], None] = print,
-    ) -> None:
-        self.ray = _ray()
-        self.cfg, self.log = cfg, log
-        self.games_per_batch = math.ceil(cfg.games_per_step / cfg.num_actors)
-        capacity = cfg.replay_buffer_size or cfg.games_per_step
-        if capacity < cfg.games_per_step:
-            raise SpiralError(
-                f"replay_buffer_size={capacity} holds less than one step's "
-                f"{cfg.games_per_step} games; raise it (0 = one step's games)"
-            )
-        self.buffer = ReplayBuffer(capacity, cfg.replay_buffer_max_staleness)
-        self.owns_ray = not self.ray.is_initialized()
-        self.reaper = Reaper()
-        if self.owns_ray:
-            if not cfg.ray_address:  # our own local instance: taken down however we end
-                self.reaper.start()
-            self.ray.init(
-                address=cfg.ray_address or None,
-                include_dashboard=False,
-                configure_logging=False,
-                log_to_driver=True,
-            )
-        remote = self.ray.remote(RolloutWorker).options(
-            num_cpus=cfg.actor_num_cpus,
-            num_gpus=cfg.actor_num_gpus,
-            max_restarts=cfg.actor_max_restarts,
-            max_task_retries=0,
-        )
-        threads = max(1, int(cfg.actor_num_cpus))
-        self.actors = [remote.remote(cfg, setup, threads) for _ in range(cfg.num_actors)]
-        self.flights: dict[Any, _Flight] = {}  # in launch order
-        self.next_chunk = first_step * 1000  # batch indices (seeds) never reused on resume
-        self.weights: Any = None
-        self.version = -1
-        self.failures = self.timeouts = self.games_lost = 0
-        self.gone: set[int] = set()  # actors Ray will not restart again
-        self._chunk_metrics: list[dict[str, float]] = []
-        self.population: Population | None = None
-        self.publish_s = 0.0  # the learner's time to hand its new weights over
-        self.member_refs: dict[str, Any] = {}  # pool member -> ref to its folder's files
-
-    # ----- the Collector ----------------------------------------------------------------
-    def __call__(
-        self, learner: Learner, step: int, population: Population | None = None
-    ) -> tuple[list[Episode], dict[str, float]]:
-        """A step's games: fresh enough for `learner.version`, oldest first."""
-        t0 = time.perf_counter()
-        self.population = population
-        self._publish(learner)
-        need, version = self.cfg.games_per_step, learner.version
-        while True:
-            self.buffer.drop_stale(version)  # stale games never hold the room fresh ones need
-            if len(self.buffer) >= need:
-                break
-            self._launch()
-            self._harvest()
-        stats = self.buffer.stats(version)  # before taking: what the learner found
-        taken = self.buffer.take(need, version)
-        waited = time.perf_counter() - t0
-        if self.cfg.replay_buffer_max_staleness > 0:
-            self._launch()  # play on while the learner learns
-        ages = [version - t.version for t in taken]
-        metrics = {
-            **_mean_metrics(self._chunk_metrics),
-            **stats,
-            "async/wait_s": waited,
-            "async/publish_s": self.publish_s,
-            "async/policy_version": float(version),
-            "async/staleness_mean": sum(ages) / len(ages),
-            "async/staleness_max": float(max(ages)),
-            "async/actor_failures": float(self.failures),
-            "async/actor_timeouts": float(self.timeouts),
-            "async/games_lost": float(self.games_lost),
-            "async/batches_in_flight": float(sum(1 for f in self.flights.values() if f.games)),
-        }
-        self._chunk_metrics = []
-        episodes = [t.episode for t in taken]
-        if population is not None:  # the league counts the games the learner trains on
-            population.record(episodes)
-            metrics.update(population.metrics(step, [_opponent(ep) for ep in episodes]))
-        return episodes, metrics
-
-    # ----- actors -----------------------------------------------------------------------
-    def _publish(self, learner: Learner) -> None:
-        t0 = time.perf_counter()
-        if learner.version != self.version or self.weights is None:
-            self.weights = self.ray.put(learner.trained_state())
-            self.version = learner.version
-        self.publish_s = time.perf_counter() - t0
-
-    def _launch(self) -> None:
-        """Send batches with the newest weights while the buffer has room for their games,
-        each to the actor with the fewest queued (an actor plays its queue in order)."""
-        held = sum(f.games for f in self.flights.values())
-        pinged = {f.actor for f in self.flights.values() if not f.games}
-        ready = [i for i in range(len(self.actors)) if i not in self.gone and i not in pinged]
-        while ready and self.buffer.room() - held >= self.games_per_batch:
-            queued = {i: 0 for i in ready}
-            for f in self.flights.values():
-                if f.actor in queued:
-                    queued[f.actor] += 1
-            index = min(ready, key=lambda i: queued[i])
-            ref = self.actors[index].play.remote(
-                self.next_chunk, self.games_per_batch, [self.weights], self.version, *self._pool()
-            )
-            started = time.monotonic() if queued[index] == 0 else None
-            self.flights[ref] = _Flight(
-                index, self.next_chunk, self.games_per_batch, self.version, started
-            )
-            self.next_chunk += 1
-            held += self.games_per_batch
-
-    def _pool(self) -> tuple[dict[str, Any] | None, dict[str, Any]]:
-        """The population as a batch carries it: pool and league, and refs to the
-        members' files (put in the object store once per member)."""
-        population = self.population
-        if population is None:
-            return None, {}
-        names = population.pool.names
-        for name in set(self.member_refs) - set(names):
-            del self.member_refs[name]
-        for name in names:
-            if name not in self.member_refs:
-                folder = population.run_dir / POOL_DIR / name
-                self.member_refs[name] = self.ray.put(_read_folder(folder))
-        return population.to_json(), {name: self.member_refs[name] for name in names}
-
-    def _ping(self, index: int) -> None:
-        """Ask a restarting actor where it is: it gets work again once it answers."""
-        ref = self.actors[index].where.remote()
-        self.flights[ref] = _Flight(index, -1, 0, self.version, time.monotonic())
-
-    def _harvest(self) -> None:
-        """Wait for at least one batch (or a timeout); buffer what came back whole."""
-        if not self.flights:
-            raise ActorsFailedError(
-                "no actor can play: every actor is gone (restarts used up) or the replay "
-                "buffer holds less than a batch; see the log above"
-            )
-        ready, _ = self.ray.wait(list(self.flights), num_returns=1, timeout=self._wait_s())
-        if not ready:
-            self._abandon_overdue()
-            return
-        errors = self.ray.exceptions
-        for ref in ready:
-            flight = self.flights.pop(ref, None)
-            if flight is None:  # dropped with its actor's queue meanwhile
-                continue
-            try:
-                result = self.ray.get(ref)
-            except errors.ActorDiedError as err:  # Ray will not restart it again
-                self.gone.add(flight.actor)
-                self._lost(flight, f"actor {flight.actor} is gone ({type(err).__name__})")
-                continue
-            except errors.RayActorError as err:  # it died; Ray is restarting it
-                self._lost(flight, f"actor {flight.actor} died ({type(err).__name__})")
-                time.sleep(0.1)
-                self._ping(flight.actor)
-                continue
-            self._next_in_queue_starts(flight.actor)
-            if flight.games:
-                episodes, metrics = result
-                self.buffer.put(
-                    [Tagged(ep, _version(ep, flight.version), flight.actor) for ep in episodes]
-                )
-                self._chunk_metrics.append(metrics)
-
-    def _next_in_queue_starts(self, actor: int) -> None:
-        for flight in self.flights.values():
-            if flight.actor == actor:
-                if flight.started is None:
-                    flight.started = time.monotonic()
-                return
-
-    def _wait_s(self) -> float:
-        started = [f.started for f in self.flights.values() if f.started is not None]
-        if not started:
-            return self.cfg.actor_timeout_s
-        return max(0.1, self.cfg.actor_timeout_s - (time.monotonic() - min(started)))
-
-    def _abandon_overdue(self) -> None:
-        now = time.monotonic()
-        for ref, flight in list(self.flights.items()):
-            overdue = (
-                flight.started is not None and now - flight.started >= self.cfg.actor_timeout_s
-            )
-            if overdue and self.flights.pop(ref, None) is not None:
-                self.timeouts += 1
-                self.ray.kill(self.actors[flight.actor], no_restart=False)
-                self._lost(flight, f"actor {flight.actor} overran actor_timeout_s")
-                self._ping(flight.actor)
-
-    def _lost(self, flight: _Flight, why: str) -> None:
-        """An actor died: every batch it held (in play or queued) is dropped whole and
-        counts once; then the run goes on, or stops when too many deaths were seen."""
-        queue = [ref for ref, f in self.flights.items() if f.actor == flight.actor]
-        games = flight.games + sum(self.flights[ref].games for ref in queue)
-        for ref in queue:
-            del self.flights[ref]
-        if flight.games or games:
-            self.failures += 1
-            self.games_lost += games
-            self.log(f"{why}: its {games} games in flight are dropped")
-        allowed = self.cfg.num_actors * (self.cfg.actor_max_restarts + 1)
-        if self.failures > allowed or len(self.gone) == len(self.actors):
-            raise ActorsFailedError(
-                f"actors failed {self.failures} times (at most {allowed}: num_actors x "
-                f"(actor_max_restarts + 1)); last: {why}. Check the actors' logs (memory, "
-                "devices), raise actor_max_restarts or actor_timeout_s, and run again to resume"
-            )
-
-    # ----- shutdown ---------------------------------------------------------------------
-    def close(self) -> None:
-        for actor in self.actors:
-            self.ray.kill(actor, no_restart=True)
-        self.actors, self.flights = [], {}
-        if dropped := self.buffer.clear():
-            self.log(f"{dropped} games left in the replay buffer are dropped (not checkpointed)")
-        if self.owns_ray and self.ray.is_initialized():
-            self.ray.shutdown()
-        self.reaper.stop()
-
-    def __enter__(self) -> AsyncCollector:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-
-def _version(episode: Episode, sent: int) -> int:
-    """The version that played `episode`: its policy turns', or the batch's when the
-    policy never moved (a game over before its first turn)."""
-    found = episode_version(episode, POLICY)
-    return sent if found < 0 else found
-
-
-def _opponent(episode: Episode) -> str:
-    """Whom the policy met in `episode`, as population play names it."""
-    others = [label for label in episode.agents if label != POLICY]
-    return others[0] if others else SELF
-
-
-def _mean_metrics(rows: Sequence[dict[str, float]]) -> dict[str, float]:
-    """The actors' per-batch metrics, averaged over the batches harvested since the last
-    step (throughput, prefix-cache counters, time spent)."""
-    if not rows:
-        return {}
-    keys = {k for row in rows for k in row}
-    return {k: sum(r.get(k, 0.0) for r in rows) / len(rows) for k in sorted(keys)}

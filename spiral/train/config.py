@@ -297,7 +297,7 @@ class TrainConfig:
         doc="fixed pool members besides the snapshots: random, optimal, checkpoint:PATH, api:MODEL",
         validator=known_opponents,
     )
-    # ---- the asynchronous actor-learner on Ray (spiral/train/actors.py) -------------
+    # ---- the asynchronous actor-learner on Ray (spiral/train/async_collector.py) -----
     use_async_actor_learner: bool = chz.field(
         default=False,
         doc="actors (Ray) play games with the newest weights they have while the learner "

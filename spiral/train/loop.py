@@ -59,7 +59,7 @@ def open_collector(
     if not cfg.use_async_actor_learner:
         yield functools.partial(collect, cfg, setup)
         return
-    from spiral.train.actors import AsyncCollector  # Ray is an optional extra
+    from spiral.train.async_collector import AsyncCollector  # Ray is an optional extra
 
     with AsyncCollector(cfg, setup, first_step, log) as collector:
         yield collector

@@ -1,5 +1,5 @@
 """One step of self-play, as functions both loops share (`loop.py`, sync; the async
-actor-learner in `actors.py`):
+actor-learner in `async_collector.py`):
 
     collect: play a step's games with the current weights     (actors, in the async loop)
     learn:   RAE advantages -> training rows -> merged rows -> update   (the learner)

@@ -15,7 +15,7 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from spiral.report.sinks import read_jsonl  # noqa: E402
-from spiral.train.actors import AsyncCollector  # noqa: E402
+from spiral.train.async_collector import AsyncCollector  # noqa: E402
 from spiral.train.config import parse_config  # noqa: E402
 from spiral.train.loop import train  # noqa: E402
 from spiral.train.setup import build_setup, make_learner_factory  # noqa: E402

@@ -18,7 +18,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from spiral.train.actors import ActorsFailedError, AsyncCollector  # noqa: E402
+from spiral.train.async_collector import ActorsFailedError, AsyncCollector  # noqa: E402
 from spiral.train.config import parse_config  # noqa: E402
 from spiral.train.reaper import ray_descendants  # noqa: E402
 from spiral.train.setup import build_setup, make_learner_factory  # noqa: E402
