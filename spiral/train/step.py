@@ -235,13 +235,16 @@ def train_step(
     sampled = sum(len(t.completion.tokens) for ep in episodes for t in ep.turns if t.completion)
     prompt_tokens = sum(len(t.prompt_ids) for ep in episodes for t in ep.turns)
     total_s = time.perf_counter() - t0
+    # Sampling rates over the time spent playing: here, or the actors' (async: the
+    # learner's own `time/sample` is then its wait for games).
+    play_s = rollout_metrics.get("actor/play_s", sample_s)
     metrics: dict[str, float] = {
         "progress/step": float(step),
         "progress/done_frac": (step + 1) / cfg.num_steps,
         "optim/lr": cfg.learning_rate_at(step),
         "perf/games_per_s": len(episodes) / max(total_s, 1e-9),
-        "perf/sample_tokens_per_s": sampled / max(sample_s, 1e-9),
-        "perf/prompt_tokens_per_s": prompt_tokens / max(sample_s, 1e-9),
+        "perf/sample_tokens_per_s": sampled / max(play_s, 1e-9),
+        "perf/prompt_tokens_per_s": prompt_tokens / max(play_s, 1e-9),
         "perf/train_tokens_per_s": (prompt_tokens + sampled)
         / max(learn_metrics["time/train"], 1e-9),
         **episode_metrics(episodes, prefix="train", trained_agent=POLICY),
