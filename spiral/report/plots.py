@@ -81,6 +81,16 @@ CURVES: tuple[Curve, ...] = (
     Curve("memory", "Peak resident memory (MB)", ("perf/peak_rss_mb",)),
     Curve("league", "League ratings (ordinal = mu - 3 sigma)", ("league/*/ordinal",)),
     Curve("population", "Population play: pool and matchups", ("fsp/pool_size", "fsp/*ratio")),
+    Curve(
+        "async_waits",
+        "Async actor-learner: seconds the learner waited for games and the actors for work",
+        ("async/wait_s", "actor/idle_s", "actor/play_s"),
+    ),
+    Curve(
+        "async_staleness",
+        "Async actor-learner: staleness of trained games (versions) and replay buffer",
+        ("async/staleness_*", "replay_buffer/*_age", "train/staleness/*/clip_frac"),
+    ),
     Curve("rae_baselines", "RAE baselines per game and seat", ("rae/*/baseline_updated",)),
     Curve("response_tokens", "Mean response length (tokens)", ("train/*/mean_response_tokens",)),
 )

@@ -6,6 +6,7 @@ Runs when the `ray` extra is installed (it is in the Makefile's extras), skipped
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 from pathlib import Path
@@ -85,6 +86,11 @@ def test_no_game_older_than_the_bound_is_trained_on_and_versions_rise(
         assert row["train/assemble/num_datums"] > 0
     assert rows[-1]["replay_buffer/dropped_stale"] > 0
     assert any(row["async/staleness_max"] == 1 for row in rows[1:])
+    if importlib.util.find_spec("matplotlib") is not None:  # the report draws them
+        from spiral.report.plots import plot_learning_curve
+
+        drawn = {p.stem for p in plot_learning_curve(tmp_path / "run" / "metrics.jsonl", tmp_path)}
+        assert {"async_waits", "async_staleness"} <= drawn
 
 
 @pytest.mark.usefixtures("local_ray")
