@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-LossName = Literal["importance_sampling", "ppo"]
+LossName = Literal["importance_sampling", "ppo", "truncated_importance_sampling"]
 LOSS_NAMES: tuple[str, ...] = get_args(LossName)
 # What RAE subtracts (spiral.algo.rae).
 BaselineKind = Literal["ema", "ema_debiased", "leave_one_out"]

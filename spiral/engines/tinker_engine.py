@@ -47,6 +47,7 @@ from spiral.types import AnswerConstraint, Completion, Datum, StopReason
 API_KEY_ENV = "TINKER_API_KEY"
 POINTER_FILE = "tinker_state.json"
 PPO_CLIP = 0.2  # fixed by the service
+TINKER_LOSSES = ("importance_sampling", "ppo")  # ours that the service computes by name
 ADAM = {"beta1": 0.9, "beta2": 0.95, "eps": 1e-8}
 
 
@@ -209,9 +210,9 @@ class TinkerLearner:
                 "entropy and KL regularisers need engine=torch (set entropy_coef=0 kl_coef=0)"
             )
         name = loss_name(loss_fn)
-        if name is None:
+        if name not in TINKER_LOSSES:
             raise TinkerUnsupported(
-                "Tinker computes registered losses only (importance_sampling, ppo)"
+                f"Tinker computes {', '.join(TINKER_LOSSES)} (not {name}); use engine=torch"
             )
         clip = getattr(loss_fn, "keywords", {}).get("clip", PPO_CLIP)
         if name == "ppo" and clip != PPO_CLIP:

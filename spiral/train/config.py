@@ -165,7 +165,8 @@ class TrainConfig:
     )
     loss_fn: LossName = chz.field(
         default="importance_sampling",
-        doc="importance_sampling | ppo",
+        doc="importance_sampling (unclipped, the original) | ppo (clipped) | "
+        "truncated_importance_sampling (policy gradient x min(ratio, 2), for stale data)",
     )
     ppo_clip: float = chz.field(default=0.2, doc="PPO clip epsilon", validator=positive)
     num_substeps: int = chz.field(

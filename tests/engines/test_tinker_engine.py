@@ -22,6 +22,7 @@ from spiral.engines.loading import ModelConfig  # noqa: E402
 from spiral.engines.tinker_engine import (  # noqa: E402
     API_KEY_ENV,
     POINTER_FILE,
+    TINKER_LOSSES,
     TinkerLearner,
     TinkerSampler,
     TinkerUnsupported,
@@ -72,7 +73,7 @@ def test_datums_take_the_original_ports_layout() -> None:
 
 
 def test_our_losses_are_tinker_losses_and_sampling_params_convert() -> None:
-    assert set(LOSSES) <= set(get_args(types.LossFnType))
+    assert set(TINKER_LOSSES) <= set(LOSSES) & set(get_args(types.LossFnType))
     params = to_tinker_sampling(SamplingParams(max_tokens=7, temperature=0.7, stop=("]",), seed=3))
     assert isinstance(params, types.SamplingParams)
     assert (params.max_tokens, params.temperature, params.stop, params.seed) == (7, 0.7, ["]"], 3)

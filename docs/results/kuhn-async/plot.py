@@ -1,5 +1,5 @@
-"""Kuhn (preset embedded-kuhn, seed 0): the sync loop vs the async actor-learner with a lag
-of one and of two versions. `python plot.py` -> `sync-vs-async.png`: exploitability of
+"""Kuhn (preset embedded-kuhn, seed 0): the sync loop (its importance_sampling default and
+ppo) vs the async actor-learner (ppo) with a lag of one and of two versions. `python plot.py` -> `sync-vs-async.png`: exploitability of
 the live and the averaged weights (top) and, for the async runs, the importance ratio's
 clip fraction on the stale rows (bottom)."""
 
@@ -16,9 +16,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 HERE = Path(__file__).parent
 P = "eval/KuhnPokerSingle-v0/"
 RUNS = {
-    "sync (bf16 after, session 8)": HERE.parent / "kuhn-precision" / "bf16-after.metrics.jsonl",
-    "async, lag 1 (ppo)": HERE / "async-lag1.metrics.jsonl",
-    "async, lag 2 (ppo)": HERE / "async-lag2.metrics.jsonl",
+    "sync, importance_sampling (session 8)": HERE.parent / "kuhn-precision" / "bf16-after.metrics.jsonl",
+    "sync, ppo": HERE / "sync-ppo.metrics.jsonl",
+    "async, lag 1, ppo": HERE / "async-lag1.metrics.jsonl",
+    "async, lag 2, ppo": HERE / "async-lag2.metrics.jsonl",
 }
 fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
 for i, (name, path) in enumerate(RUNS.items()):
