@@ -1,7 +1,7 @@
 """Kuhn (preset embedded-kuhn, seed 0): the sync loop (its importance_sampling default and
-ppo) vs the async actor-learner (ppo) with a lag of one and of two versions. `python plot.py` -> `sync-vs-async.png`: exploitability of
-the live and the averaged weights (top) and, for the async runs, the importance ratio's
-clip fraction on the stale rows (bottom)."""
+ppo) vs the async actor-learner with a lag of one version (ppo) and of two (ppo, and
+truncated importance sampling). `python plot.py` -> `sync-vs-async.png`: exploitability
+of the live and the averaged weights (top) and the clip fraction (bottom)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ RUNS = {
     "sync, ppo": HERE / "sync-ppo.metrics.jsonl",
     "async, lag 1, ppo": HERE / "async-lag1.metrics.jsonl",
     "async, lag 2, ppo": HERE / "async-lag2.metrics.jsonl",
+    "async, lag 2, truncated IS": HERE / "async-lag2-tis.metrics.jsonl",
 }
 fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
 for i, (name, path) in enumerate(RUNS.items()):
@@ -33,9 +34,9 @@ for i, (name, path) in enumerate(RUNS.items()):
     tr = [r for r in rows if "train/clip_frac" in r]
     bottom.plot([r["step"] for r in tr], [r["train/clip_frac"] for r in tr], color=f"C{i}", lw=0.8, label=name)
 top.axhline(1 / 3, color="grey", lw=0.5, ls=":")
-top.set(ylabel="exact exploitability (T=1)", ylim=(0, 0.5))
+top.set(ylabel="exact exploitability (T=1)", ylim=(0, 0.62))
 bottom.set(xlabel="step", ylabel="clip fraction (ratio outside 1 +- 0.2)")
-top.legend(fontsize=7)
+top.legend(fontsize=6, ncol=2, loc="upper right")
 bottom.legend(fontsize=7)
 fig.tight_layout()
 fig.savefig(HERE / "sync-vs-async.png", dpi=110)
