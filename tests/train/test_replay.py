@@ -150,3 +150,14 @@ def test_fresh_rows_keep_the_plain_metrics(tiny_learner: object) -> None:
     learner._get_optimizer().zero_grad(set_to_none=True)  # type: ignore[attr-defined]
     assert not any(k.startswith("staleness/") for k in metrics)
     assert forward_backward_by_staleness(learner, [], loss, Regularizer()) == {}  # type: ignore[arg-type]
+
+
+def test_async_without_ray_says_how_to_get_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from spiral.errors import SpiralError
+    from spiral.train.actors import ray_module
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray now raises ImportError
+    with pytest.raises(SpiralError, match=r"pip install 'spiral-selfplay\[ray\]'"):
+        ray_module()
