@@ -37,7 +37,9 @@ def probe() -> Iterator[list[tuple[str, str]]]:
 
 def test_torch_is_the_default_and_unknown_names_are_refused() -> None:
     assert "torch" in registry.names()
-    with pytest.raises(UsageError, match="unknown engine 'vllm'; registered engines: torch"):
+    with pytest.raises(
+        UsageError, match="unknown engine 'vllm'; registered engines: tinker, torch"
+    ):
         registry.get("vllm")
     from spiral.train.config import parse_config
 
