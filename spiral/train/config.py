@@ -55,8 +55,8 @@ class TrainConfig:
     )
     engine: str = chz.field(
         default="torch",
-        doc="the engine that learns and samples (spiral.engines.registry; torch: "
-        "transformers + PEFT on CPU or CUDA)",
+        doc="the engine that learns and samples (spiral.engines.registry): torch "
+        "(transformers + PEFT on CPU or CUDA) | tinker (the hosted Tinker API; TINKER_API_KEY)",
         validator=known_engine,
     )
     lora_rank: int = chz.field(
