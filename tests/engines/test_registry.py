@@ -62,8 +62,9 @@ def test_training_builds_its_learner_through_the_registry(
 
 
 def test_checkpoint_agents_and_eval_get_their_samplers_from_it(
-    probe: list[tuple[str, str]],
+    probe: list[tuple[str, str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.chdir(tmp_path)  # spiral eval writes its results file here
     from spiral.agents.model_agent import make_checkpoint_agent
     from spiral.evaluation.cli import main as eval_main
 
