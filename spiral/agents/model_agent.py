@@ -230,7 +230,8 @@ def make_checkpoint_agent(
 
     params: template, answer_format, system_rules, think_budget, obs_style, temperature,
     max_tokens, top_p (override the checkpoint's config), model_name (for "base"),
-    device, dtype, engine (a registered engine, default torch), name. `game_id` is unused: one policy plays every game.
+    device, dtype, engine (a registered engine, default torch), name. `game_id` is
+    unused: one policy plays every game.
     """
     unknown = set(params) - _KNOWN_PARAMS
     if unknown:

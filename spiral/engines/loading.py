@@ -249,10 +249,15 @@ def _cache_keyword_of(model_class: Any) -> str:
     return "cache" if "cache" in params else "past_key_values"
 
 
-def cache_kwarg(model: Any, cache: Any) -> dict[str, Any]:
-    """The KV cache as the model's forward wants it: `cache=` (transformers >= 5.2x;
-    `past_key_values=` is deprecated there and goes in 5.40) or `past_key_values=`
-    (earlier releases), read from the forward's signature (PEFT wrappers looked through)."""
+def cache_keyword(model: Any) -> str:
+    """The name the model's forward takes its KV cache by: `cache` (transformers >= 5.2x;
+    `past_key_values` is deprecated there and goes in 5.40) or `past_key_values` (earlier
+    releases), read from the forward's signature (PEFT wrappers looked through)."""
     base: Any = model.get_base_model() if hasattr(model, "get_base_model") else model
     model_class: Any = type(base)
-    return {_cache_keyword_of(model_class): cache}
+    return _cache_keyword_of(model_class)
+
+
+def cache_kwarg(model: Any, cache: Any) -> dict[str, Any]:
+    """`{cache_keyword(model): cache}`, for one forward call."""
+    return {cache_keyword(model): cache}

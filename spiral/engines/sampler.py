@@ -71,7 +71,7 @@ import torch
 from spiral.engines.base import SamplingCancelled, SamplingParams
 from spiral.engines.constrained import ConstrainedRow
 from spiral.engines.kv_cache import PrefixCache
-from spiral.engines.loading import cache_kwarg
+from spiral.engines.loading import cache_keyword
 from spiral.engines.prefill import prefill, prefill_cached, supports_prefix_cache
 from spiral.engines.snapshots import TRAINED, SnapshotError, active_adapter
 from spiral.errors import SpiralError
@@ -432,6 +432,7 @@ class TorchSampler:
         cache, mask_BK, pos_B = pre.cache, pre.mask_BK, pre.next_pos_B
         logits_BV = pre.out.logits[:, -1, :]
         nodes = [list(g.rows) for g in groups]  # node b <-> row b of the cache
+        cache_kw = cache_keyword(self.model)  # once, not per decoded token
         while nodes:
             if params.cancel is not None and params.cancel.is_set():
                 raise SamplingCancelled("sampling was cancelled (SamplingParams.cancel)")
@@ -457,7 +458,7 @@ class TorchSampler:
                 attention_mask=mask_BK,
                 position_ids=pos_B.unsqueeze(1),
                 use_cache=True,
-                **cache_kwarg(self.model, cache),
+                **{cache_kw: cache},
                 **mixing,
             )
             pos_B = pos_B + 1

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -59,7 +59,7 @@ from spiral.train.population import POOL_DIR, SELF, Population
 from spiral.train.reaper import Reaper
 from spiral.train.replay import ReplayBuffer, Tagged, episode_version
 from spiral.train.setup import RunSetup
-from spiral.train.step import POLICY
+from spiral.train.step import POLICY, mean_metrics
 from spiral.types import Episode
 
 
@@ -72,7 +72,6 @@ class _Flight:
     """A batch of games (or, with games == 0, a ping) sent to an actor."""
 
     actor: int
-    chunk: int
     games: int
     version: int
     started: float | None  # when the actor began it (None: queued behind another)
@@ -150,7 +149,7 @@ class AsyncCollector:
             self._launch()  # play on while the learner learns
         ages = [version - t.version for t in taken]
         metrics = {
-            **_mean_metrics(self._chunk_metrics),
+            **mean_metrics(self._chunk_metrics),  # the actors' batches since the last step
             **stats,
             "async/wait_s": waited,
             "async/publish_s": self.publish_s,
@@ -193,9 +192,7 @@ class AsyncCollector:
                 self.next_chunk, self.games_per_batch, [self.weights], self.version, *self._pool()
             )
             started = time.monotonic() if queued[index] == 0 else None
-            self.flights[ref] = _Flight(
-                index, self.next_chunk, self.games_per_batch, self.version, started
-            )
+            self.flights[ref] = _Flight(index, self.games_per_batch, self.version, started)
             self.next_chunk += 1
             held += self.games_per_batch
 
@@ -217,7 +214,7 @@ class AsyncCollector:
     def _ping(self, index: int) -> None:
         """Ask a restarting actor where it is: it gets work again once it answers."""
         ref = self.actors[index].where.remote()
-        self.flights[ref] = _Flight(index, -1, 0, self.version, time.monotonic())
+        self.flights[ref] = _Flight(index, 0, self.version, time.monotonic())
 
     def _harvest(self) -> None:
         """Wait for at least one batch (or a timeout); buffer what came back whole."""
@@ -286,7 +283,7 @@ class AsyncCollector:
         games = flight.games + sum(self.flights[ref].games for ref in queue)
         for ref in queue:
             del self.flights[ref]
-        if flight.games or games:
+        if games:  # a ping that failed lost nothing
             self.failures += 1
             self.games_lost += games
             self.log(f"{why}: its {games} games in flight are dropped")
@@ -332,12 +329,3 @@ def _opponent(episode: Episode) -> str:
     """Whom the policy met in `episode`, as population play names it."""
     others = [label for label in episode.agents if label != POLICY]
     return others[0] if others else SELF
-
-
-def _mean_metrics(rows: Sequence[dict[str, float]]) -> dict[str, float]:
-    """The actors' per-batch metrics, averaged over the batches harvested since the last
-    step (throughput, prefix-cache counters, time spent)."""
-    if not rows:
-        return {}
-    keys = {k for row in rows for k in row}
-    return {k: sum(r.get(k, 0.0) for r in rows) / len(rows) for k in sorted(keys)}

@@ -66,18 +66,19 @@ def ray_descendants(root: int) -> dict[int, int]:
     return out
 
 
-def _alive(noted: dict[int, int]) -> list[int]:
+def alive(noted: dict[int, int]) -> list[int]:
+    """The noted processes still running: same pid and same start time (never a reused pid)."""
     return [pid for pid, start in noted.items() if (s := _stat(pid)) is not None and s[1] == start]
 
 
 def terminate(noted: dict[int, int], grace_s: float = 3.0) -> None:
     """SIGTERM the noted processes still alive, SIGKILL what is left after `grace_s`."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in _alive(noted):
+        for pid in alive(noted):
             with contextlib.suppress(OSError):
                 os.kill(pid, sig)
         deadline = time.monotonic() + grace_s
-        while _alive(noted) and time.monotonic() < deadline:
+        while alive(noted) and time.monotonic() < deadline:
             time.sleep(0.1)
 
 

@@ -170,14 +170,20 @@ def update(cfg: TrainConfig, learner: Learner, datums: list[Datum], step: int) -
         metrics = forward_backward_by_staleness(learner, minibatch, loss_fn, reg)
         metrics.update(learner.optim_step(cfg.learning_rate_at(step)))
         per_substep.append(metrics)
-    keys = sorted({k for m in per_substep for k in m})
-    mean = {k: sum(m.get(k, 0.0) for m in per_substep) / len(per_substep) for k in keys}
     return {
-        **mean,
+        **mean_metrics(per_substep),
         "num_substeps": float(len(per_substep)),
         "entropy_coef": entropy_coef,
         "kl_coef": kl_coef,
     }
+
+
+def mean_metrics(rows: list[dict[str, float]]) -> dict[str, float]:
+    """Each key's mean over `rows` (a key missing from a row counts 0 there); {} for none."""
+    if not rows:
+        return {}
+    keys = sorted({k for row in rows for k in row})
+    return {k: sum(row.get(k, 0.0) for row in rows) / len(rows) for k in keys}
 
 
 def forward_backward_by_staleness(

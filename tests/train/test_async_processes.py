@@ -20,7 +20,7 @@ ray = pytest.importorskip("ray")
 
 from spiral.train.async_collector import ActorsFailedError, AsyncCollector  # noqa: E402
 from spiral.train.config import parse_config  # noqa: E402
-from spiral.train.reaper import ray_descendants  # noqa: E402
+from spiral.train.reaper import alive, ray_descendants  # noqa: E402
 from spiral.train.setup import build_setup, make_learner_factory  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -56,18 +56,6 @@ def _args(model: Path, log_path: Path, *extra: str) -> list[str]:
     ]
 
 
-def _alive(noted: dict[int, int]) -> list[int]:
-    alive = []
-    for pid, start in noted.items():
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            continue
-        if int(stat[stat.rindex(")") + 2 :].split()[19]) == start:
-            alive.append(pid)
-    return alive
-
-
 def _start_training(model: Path, tmp_path: Path) -> tuple[subprocess.Popen[str], dict[int, int]]:
     """`spiral train` in async mode until its third step, and the Ray processes it runs."""
     cmd = [
@@ -92,9 +80,9 @@ def _start_training(model: Path, tmp_path: Path) -> tuple[subprocess.Popen[str],
 
 def _gone_within(noted: dict[int, int], seconds: float) -> list[int]:
     deadline = time.monotonic() + seconds
-    while _alive(noted) and time.monotonic() < deadline:
+    while alive(noted) and time.monotonic() < deadline:
         time.sleep(0.5)
-    return _alive(noted)
+    return alive(noted)
 
 
 def test_ctrl_c_saves_and_leaves_no_ray_process(tiny_model: Path, tmp_path: Path) -> None:
