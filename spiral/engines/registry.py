@@ -2,7 +2,8 @@
 for the samplers that serve fixed weights (evaluation opponents, `spiral serve`,
 `checkpoint:PATH` agents). Everything else receives engines as arguments.
 
-An engine is an `Engine`: a name, the pip extra it needs, and two factories,
+An engine is an `Engine`: a name and two factories (an engine whose pip extra is missing
+says which to install when it is built),
 
     learner(ModelConfig, **options) -> Learner     training (options: micro_batch_tokens, ...)
     sampler(ModelConfig, version)   -> Sampler     sampling from fixed weights, eval mode
@@ -36,7 +37,6 @@ class Engine:
     name: str
     learner: Callable[..., Learner]
     sampler: Callable[[ModelConfig, int], Sampler]
-    extra: str = ""  # the pip extra its imports need ("" = the core install)
 
 
 _ENGINES: dict[str, Engine] = {}
@@ -107,7 +107,7 @@ def _tinker_sampler(model: ModelConfig, version: int) -> Sampler:
     return tinker_sampler(model, version)
 
 
-register(Engine("tinker", _tinker_learner, _tinker_sampler, extra="tinker"))
+register(Engine("tinker", _tinker_learner, _tinker_sampler))
 
 
 def known_engine(obj: Any, attr: str) -> None:
