@@ -23,7 +23,9 @@ the update, evaluation, checkpoints, stopping) is the same code. Choices:
   `replay_buffer_max_staleness`; older games are dropped (`ReplayBuffer`). The
   importance ratio corrects the rest (`ppo` clips it); its statistics per staleness are
   metrics (`staleness/<k>/...`, spiral/train/step.py). With max_staleness 0 actors get no
-  work while the learner learns (their games would be stale on arrival).
+  work while the learner learns (their games would be stale on arrival): lock-step, the
+  sync loop's data on the actors. `async_lockstep_steps` runs a run's first steps so,
+  where the policy moves fastest and a lag costs most (docs/results.md, issue 12).
 - **Faults**: an actor that dies loses its batch in flight (dropped whole, never half
   counted: a batch is returned whole or not at all) and Ray restarts it
   (`actor_max_restarts`); a batch that takes longer than `actor_timeout_s` is abandoned
@@ -134,18 +136,20 @@ class AsyncCollector:
         """A step's games: fresh enough for `learner.version`, oldest first."""
         t0 = time.perf_counter()
         self.population = population
+        self.buffer.max_staleness = self._max_staleness(step)
         self._publish(learner)
         need, version = self.cfg.games_per_step, learner.version
         while True:
             self.buffer.drop_stale(version)  # stale games never hold the room fresh ones need
             if len(self.buffer) >= need:
                 break
-            self._launch()
+            # lock-step: no more games than this step needs (more would go stale unplayed)
+            self._launch(self.buffer.room() if self.buffer.max_staleness else need - len(self.buffer))
             self._harvest()
         stats = self.buffer.stats(version)  # before taking: what the learner found
         taken = self.buffer.take(need, version)
         waited = time.perf_counter() - t0
-        if self.cfg.replay_buffer_max_staleness > 0:
+        if self._max_staleness(step + 1) > 0:
             self._launch()  # play on while the learner learns
         ages = [version - t.version for t in taken]
         metrics = {
@@ -168,6 +172,10 @@ class AsyncCollector:
             metrics.update(population.metrics(step, [_opponent(ep) for ep in episodes]))
         return episodes, metrics
 
+    def _max_staleness(self, step: int) -> int:
+        """The staleness bound at `step`: 0 (lock-step) for the first async_lockstep_steps."""
+        return 0 if step < self.cfg.async_lockstep_steps else self.cfg.replay_buffer_max_staleness
+
     # ----- actors -----------------------------------------------------------------------
     def _publish(self, learner: Learner) -> None:
         t0 = time.perf_counter()
@@ -176,13 +184,15 @@ class AsyncCollector:
             self.version = learner.version
         self.publish_s = time.perf_counter() - t0
 
-    def _launch(self) -> None:
-        """Send batches with the newest weights while the buffer has room for their games,
-        each to the actor with the fewest queued (an actor plays its queue in order)."""
+    def _launch(self, room: int | None = None) -> None:
+        """Send batches with the newest weights while there is room for their games (the
+        buffer's, or `room`), each to the actor with the fewest queued (an actor plays its
+        queue in order)."""
+        room = self.buffer.room() if room is None else room
         held = sum(f.games for f in self.flights.values())
         pinged = {f.actor for f in self.flights.values() if not f.games}
         ready = [i for i in range(len(self.actors)) if i not in self.gone and i not in pinged]
-        while ready and self.buffer.room() - held >= self.games_per_batch:
+        while ready and room - held > 0 and self.buffer.room() - held >= self.games_per_batch:
             queued = {i: 0 for i in ready}
             for f in self.flights.values():
                 if f.actor in queued:

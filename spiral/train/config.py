@@ -315,8 +315,15 @@ class TrainConfig:
     )
     replay_buffer_size: int = chz.field(
         default=0,
-        doc="games the replay buffer holds; 0 = 2 steps' games (actors get no work the "
-        "buffer cannot hold)",
+        doc="games the replay buffer holds; 0 = one step's games, a lag of one version "
+        "(actors get no work the buffer cannot hold; each further step's room adds a version)",
+        validator=non_negative,
+    )
+    async_lockstep_steps: int = chz.field(
+        default=0,
+        doc="the first N steps train only on games the current weights played (actors and "
+        "learner take turns, as in the sync loop): a policy moves most in its first steps, "
+        "where a lag costs most; the lag replay_buffer_size allows starts after them",
         validator=non_negative,
     )
     ray_address: str = chz.field(

@@ -103,6 +103,27 @@ def test_staleness_zero_trains_only_on_the_current_weights(
 
 
 @pytest.mark.usefixtures("local_ray")
+def test_lockstep_steps_train_on_current_weights_then_the_lag_starts(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    # One actor and a buffer of two steps' games: a lag of two versions once lock-step ends.
+    rows = _train(
+        tiny_model,
+        tmp_path / "run",
+        6,
+        "replay_buffer_max_staleness=2",
+        "replay_buffer_size=8",
+        "async_lockstep_steps=3",
+    )
+    lags = [row["async/staleness_max"] for row in rows]
+    assert lags[:3] == [0.0, 0.0, 0.0]
+    assert max(lags[3:]) >= 1  # actors played ahead while the learner learned
+    assert all(lag <= 2 for lag in lags)
+    # no game was played ahead and thrown away during lock-step
+    assert all(row["replay_buffer/dropped_stale"] == 0 for row in rows)
+
+
+@pytest.mark.usefixtures("local_ray")
 def test_a_killed_actor_is_replaced_and_its_games_are_dropped_whole(
     tiny_model: Path, tmp_path: Path
 ) -> None:
