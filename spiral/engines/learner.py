@@ -616,22 +616,22 @@ class TorchLearner:
         """HF model folder (adapter or full) + tokenizer + optimizer state, no pickle."""
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
-        self._save_trained(path)
+        self.save_trained(path)
         self.tokenizer.save_pretrained(str(path))
         names = [n for n, _ in self._named_trainable()]
         extra = {"version": self.version, "temperature": self.temperature}
         checkpoint_io.save_optimizer(self._get_optimizer(), names, path, extra)
         if self._average is not None:
             with self.averaged():
-                self._save_trained(path / AVERAGED)
+                self.save_trained(path / AVERAGED)
             self.tokenizer.save_pretrained(str(path / AVERAGED))
             state = {"decay": self.average_decay, "count": self._average.count}
             (path / AVERAGED / AVERAGING_JSON).write_text(json.dumps(state), encoding="utf-8")
         if self.magnet is not None:
             snapshots.save_snapshot(self.model, self.magnet, path / MAGNET)
 
-    def _save_trained(self, path: Path) -> None:
-        """The trained weights only (pool members are saved by the pool, not here)."""
+    def save_trained(self, path: Path) -> None:
+        """The trained weights only (a PEFT adapter folder with LoRA) (pool members are saved by the pool, not here)."""
         if _is_peft(self.model):
             self.model.save_pretrained(str(path), selected_adapters=[snapshots.TRAINED])
         else:

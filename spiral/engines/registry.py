@@ -7,13 +7,16 @@ says which to install when it is built),
 
     learner(ModelConfig, **options) -> Learner     training (options: micro_batch_tokens, ...)
     sampler(ModelConfig, version)   -> Sampler     sampling from fixed weights, eval mode
+    sample_live(Learner, ModelConfig, **options) -> Learner   (optional) the same learner,
+        its samplers drawn by this engine (`sampler_engine=NAME`: vLLM samples what a
+        torch learner trains)
 
 `register(Engine(...))` adds one (a new backend is one file plus this call); `learner`,
 `sampler` and `names` are what callers use. A name that is not registered is refused
 with the list of those that are. Registered here: `torch` (the local transformers +
-PEFT engine, CPU and CUDA) and `tinker` (the hosted Tinker API through its SDK,
-`tinker_engine.py`; needs TINKER_API_KEY). A vLLM backend is not built yet, so it is
-not offered as a choice.
+PEFT engine, CPU and CUDA), `tinker` (the hosted Tinker API through its SDK,
+`tinker_engine.py`; needs TINKER_API_KEY) and `vllm` (sampling only, `vllm_engine.py`;
+the vllm extra or vLLM's CPU build).
 
 Samplers made by a learner (`Learner.sampler()`, over its live weights) are the engine's
 own business and never pass through here.
@@ -37,6 +40,7 @@ class Engine:
     name: str
     learner: Callable[..., Learner]
     sampler: Callable[[ModelConfig, int], Sampler]
+    sample_live: Callable[..., Learner] | None = None
 
 
 _ENGINES: dict[str, Engine] = {}
@@ -69,6 +73,17 @@ def learner(name: str, model: ModelConfig, **options: Any) -> Learner:
 def sampler(name: str, model: ModelConfig, version: int = 0) -> Sampler:
     """A sampler of engine `name` over the fixed weights `model` names."""
     return get(name).sampler(model, version)
+
+
+def sampled_by(name: str, learner: Learner, model: ModelConfig, **options: Any) -> Learner:
+    """`learner`, its samplers drawn by engine `name` (refused if that engine cannot)."""
+    engine = get(name)
+    if engine.sample_live is None:
+        raise UsageError(
+            f"engine {name!r} cannot sample another engine's learner; sampler engines: "
+            f"{', '.join(n for n in names() if get(n).sample_live is not None)}"
+        )
+    return engine.sample_live(learner, model, **options)
 
 
 # ---- the local torch engine ----------------------------------------------------------
@@ -110,6 +125,42 @@ def _tinker_sampler(model: ModelConfig, version: int) -> Sampler:
 register(Engine("tinker", _tinker_learner, _tinker_sampler))
 
 
+# ---- vLLM (the vllm extra): sampling only -------------------------------------------
+
+
+def _vllm_learner(model: ModelConfig, **options: Any) -> Learner:
+    raise UsageError(
+        "vLLM samples but does not train: use engine=torch sampler_engine=vllm (the torch "
+        "learner trains, vLLM samples its live adapter)"
+    )
+
+
+def _vllm_sampler(model: ModelConfig, version: int) -> Sampler:
+    from spiral.engines.vllm_engine import vllm_sampler
+
+    return vllm_sampler(model, version)
+
+
+def _vllm_live(learner: Learner, model: ModelConfig, **options: Any) -> Learner:
+    from spiral.engines.vllm_engine import sampled_by_vllm
+
+    return sampled_by_vllm(learner, model, **options)
+
+
+register(Engine("vllm", _vllm_learner, _vllm_sampler, _vllm_live))
+
+
 def known_engine(obj: Any, attr: str) -> None:
     """chz validator for `engine` keys: a registered engine name."""
     get(getattr(obj, attr))
+
+
+def known_sampler_engine(obj: Any, attr: str) -> None:
+    """chz validator for `sampler_engine`: empty (the engine's own) or an engine that can
+    sample another's learner."""
+    name = getattr(obj, attr)
+    if name and get(name).sample_live is None and name != getattr(obj, "engine", None):
+        raise UsageError(
+            f"sampler_engine={name} cannot sample another engine's learner; sampler engines: "
+            f"{', '.join(n for n in names() if get(n).sample_live is not None)}"
+        )

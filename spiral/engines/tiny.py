@@ -82,10 +82,12 @@ def _train_tokenizer(corpus: list[str], vocab_size: int, out_dir: Path) -> int:
     return len(fast)
 
 
-def _model_config(arch: str, vocab: int, hidden: int, layers: int, ids: dict[str, int]) -> object:
+def _model_config(
+    arch: str, vocab: int, hidden: int, layers: int, ids: dict[str, int], head_dim: int = 16
+) -> object:
     from transformers import LlamaConfig, Qwen3Config
 
-    heads = max(1, hidden // 16)
+    heads = max(1, hidden // head_dim)
     common = dict(
         vocab_size=vocab,
         hidden_size=hidden,
@@ -112,8 +114,10 @@ def make_tiny_model(
     seed: int = 0,
     corpus: list[str] | None = None,
     vocab_size: int = 512,
+    head_dim: int = 16,
 ) -> Path:
-    """Write a tiny random-init causal LM with a trained tokenizer to `path`; return it."""
+    """Write a tiny random-init causal LM with a trained tokenizer to `path`; return it.
+    (vLLM's CPU attention needs head_dim >= 32.)"""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
@@ -128,12 +132,15 @@ def make_tiny_model(
         "eos_token_id": tokenizer.eos_token_id,
         "pad_token_id": tokenizer.pad_token_id,
     }
-    config = _model_config(arch, vocab, hidden, layers, ids)
+    config = _model_config(arch, vocab, hidden, layers, ids, head_dim)
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config)
     model.save_pretrained(str(path))
     GenerationConfig(**ids).save_pretrained(str(path))
     (path / "spiral_tiny.json").write_text(
-        json.dumps({"arch": arch, "hidden": hidden, "layers": layers, "seed": seed}) + "\n"
+        json.dumps(
+            {"arch": arch, "hidden": hidden, "layers": layers, "seed": seed, "head_dim": head_dim}
+        )
+        + "\n"
     )
     return path

@@ -144,7 +144,9 @@ class AsyncCollector:
             if len(self.buffer) >= need:
                 break
             # lock-step: no more games than this step needs (more would go stale unplayed)
-            self._launch(self.buffer.room() if self.buffer.max_staleness else need - len(self.buffer))
+            self._launch(
+                self.buffer.room() if self.buffer.max_staleness else need - len(self.buffer)
+            )
             self._harvest()
         stats = self.buffer.stats(version)  # before taking: what the learner found
         taken = self.buffer.take(need, version)

@@ -28,7 +28,7 @@ from spiral.args import (
 )
 from spiral.args import field_docs as command_field_docs
 from spiral.args import help_text as command_help
-from spiral.engines.registry import known_engine
+from spiral.engines.registry import known_engine, known_sampler_engine
 from spiral.games.registry import known_game_ids
 from spiral.prompts.invalid import InvalidPolicyName
 from spiral.prompts.spec import AnswerFormat, PromptStyle, TemplateName
@@ -58,6 +58,21 @@ class TrainConfig:
         doc="the engine that learns and samples (spiral.engines.registry): torch "
         "(transformers + PEFT on CPU or CUDA) | tinker (the hosted Tinker API; TINKER_API_KEY)",
         validator=known_engine,
+    )
+    sampler_engine: str = chz.field(
+        default="",
+        doc="the engine that samples the learner's live weights; empty = the engine's own. "
+        "vllm: one running vLLM engine, the LoRA adapter hot-swapped each step (the vllm "
+        "extra; lora_rank > 0)",
+        validator=known_sampler_engine,
+    )
+    vllm_kv_cache_gb: float = chz.field(
+        default=1.0, doc="sampler_engine=vllm: memory for vLLM's KV cache (GiB)", validator=positive
+    )
+    vllm_max_model_len: int = chz.field(
+        default=4096,
+        doc="sampler_engine=vllm: longest prompt + completion (tokens)",
+        validator=positive,
     )
     lora_rank: int = chz.field(
         default=32, doc="LoRA rank; 0 = full fine-tuning", validator=non_negative

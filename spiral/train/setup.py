@@ -93,7 +93,7 @@ def make_learner_factory(cfg: TrainConfig) -> Callable[[], Learner]:
             gradient_checkpointing=cfg.gradient_checkpointing,
             seed=cfg.seed,
         )
-        return registry.learner(
+        learner = registry.learner(
             cfg.engine,
             model_cfg,
             micro_batch_tokens=cfg.micro_batch_tokens,
@@ -102,6 +102,15 @@ def make_learner_factory(cfg: TrainConfig) -> Callable[[], Learner]:
             max_loaded_members=cfg.fsp_max_loaded_members,
             prefix_cache_mb=cfg.prefix_cache_mb,
         )
+        if cfg.sampler_engine and cfg.sampler_engine != cfg.engine:
+            learner = registry.sampled_by(
+                cfg.sampler_engine,
+                learner,
+                model_cfg,
+                kv_cache_gb=cfg.vllm_kv_cache_gb,
+                max_model_len=cfg.vllm_max_model_len,
+            )
+        return learner
 
     return build
 

