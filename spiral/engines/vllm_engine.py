@@ -55,6 +55,7 @@ _KEY = "spiral_constraint"  # SamplingParams.extra_args key of a row's constrain
 _SCORE = "spiral_score"  # ... of a teacher-forced continuation to score
 _SCORES: dict[str, dict[int, float]] = {}  # scoring key -> {position: log-prob}
 _SCORE_IDS = itertools.count()
+_LEARNERS = itertools.count()
 
 
 def _vllm() -> Any:
@@ -180,63 +181,48 @@ def processor() -> type:
 
 
 class VllmEngine:
-    """One running `vllm.LLM` over a base model, with LoRA adapters loaded by folder."""
+    """One running `vllm.LLM` over a base model, with LoRA adapters loaded by folder.
+    Get one with `open_engine`: vLLM keeps process-wide state that one engine's shutdown
+    tears down for every engine of the process, so a process holds one engine per base
+    model (dtype, LoRA rank slot) and shares it."""
 
     def __init__(
         self,
-        model: ModelConfig,
-        lora_rank: int = 0,
+        base: Path,
+        dtype: str,
+        lora_slot: int,
+        seed: int = 0,
         max_loras: int = 4,
         kv_cache_gb: float = 1.0,
         max_model_len: int = 4096,
+        trust_remote_code: bool = False,
     ) -> None:
         vllm = _vllm()
         from transformers import AutoTokenizer
 
-        source = Path(resolve_model_path(model.model))
-        self.adapter: Path | None = None
-        if (source / "adapter_config.json").is_file():  # a LoRA checkpoint: base + adapter
-            import json
-
-            self.adapter = source
-            meta = json.loads((source / "adapter_config.json").read_text())
-            base = Path(resolve_model_path(meta["base_model_name_or_path"]))
-            lora_rank = max(lora_rank, int(meta.get("r", 16)))
-        else:
-            base = source
-        has_tokenizer = (source / "tokenizer_config.json").is_file()
-        self.tokenizer = AutoTokenizer.from_pretrained(str(source if has_tokenizer else base))
-        # the learner's rule for `auto` (loading.resolve_dtype), so both sides round alike
-        dtype = str(resolve_dtype(model.dtype, resolve_device(model.device))).split(".")[-1]
-        options: dict[str, Any] = {}
-        if lora_rank > 0:
-            options.update(
-                enable_lora=True,
-                max_lora_rank=_lora_slot(lora_rank),
-                max_loras=max_loras,
-                max_cpu_loras=max_loras * 2,
-            )
+        self.tokenizer = AutoTokenizer.from_pretrained(str(base))
         self.llm = vllm.LLM(
             model=str(base),
-            tokenizer=str(source if has_tokenizer else base),
             dtype=dtype,
-            seed=model.seed,
+            seed=seed,
             enforce_eager=True,
             enable_prefix_caching=True,
             logprobs_mode="processed_logprobs",
             logits_processors=[processor()],
             kv_cache_memory_bytes=int(kv_cache_gb * (1 << 30)),
             max_model_len=max_model_len,
-            trust_remote_code=model.trust_remote_code,
+            trust_remote_code=trust_remote_code,
             distributed_executor_backend="uni",
-            **options,
+            enable_lora=True,
+            max_lora_rank=lora_slot,
+            max_loras=max_loras,
+            max_cpu_loras=max_loras * 2,
         )
+        self.lora_slot = lora_slot
         self.eos_ids = _eos_ids(base, self.tokenizer)
         self._ids = itertools.count(1)
         self._requests: dict[str, Any] = {}  # adapter name -> LoRARequest
         self.totals = {"decode_tokens": 0.0, "prompt_tokens": 0.0, "sample_s": 0.0}
-        if self.adapter is not None:
-            self.add_adapter("checkpoint", self.adapter)
 
     def add_adapter(self, name: str, folder: Path) -> None:
         """Sample adapter `name` from the PEFT folder `folder` (a new id: never a stale copy)."""
@@ -256,7 +242,56 @@ class VllmEngine:
         return self._requests[name] if name is not None else None
 
     def close(self) -> None:
+        """Shut the engine down (every sampler over it stops working)."""
+        for key, engine in list(_OPEN.items()):
+            if engine is self:
+                del _OPEN[key]
         self.llm.llm_engine.engine_core.shutdown()
+
+
+_OPEN: dict[tuple[str, str, int], VllmEngine] = {}  # (base, dtype, LoRA slot) -> engine
+
+
+def open_engine(
+    model: ModelConfig,
+    lora_rank: int = 0,
+    max_loras: int = 4,
+    kv_cache_gb: float = 1.0,
+    max_model_len: int = 4096,
+) -> tuple[VllmEngine, str | None]:
+    """This process's engine for `model`'s base weights (started on first use, then
+    shared; the first caller's memory settings hold), and the adapter name to sample
+    `model` itself when it is a LoRA checkpoint (None: the base weights)."""
+    import json
+
+    source = Path(resolve_model_path(model.model))
+    meta_file = source / "adapter_config.json"
+    base, rank = source, lora_rank
+    if meta_file.is_file():  # a LoRA checkpoint: its base model + this adapter
+        meta = json.loads(meta_file.read_text())
+        base = Path(resolve_model_path(meta["base_model_name_or_path"]))
+        rank = max(rank, int(meta.get("r", 8)))
+    # the learner's rule for `auto` (loading.resolve_dtype), so both sides round alike
+    dtype = str(resolve_dtype(model.dtype, resolve_device(model.device))).split(".")[-1]
+    key = (str(base.resolve()), dtype, _lora_slot(max(rank, 8)))
+    engine = _OPEN.get(key)
+    if engine is None:
+        engine = VllmEngine(
+            base,
+            dtype,
+            key[2],
+            seed=model.seed,
+            max_loras=max_loras,
+            kv_cache_gb=kv_cache_gb,
+            max_model_len=max_model_len,
+            trust_remote_code=model.trust_remote_code,
+        )
+        _OPEN[key] = engine
+    if not meta_file.is_file():
+        return engine, None
+    name = f"checkpoint:{source.resolve()}"
+    engine.add_adapter(name, source)
+    return engine, name
 
 
 def _lora_slot(rank: int) -> int:
@@ -295,11 +330,13 @@ class VllmSampler:
         version: int,
         adapter: str | None = None,
         is_current: Any = None,
+        members: str = "",
     ) -> None:
         self.engine = engine
         self.version = version
         self.adapter = adapter
         self.is_current = is_current
+        self.members = members  # prefix of the pool members' adapter names in the engine
 
     @property
     def tokenizer(self) -> Any:
@@ -326,7 +363,7 @@ class VllmSampler:
         cons: list[AnswerConstraint | None] = (
             list(constraints) if constraints is not None else [None] * n
         )
-        names = [a if a is not None else self.adapter for a in adapters] if adapters else None
+        names = [self.members + a if a else self.adapter for a in adapters] if adapters else None
         names = names or [self.adapter] * n
         if len(cons) != n or len(names) != n:
             raise ValueError(f"{n} prompts but {len(cons)} constraints, {len(names)} adapters")
@@ -516,8 +553,6 @@ class VllmSampledLearner:
     a folder and hot-swapped into the one running engine; pool members likewise. Every
     other call goes to the wrapped learner (training, checkpoints, averaging)."""
 
-    POLICY = "policy"
-
     def __init__(self, learner: Learner, engine: VllmEngine, workdir: Path | None = None) -> None:
         if not getattr(learner, "members_share_model", False):
             raise UsageError(
@@ -528,7 +563,8 @@ class VllmSampledLearner:
         self.engine = engine
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="spiral-vllm-"))
         self.published = -1
-        self.members: dict[str, Path] = {}
+        self.prefix = f"learner-{next(_LEARNERS)}/"  # this learner's adapters in the engine
+        self.policy = self.prefix + "policy"
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -556,8 +592,8 @@ class VllmSampledLearner:
         folder = self.workdir / f"v{version}"
         self.inner.save_trained(folder)
         old = self.workdir / f"v{self.published}"
-        self.engine.drop_adapter(self.POLICY)
-        self.engine.add_adapter(self.POLICY, folder)
+        self.engine.drop_adapter(self.policy)
+        self.engine.add_adapter(self.policy, folder)
         if self.published >= 0:
             shutil.rmtree(old, ignore_errors=True)
         self.published = version
@@ -566,7 +602,11 @@ class VllmSampledLearner:
         self._publish()
         version = self.version
         return VllmSampler(
-            self.engine, version, self.POLICY, is_current=lambda: self.published == version
+            self.engine,
+            version,
+            self.policy,
+            is_current=lambda: self.published == version,
+            members=self.prefix,
         )
 
     def averaged(self) -> AbstractContextManager[None]:
@@ -586,18 +626,25 @@ class VllmSampledLearner:
 
     def take_snapshot(self, name: str, folder: Path) -> None:
         self.inner.take_snapshot(name, folder)
-        self.engine.add_adapter(name, Path(folder))
+        self.engine.add_adapter(self.prefix + name, Path(folder))
 
     def load_snapshot(self, name: str, folder: Path) -> None:
         self.inner.load_snapshot(name, folder)
-        self.engine.add_adapter(name, Path(folder))
+        self.engine.add_adapter(self.prefix + name, Path(folder))
 
     def drop_snapshot(self, name: str) -> None:
         self.inner.drop_snapshot(name)
-        self.engine.drop_adapter(name)
+        self.engine.drop_adapter(self.prefix + name)
 
     def snapshot_sampler(self, name: str) -> Sampler:
-        return VllmSampler(self.engine, -1, name, is_current=lambda: self.engine.has_adapter(name))
+        adapter = self.prefix + name
+        return VllmSampler(
+            self.engine,
+            -1,
+            adapter,
+            is_current=lambda: self.engine.has_adapter(adapter),
+            members=self.prefix,
+        )
 
 
 def sampled_by_vllm(learner: Learner, model: ModelConfig, **options: Any) -> Learner:
@@ -607,13 +654,11 @@ def sampled_by_vllm(learner: Learner, model: ModelConfig, **options: Any) -> Lea
             "sampler_engine=vllm samples LoRA adapters: set lora_rank > 0 (full "
             "fine-tuning would need a weight sync into the running engine, not built)"
         )
-    engine = VllmEngine(
-        model, lora_rank=model.lora_rank, **{k: v for k, v in options.items() if v is not None}
-    )
+    engine, _ = open_engine(model, lora_rank=model.lora_rank, **options)
     return VllmSampledLearner(learner, engine)  # type: ignore[return-value,unused-ignore]
 
 
 def vllm_sampler(model: ModelConfig, version: int) -> Sampler:
     """A sampler over fixed weights (a model folder or a LoRA checkpoint)."""
-    engine = VllmEngine(model)
-    return VllmSampler(engine, version, "checkpoint" if engine.adapter is not None else None)
+    engine, adapter = open_engine(model)
+    return VllmSampler(engine, version, adapter)

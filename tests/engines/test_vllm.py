@@ -18,7 +18,7 @@ pytest.importorskip("vllm")
 from spiral.engines.base import SamplingParams  # noqa: E402
 from spiral.engines.learner import TorchLearner  # noqa: E402
 from spiral.engines.loading import ModelConfig  # noqa: E402
-from spiral.engines.vllm_engine import VllmEngine, VllmSampledLearner  # noqa: E402
+from spiral.engines.vllm_engine import VllmSampledLearner, open_engine  # noqa: E402
 from spiral.types import AnswerConstraint, Datum  # noqa: E402
 
 from .conftest import PROMPT_TEXTS, chat_prompts, is_loss, move_constraint, to_datum  # noqa: E402
@@ -41,7 +41,7 @@ def pair(model_dir: Path):  # type: ignore[no-untyped-def]
     """A torch LoRA learner and the vLLM engine that samples it (one engine per module)."""
     cfg = ModelConfig(str(model_dir), lora_rank=8, dtype="float32")
     learner = TorchLearner(cfg, micro_batch_tokens=200)
-    engine = VllmEngine(cfg, lora_rank=8, kv_cache_gb=0.5, max_model_len=4096)
+    engine, _ = open_engine(cfg, lora_rank=8, kv_cache_gb=0.5, max_model_len=4096)
     wrapped = VllmSampledLearner(learner, engine)
     yield learner, wrapped
     engine.close()
@@ -172,7 +172,7 @@ def test_the_registry_builds_a_vllm_sampler_over_a_lora_checkpoint(  # type: ign
     scored = torch_side.score(prompts, [list(c.tokens) for c in free])
     for completion, ref in zip(free, scored, strict=True):
         assert max(abs(a - b) for a, b in zip(completion.logprobs, ref, strict=True)) < TOLERANCE
-    vllm_side.engine.close()  # type: ignore[attr-defined]
+    assert vllm_side.engine is pair[1].engine  # type: ignore[attr-defined]  # one per process
     with pytest.raises(Exception, match="does not train"):
         registry.learner("vllm", cfg)
 
@@ -209,3 +209,29 @@ def test_spiral_train_with_sampler_engine_vllm(model_dir: Path, tmp_path: Path) 
     # fresh vLLM samples are on-policy for the torch learner: importance ratio 1
     assert all(abs(r["train/ratio_mean"] - 1.0) < 1e-3 for r in rows if "train/ratio_mean" in r)
     assert any("train/ratio_mean" in r for r in rows)
+
+
+def test_pool_members_are_adapters_sampled_beside_the_policy(  # type: ignore[no-untyped-def]
+    pair, tmp_path: Path
+) -> None:
+    learner, wrapped = pair
+    wrapped.take_snapshot("past", tmp_path / "past")  # the current weights, frozen
+    learner.temperature = 1.0
+    datums = _datums(wrapped, seed=4)
+    learner.forward_backward(datums, is_loss)
+    learner.optim_step(5e-2)  # the policy moves on; the member stays
+    prompts = chat_prompts(wrapped.tokenizer, PROMPT_TEXTS)
+    params = SamplingParams(max_tokens=6, seed=5)
+    mixed = wrapped.sampler().sample(prompts, params, adapters=["past", None, "past", None])
+    member = wrapped.snapshot_sampler("past").sample(prompts, params)
+    policy = wrapped.sampler().sample(prompts, params)
+    for i, row in enumerate(mixed):  # one batch, each row with its own adapter
+        expected = member[i] if i % 2 == 0 else policy[i]
+        assert row.tokens == expected.tokens
+        assert (
+            max(abs(a - b) for a, b in zip(row.logprobs, expected.logprobs, strict=True))
+            < TOLERANCE
+        )
+    assert any(a.logprobs != b.logprobs for a, b in zip(member, policy, strict=True))
+    wrapped.drop_snapshot("past")
+    assert not wrapped.engine.has_adapter(wrapped.prefix + "past")
