@@ -235,3 +235,36 @@ def test_pool_members_are_adapters_sampled_beside_the_policy(  # type: ignore[no
     assert any(a.logprobs != b.logprobs for a, b in zip(member, policy, strict=True))
     wrapped.drop_snapshot("past")
     assert not wrapped.engine.has_adapter(wrapped.prefix + "past")
+
+
+def test_spiral_serve_on_vllm_answers_the_openai_client_with_legal_moves_only(
+    model_dir: Path, pair
+) -> None:  # type: ignore[no-untyped-def]
+    from openai import OpenAI
+
+    from spiral import games
+    from spiral.agents.model_agent import load_sampler, resolve_source
+    from spiral.serving.server import create_app
+    from tests.evaluation_cli import running_server
+
+    sampler = load_sampler(resolve_source(str(model_dir)), dtype="float32", engine="vllm")
+    assert sampler.engine is pair[1].engine  # the process's one engine over this base model
+    with running_server(create_app(sampler, "tiny-vllm")) as url:
+        client = OpenAI(base_url=url, api_key="unused", max_retries=0)
+        state = games.make("TicTacToe-v0", seed=0)
+        moves = 0
+        while not state.is_terminal():
+            seat = state.current_player()
+            legal = state.legal_actions()
+            reply = client.chat.completions.create(
+                model="tiny-vllm",
+                messages=[{"role": "user", "content": state.observation(seat)}],
+                max_tokens=8,
+                seed=moves,
+                extra_body={"guided_choice": legal},
+            )
+            answer = reply.choices[0].message.content
+            assert answer in legal, (answer, legal)
+            state.apply_action(answer)
+            moves += 1
+    assert moves >= 5
