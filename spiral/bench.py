@@ -6,6 +6,7 @@
     spiral bench what=pool model=embedded hands=256 members=25   population play cost
     spiral bench what=prefix_cache model=embedded games=16   TicTacToe with/without the cache
     spiral bench what=async preset=embedded-kuhn steps=6   sync loop vs async actor-learner
+    spiral bench what=vllm preset=embedded-kuhn steps=3    a self-play step: torch vs vLLM
     spiral bench what=all out=bench.json                  games + engine
 
 Numbers are reported as measured (and as ratios where two are compared, e.g. prefix reuse
@@ -32,13 +33,14 @@ class BenchArgs:
 
     Throughput measured on this machine, in one run (ratios where two things compare)."""
 
-    what: Literal["games", "engine", "selfplay", "pool", "prefix_cache", "async", "all"] = (
+    what: Literal["games", "engine", "selfplay", "pool", "prefix_cache", "async", "vllm", "all"] = (
         chz.field(
             default="all",
             doc="games: random-play games/s; engine: sampling; selfplay: Kuhn hands/s; "
             "pool: population play's memory and rollout time with `members` adapters; "
             "prefix_cache: a TicTacToe step sampled with and without the prefix cache; "
-            "async: the sync loop (all threads) vs the async actor-learner (half each)",
+            "async: the sync loop (all threads) vs the async actor-learner (half each); "
+            "vllm: a preset's self-play step sampled by the torch engine and by vLLM",
         )
     )
     model: str = chz.field(default="embedded", doc="model for engine and selfplay")
@@ -55,8 +57,8 @@ class BenchArgs:
     members: int = chz.field(default=25, doc="pool: adapters in the pool", validator=positive)
     games: int = chz.field(default=16, doc="prefix_cache: TicTacToe games", validator=positive)
     seconds: float = chz.field(default=2.0, doc="games: seconds per game", validator=positive)
-    preset: str = chz.field(default="embedded-kuhn", doc="async: the training preset to run")
-    steps: int = chz.field(default=6, doc="async: timed steps per mode", validator=positive)
+    preset: str = chz.field(default="embedded-kuhn", doc="async, vllm: the training preset")
+    steps: int = chz.field(default=6, doc="async, vllm: timed steps per mode", validator=positive)
     warmup: int = chz.field(default=2, doc="async: untimed steps first", validator=positive)
     out: str = chz.field(default="", doc="also write the numbers to this JSON file")
 
@@ -154,6 +156,12 @@ def bench_async(args: BenchArgs) -> dict[str, float]:
     )
 
 
+def bench_vllm(args: BenchArgs) -> dict[str, Any]:
+    from spiral.engines.vllm_benchmark import run_vllm_benchmark
+
+    return run_vllm_benchmark(preset=args.preset, reps=args.steps)
+
+
 def machine() -> dict[str, Any]:
     import os
 
@@ -198,6 +206,8 @@ def main(argv: Sequence[str]) -> int:
         results.update(bench_prefix_cache(args))
     if what == "async":
         results.update(bench_async(args))
+    if what == "vllm":
+        results.update(bench_vllm(args))
     width = max(len(k) for k in results)
     for key, value in results.items():
         shown = _fmt(value)

@@ -213,6 +213,7 @@ class VllmEngine:
             max_model_len=max_model_len,
             trust_remote_code=trust_remote_code,
             distributed_executor_backend="uni",
+            **_cpu_options(max_model_len),
             enable_lora=True,
             max_lora_rank=lora_slot,
             max_loras=max_loras,
@@ -292,6 +293,16 @@ def open_engine(
     name = f"checkpoint:{source.resolve()}"
     engine.add_adapter(name, source)
     return engine, name
+
+
+def _cpu_options(max_model_len: int) -> dict[str, Any]:
+    """vLLM's CPU build rewinds a seeded row's generator after a chunked prefill, which a
+    CPU generator cannot do ("CPU Generator does not use offset"): whole prompts only."""
+    from vllm.platforms import current_platform
+
+    if not current_platform.is_cpu():
+        return {}
+    return {"enable_chunked_prefill": False, "max_num_batched_tokens": max(max_model_len, 8192)}
 
 
 def _lora_slot(rank: int) -> int:
