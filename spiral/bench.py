@@ -55,7 +55,9 @@ class BenchArgs:
     )
     hands: int = chz.field(default=512, doc="selfplay: Kuhn hands per step", validator=positive)
     members: int = chz.field(default=25, doc="pool: adapters in the pool", validator=positive)
-    games: int = chz.field(default=16, doc="prefix_cache: TicTacToe games", validator=positive)
+    games: int = chz.field(
+        default=16, doc="prefix_cache: TicTacToe games; vllm: games per step", validator=positive
+    )
     seconds: float = chz.field(default=2.0, doc="games: seconds per game", validator=positive)
     preset: str = chz.field(default="embedded-kuhn", doc="async, vllm: the training preset")
     steps: int = chz.field(default=6, doc="async, vllm: timed steps per mode", validator=positive)
@@ -159,7 +161,7 @@ def bench_async(args: BenchArgs) -> dict[str, float]:
 def bench_vllm(args: BenchArgs) -> dict[str, Any]:
     from spiral.engines.vllm_benchmark import run_vllm_benchmark
 
-    return run_vllm_benchmark(preset=args.preset, reps=args.steps)
+    return run_vllm_benchmark(preset=args.preset, reps=args.steps, games=args.games)
 
 
 def machine() -> dict[str, Any]:
