@@ -27,8 +27,10 @@ Choices:
   reads each target's tempered log-prob, then forces it. (vLLM's prompt log-probs are
   untempered and fail with LoRA adapters, vllm-project/vllm#29955.) This needs the engine
   in this process, which it is:
-- **Full fine-tuning** is refused for now: sampling live full weights needs a weight
-  sync into the running engine (not built; LoRA is the path that works).
+- **Full fine-tuning**: the learner's weights are written into a private engine (no
+  LoRA) after each step through the worker's in-place `reload_weights` (Hugging Face
+  names; vLLM packs q/k/v and re-processes the weights itself), and its prefix cache is reset (its KV was computed
+  with the old weights). Pool members then sample through the torch learner.
   the engine runs in this process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`, one worker), so
   no spawned process needs a `__main__` guard and Ctrl-C takes it down with the run.
 """
@@ -201,6 +203,14 @@ class VllmEngine:
         from transformers import AutoTokenizer
 
         self.tokenizer = AutoTokenizer.from_pretrained(str(base))
+        lora: dict[str, Any] = {}
+        if lora_slot > 0:  # 0: no LoRA (full weights, synced with `load_weights`)
+            lora = dict(
+                enable_lora=True,
+                max_lora_rank=lora_slot,
+                max_loras=max_loras,
+                max_cpu_loras=max_loras * 2,
+            )
         self.llm = vllm.LLM(
             model=str(base),
             dtype=dtype,
@@ -214,10 +224,7 @@ class VllmEngine:
             trust_remote_code=trust_remote_code,
             distributed_executor_backend="uni",
             **_cpu_options(max_model_len),
-            enable_lora=True,
-            max_lora_rank=lora_slot,
-            max_loras=max_loras,
-            max_cpu_loras=max_loras * 2,
+            **lora,
         )
         self.lora_slot = lora_slot
         self.eos_ids = _eos_ids(base, self.tokenizer)
@@ -230,6 +237,14 @@ class VllmEngine:
         from vllm.lora.request import LoRARequest
 
         self._requests[name] = LoRARequest(name, next(self._ids), str(folder))
+
+    def load_weights(self, state: dict[str, Any]) -> None:
+        """Write full weights (Hugging Face names) into the running model, and forget the
+        prefix cache's KV (computed with the old weights)."""
+        if self.lora_slot > 0:
+            raise RuntimeError("load_weights needs an engine without LoRA (a private one)")
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": list(state.items())})
+        self.llm.reset_prefix_cache()
 
     def drop_adapter(self, name: str) -> None:
         request = self._requests.pop(name, None)
@@ -250,7 +265,8 @@ class VllmEngine:
         self.llm.llm_engine.engine_core.shutdown()
 
 
-_OPEN: dict[tuple[str, str, int], VllmEngine] = {}  # (base, dtype, LoRA slot) -> engine
+_OPEN: dict[tuple[str, ...], VllmEngine] = {}  # (base, dtype, LoRA slot[, owner]) -> engine
+_PRIVATE = itertools.count()
 
 
 def open_engine(
@@ -259,10 +275,13 @@ def open_engine(
     max_loras: int = 4,
     kv_cache_gb: float = 1.0,
     max_model_len: int = 4096,
+    private: bool = False,
 ) -> tuple[VllmEngine, str | None]:
     """This process's engine for `model`'s base weights (started on first use, then
     shared; the first caller's memory settings hold), and the adapter name to sample
-    `model` itself when it is a LoRA checkpoint (None: the base weights)."""
+    `model` itself when it is a LoRA checkpoint (None: the base weights). `private`: an
+    engine of its own without LoRA, whose weights its owner overwrites (full
+    fine-tuning); never shared, never shut down before the process ends."""
     import json
 
     source = Path(resolve_model_path(model.model))
@@ -273,14 +292,17 @@ def open_engine(
         base = Path(resolve_model_path(meta["base_model_name_or_path"]))
         rank = max(rank, int(meta.get("r", 8)))
     # the learner's rule for `auto` (loading.resolve_dtype), so both sides round alike
-    dtype = str(resolve_dtype(model.dtype, resolve_device(model.device))).split(".")[-1]
-    key = (str(base.resolve()), dtype, _lora_slot(max(rank, 8)))
+    device = resolve_device(model.device)
+    dtype = str(resolve_dtype(model.dtype, device, full_fine_tuning=private)).split(".")[-1]
+    key: tuple[Any, ...] = (str(base.resolve()), dtype, _lora_slot(max(rank, 8)))
+    if private:
+        key = (key[0], dtype, 0, f"private-{next(_PRIVATE)}")
     engine = _OPEN.get(key)
     if engine is None:
         engine = VllmEngine(
             base,
             dtype,
-            key[2],
+            int(key[2]),
             seed=model.seed,
             max_loras=max_loras,
             kv_cache_gb=kv_cache_gb,
@@ -560,17 +582,16 @@ class VllmSampler:
 
 
 class VllmSampledLearner:
-    """A LoRA learner whose samplers are vLLM's: each new version's adapter is written to
-    a folder and hot-swapped into the one running engine; pool members likewise. Every
-    other call goes to the wrapped learner (training, checkpoints, averaging)."""
+    """A learner whose samplers are vLLM's. LoRA: each new version's adapter is written to
+    a folder and hot-swapped into the running engine, pool members likewise; full
+    weights: written into a private engine. Every other call goes to the wrapped learner
+    (training, checkpoints, averaging)."""
 
     def __init__(self, learner: Learner, engine: VllmEngine, workdir: Path | None = None) -> None:
-        if not getattr(learner, "members_share_model", False):
-            raise UsageError(
-                "sampler_engine=vllm samples LoRA adapters: set lora_rank > 0 (full "
-                "fine-tuning would need a weight sync into the running engine, not built)"
-            )
         self.inner: Any = learner  # a TorchLearner (save_trained: its adapter folder)
+        self.full = engine.lora_slot == 0  # full weights: synced into a private engine
+        if not self.full and not learner.members_share_model:
+            raise UsageError("a LoRA engine samples a LoRA learner; this one trains full weights")
         self.engine = engine
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="spiral-vllm-"))
         self.published = -1
@@ -600,6 +621,10 @@ class VllmSampledLearner:
         version = self.version
         if self.published == version:
             return
+        if self.full:  # every weight into the running engine
+            self.engine.load_weights(self.inner.trained_state())
+            self.published = version
+            return
         folder = self.workdir / f"v{version}"
         self.inner.save_trained(folder)
         old = self.workdir / f"v{self.published}"
@@ -615,7 +640,7 @@ class VllmSampledLearner:
         return VllmSampler(
             self.engine,
             version,
-            self.policy,
+            None if self.full else self.policy,
             is_current=lambda: self.published == version,
             members=self.prefix,
         )
@@ -635,19 +660,26 @@ class VllmSampledLearner:
 
         return _Averaged()
 
+    # Pool members: adapters in the engine with LoRA; with full weights the torch
+    # learner's own member samplers (a weight file per member, full_members.py).
     def take_snapshot(self, name: str, folder: Path) -> None:
         self.inner.take_snapshot(name, folder)
-        self.engine.add_adapter(self.prefix + name, Path(folder))
+        if not self.full:
+            self.engine.add_adapter(self.prefix + name, Path(folder))
 
     def load_snapshot(self, name: str, folder: Path) -> None:
         self.inner.load_snapshot(name, folder)
-        self.engine.add_adapter(self.prefix + name, Path(folder))
+        if not self.full:
+            self.engine.add_adapter(self.prefix + name, Path(folder))
 
     def drop_snapshot(self, name: str) -> None:
         self.inner.drop_snapshot(name)
-        self.engine.drop_adapter(self.prefix + name)
+        if not self.full:
+            self.engine.drop_adapter(self.prefix + name)
 
     def snapshot_sampler(self, name: str) -> Sampler:
+        if self.full:
+            return self.inner.snapshot_sampler(name)
         adapter = self.prefix + name
         return VllmSampler(
             self.engine,
@@ -660,12 +692,8 @@ class VllmSampledLearner:
 
 def sampled_by_vllm(learner: Learner, model: ModelConfig, **options: Any) -> Learner:
     """`learner`, its samplers drawn by a new vLLM engine over the same base model."""
-    if model.lora_rank <= 0 or not getattr(learner, "members_share_model", False):
-        raise UsageError(
-            "sampler_engine=vllm samples LoRA adapters: set lora_rank > 0 (full "
-            "fine-tuning would need a weight sync into the running engine, not built)"
-        )
-    engine, _ = open_engine(model, lora_rank=model.lora_rank, **options)
+    full = model.lora_rank <= 0
+    engine, _ = open_engine(model, lora_rank=model.lora_rank, private=full, **options)
     return VllmSampledLearner(learner, engine)  # type: ignore[return-value,unused-ignore]
 
 

@@ -268,3 +268,19 @@ def test_spiral_serve_on_vllm_answers_the_openai_client_with_legal_moves_only(
             state.apply_action(answer)
             moves += 1
     assert moves >= 5
+
+
+def test_full_fine_tuning_syncs_every_weight_into_a_private_engine(model_dir: Path) -> None:
+    from spiral.engines.vllm_engine import sampled_by_vllm
+
+    cfg = ModelConfig(str(model_dir), lora_rank=0, dtype="float32")
+    learner = TorchLearner(cfg, micro_batch_tokens=200)
+    wrapped = sampled_by_vllm(learner, cfg, kv_cache_gb=0.25, max_model_len=4096)
+    assert wrapped.engine.lora_slot == 0  # type: ignore[attr-defined]
+    datums = _datums(wrapped, seed=0)  # type: ignore[arg-type]
+    assert _max_gap(learner, datums) < TOLERANCE
+    learner.forward_backward(datums, is_loss)
+    learner.optim_step(1e-2)
+    assert _max_gap(learner, datums) > 10 * TOLERANCE  # every weight moved
+    fresh = _datums(wrapped, seed=1)  # type: ignore[arg-type]
+    assert _max_gap(learner, fresh) < TOLERANCE  # the engine holds the new weights
