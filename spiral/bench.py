@@ -159,7 +159,7 @@ def bench_async(args: BenchArgs) -> dict[str, float]:
 
 
 def bench_vllm(args: BenchArgs) -> dict[str, Any]:
-    from spiral.engines.vllm_benchmark import run_vllm_benchmark
+    from spiral.train.vllm_benchmark import run_vllm_benchmark
 
     return run_vllm_benchmark(preset=args.preset, reps=args.steps, games=args.games)
 

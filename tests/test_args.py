@@ -104,7 +104,7 @@ def test_every_command_uses_the_front_door(
         (["export", "checkpoint=x", "out=y", "weights=ema"], "expected one of live, averaged"),
         (
             ["bench", "what=gpu"],
-            "expected one of games, engine, selfplay, pool, prefix_cache, async, all",
+            "expected one of games, engine, selfplay, pool, prefix_cache, async, vllm, all",
         ),
         (["bench", "dtypes=float16"], "expected auto, or float32 and/or bfloat16"),
         (["serve", "checkpoint=base", "device=gpu"], "choose auto, cpu, cuda or cuda:N"),

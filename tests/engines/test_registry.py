@@ -3,6 +3,7 @@ ask it by name (a probe engine, registered here, records every build)."""
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -38,14 +39,28 @@ def probe() -> Iterator[list[tuple[str, str]]]:
 def test_torch_is_the_default_and_unknown_names_are_refused() -> None:
     assert "torch" in registry.names()
     with pytest.raises(
-        UsageError, match="unknown engine 'vllm'; registered engines: tinker, torch"
+        UsageError, match="unknown engine 'nope'; registered engines: tinker, torch, vllm"
     ):
-        registry.get("vllm")
+        registry.get("nope")
     from spiral.train.config import parse_config
 
     assert parse_config([]).engine == "torch"
     with pytest.raises(UsageError, match="unknown engine"):
         parse_config(["engine=nope"])
+
+
+def test_vllm_samples_only_and_says_what_to_install() -> None:
+    from spiral.engines.loading import ModelConfig
+    from spiral.train.config import parse_config
+
+    with pytest.raises(UsageError, match="engine=torch sampler_engine=vllm"):
+        registry.learner("vllm", ModelConfig(str(tiny_model_dir())))
+    with pytest.raises(UsageError, match="sampler_engine=tinker cannot sample"):
+        parse_config(["sampler_engine=tinker"])
+    assert parse_config(["sampler_engine=vllm"]).sampler_engine == "vllm"
+    if importlib.util.find_spec("vllm") is None:  # this venv: the message names the fix
+        with pytest.raises(UsageError, match="make setup-vllm"):
+            registry.sampler("vllm", ModelConfig(str(tiny_model_dir())))
 
 
 def test_training_builds_its_learner_through_the_registry(
