@@ -240,12 +240,12 @@ def test_pool_members_are_adapters_sampled_beside_the_policy(  # type: ignore[no
 def test_spiral_serve_on_vllm_answers_the_openai_client_with_legal_moves_only(
     model_dir: Path, pair
 ) -> None:  # type: ignore[no-untyped-def]
+    from evaluation_cli import running_server
     from openai import OpenAI
 
     from spiral import games
     from spiral.agents.model_agent import load_sampler, resolve_source
     from spiral.serving.server import create_app
-    from tests.evaluation_cli import running_server
 
     sampler = load_sampler(resolve_source(str(model_dir)), dtype="float32", engine="vllm")
     assert sampler.engine is pair[1].engine  # the process's one engine over this base model
