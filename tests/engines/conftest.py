@@ -51,6 +51,28 @@ def move_constraint(
     return AnswerConstraint(choices=choices, marker=mark, think_budget=think_budget)
 
 
+def agreement_constraints(tokenizer: Any) -> list[AnswerConstraint | None]:
+    """One constraint per PROMPT_TEXTS prompt: free, no marker, thinking, marker only."""
+    return [
+        None,
+        move_constraint(tokenizer, 0, ""),
+        move_constraint(tokenizer, 5),
+        move_constraint(tokenizer, 0),
+    ]
+
+
+def max_gap(learner: Any, datums: list[Datum]) -> float:
+    """Largest |sampler log-prob - learner log-prob| over the datums' trained tokens."""
+    gaps = [0.0]
+    for d, recomputed in zip(datums, learner.logprobs(datums), strict=True):
+        gaps += [
+            abs(a - b)
+            for a, b, m in zip(d.sampler_logprobs, recomputed, d.mask, strict=True)
+            if m > 0
+        ]
+    return max(gaps)
+
+
 def to_datum(prompt: list[int], completion: Completion, advantage: float = 1.0) -> Datum:
     """Tinker layout: prompt + completion shifted; only completion positions are masked in."""
     seq = list(prompt) + list(completion.tokens)

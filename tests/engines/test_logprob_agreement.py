@@ -14,33 +14,24 @@ import pytest
 from spiral.engines.base import SamplingParams
 from spiral.engines.learner import TorchLearner
 from spiral.engines.loading import ModelConfig
-from spiral.types import AnswerConstraint, Datum
+from spiral.types import Datum
 
-from .conftest import PROMPT_TEXTS, chat_prompts, is_loss, move_constraint, to_datum
+from .conftest import (
+    PROMPT_TEXTS,
+    agreement_constraints,
+    chat_prompts,
+    is_loss,
+    max_gap,
+    to_datum,
+)
 
 TEMPERATURE = 0.8
-
-
-def _max_gap(learner: TorchLearner, datums: list[Datum]) -> float:
-    gaps = [0.0]
-    for d, recomputed in zip(datums, learner.logprobs(datums), strict=True):
-        gaps += [
-            abs(a - b)
-            for a, b, m in zip(d.sampler_logprobs, recomputed, d.mask, strict=True)
-            if m > 0
-        ]
-    return max(gaps)
 
 
 def _sample_datums(learner: TorchLearner, seed: int) -> list[Datum]:
     tok = learner.tokenizer
     prompts = chat_prompts(tok, PROMPT_TEXTS)
-    cons: list[AnswerConstraint | None] = [
-        None,
-        move_constraint(tok, 0, ""),
-        move_constraint(tok, 5),
-        move_constraint(tok, 0),
-    ]
+    cons = agreement_constraints(tok)
     out = learner.sampler().sample(
         prompts, SamplingParams(max_tokens=12, temperature=TEMPERATURE, seed=seed), cons
     )
@@ -56,14 +47,14 @@ def test_sampler_and_learner_agree(
     learner.temperature = TEMPERATURE
     datums = _sample_datums(learner, seed=0)
     assert any(d.constraint is not None and d.constraint.think_budget > 0 for d in datums)
-    assert _max_gap(learner, datums) < 1e-4
+    assert max_gap(learner, datums) < 1e-4
     # The loss sees ratio 1 on fresh samples; then move the weights and check again.
     metrics = learner.forward_backward(datums, is_loss)
     assert abs(metrics["ratio"] - 1.0) < 1e-4
     learner.optim_step(1e-2)
     fresh = _sample_datums(learner, seed=1)
-    assert _max_gap(learner, fresh) < 1e-4
-    assert _max_gap(learner, datums) > 1e-3  # the step really changed the policy
+    assert max_gap(learner, fresh) < 1e-4
+    assert max_gap(learner, datums) > 1e-3  # the step really changed the policy
 
 
 BF16_TOLERANCE = 0.05  # bf16 rounds differently in the sampler's and the learner's layouts
@@ -76,8 +67,8 @@ def test_sampler_and_learner_agree_in_bf16(arch: str, tiny_llama: Path, tiny_qwe
     learner = TorchLearner(cfg, micro_batch_tokens=100)
     learner.temperature = TEMPERATURE
     datums = _sample_datums(learner, seed=0)
-    assert _max_gap(learner, datums) < BF16_TOLERANCE
+    assert max_gap(learner, datums) < BF16_TOLERANCE
     metrics = learner.forward_backward(datums, is_loss)
     assert abs(metrics["ratio"] - 1.0) < BF16_TOLERANCE / 5  # on-policy: the ratio is ~1
     learner.optim_step(1e-2)
-    assert _max_gap(learner, _sample_datums(learner, seed=1)) < BF16_TOLERANCE
+    assert max_gap(learner, _sample_datums(learner, seed=1)) < BF16_TOLERANCE

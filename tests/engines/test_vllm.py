@@ -19,9 +19,17 @@ from spiral.engines.base import SamplingParams  # noqa: E402
 from spiral.engines.learner import TorchLearner  # noqa: E402
 from spiral.engines.loading import ModelConfig  # noqa: E402
 from spiral.engines.vllm_engine import VllmSampledLearner, open_engine  # noqa: E402
-from spiral.types import AnswerConstraint, Datum  # noqa: E402
+from spiral.types import Datum  # noqa: E402
 
-from .conftest import PROMPT_TEXTS, chat_prompts, is_loss, move_constraint, to_datum  # noqa: E402
+from .conftest import (
+    PROMPT_TEXTS,
+    agreement_constraints,
+    chat_prompts,
+    is_loss,
+    max_gap,
+    move_constraint,
+    to_datum,
+)  # noqa: E402
 
 pytestmark = pytest.mark.vllm
 
@@ -50,12 +58,7 @@ def pair(model_dir: Path):  # type: ignore[no-untyped-def]
 def _datums(wrapped: VllmSampledLearner, seed: int, temperature: float = 1.0) -> list[Datum]:
     tok = wrapped.tokenizer
     prompts = chat_prompts(tok, PROMPT_TEXTS)
-    cons: list[AnswerConstraint | None] = [
-        None,
-        move_constraint(tok, 0, ""),
-        move_constraint(tok, 5),
-        move_constraint(tok, 0),
-    ]
+    cons = agreement_constraints(tok)
     out = wrapped.sampler().sample(
         prompts, SamplingParams(max_tokens=12, temperature=temperature, seed=seed), cons
     )
@@ -69,17 +72,6 @@ def _datums(wrapped: VllmSampledLearner, seed: int, temperature: float = 1.0) ->
     return [to_datum(p, c) for p, c in zip(prompts, out, strict=True)]
 
 
-def _max_gap(learner: TorchLearner, datums: list[Datum]) -> float:
-    gaps = [0.0]
-    for d, recomputed in zip(datums, learner.logprobs(datums), strict=True):
-        gaps += [
-            abs(a - b)
-            for a, b, m in zip(d.sampler_logprobs, recomputed, d.mask, strict=True)
-            if m > 0
-        ]
-    return max(gaps)
-
-
 def test_vllm_samples_agree_with_the_torch_learner_and_adapters_hot_swap(pair) -> None:  # type: ignore[no-untyped-def]
     learner, wrapped = pair
     engine = wrapped.engine
@@ -88,16 +80,16 @@ def test_vllm_samples_agree_with_the_torch_learner_and_adapters_hot_swap(pair) -
         learner.temperature = temperature
         datums = _datums(wrapped, seed=0, temperature=temperature)
         assert any(len(d.target_ids) > 0 for d in datums)
-        assert _max_gap(learner, datums) < TOLERANCE
+        assert max_gap(learner, datums) < TOLERANCE
     learner.temperature = 1.0
     datums = _datums(wrapped, seed=0)
     old_sampler = wrapped.sampler()
     learner.forward_backward(datums, is_loss)
     learner.optim_step(5e-2)
-    assert _max_gap(learner, datums) > 10 * TOLERANCE  # the step moved the policy
+    assert max_gap(learner, datums) > 10 * TOLERANCE  # the step moved the policy
     fresh = _datums(wrapped, seed=1)  # the new adapter, in the same engine
     assert wrapped.engine.llm is llm
-    assert _max_gap(learner, fresh) < TOLERANCE
+    assert max_gap(learner, fresh) < TOLERANCE
     with pytest.raises(RuntimeError, match="ask the learner for a new sampler"):
         old_sampler.sample([[1, 2, 3]], SamplingParams(max_tokens=2))
 
@@ -278,9 +270,9 @@ def test_full_fine_tuning_syncs_every_weight_into_a_private_engine(model_dir: Pa
     wrapped = sampled_by_vllm(learner, cfg, kv_cache_gb=0.25, max_model_len=4096)
     assert wrapped.engine.lora_slot == 0  # type: ignore[attr-defined]
     datums = _datums(wrapped, seed=0)  # type: ignore[arg-type]
-    assert _max_gap(learner, datums) < TOLERANCE
+    assert max_gap(learner, datums) < TOLERANCE
     learner.forward_backward(datums, is_loss)
     learner.optim_step(1e-2)
-    assert _max_gap(learner, datums) > 10 * TOLERANCE  # every weight moved
+    assert max_gap(learner, datums) > 10 * TOLERANCE  # every weight moved
     fresh = _datums(wrapped, seed=1)  # type: ignore[arg-type]
-    assert _max_gap(learner, fresh) < TOLERANCE  # the engine holds the new weights
+    assert max_gap(learner, fresh) < TOLERANCE  # the engine holds the new weights
