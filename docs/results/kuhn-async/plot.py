@@ -1,5 +1,5 @@
 """Kuhn (preset embedded-kuhn, seed 0 unless named): the sync loop (its importance_sampling
-default and ppo, seeds 0 and 1) vs the async actor-learner with a lag of one version (ppo)
+default and ppo, seeds 0, 1 and 2) vs the async actor-learner with a lag of one version (ppo)
 and of two (ppo seeds 0 and 1, truncated importance sampling, 30 lock-step steps first). `python plot.py` -> `sync-vs-async.png`: exploitability
 of the live and the averaged weights (top) and the clip fraction (bottom)."""
 
@@ -24,6 +24,7 @@ RUNS = {
     "sync, ppo, seed 1": HERE / "sync-ppo-s1.metrics.jsonl",
     "async, lag 2, ppo, seed 1": HERE / "async-lag2-s1.metrics.jsonl",
     "async, lag 2, ppo, 30 lock-step steps (stopped at 61)": HERE / "async-lag2-lockstep30.metrics.jsonl",
+    "sync, ppo, seed 2 (stopped at 57)": HERE / "sync-ppo-s2.metrics.jsonl",
 }
 fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 7.5), sharex=True)
 for i, (name, path) in enumerate(RUNS.items()):
