@@ -336,17 +336,16 @@ def _lora_slot(rank: int) -> int:
 
 
 def _eos_ids(base: Path, tokenizer: Any) -> frozenset[int]:
+    """The torch engine's rule (`eos_token_ids`), read from the base model's folder."""
+    from types import SimpleNamespace
+
     from transformers import GenerationConfig
 
     from spiral.engines.sampler import eos_token_ids
 
-    class _Model:  # what eos_token_ids reads: the generation config, if the folder has one
-        generation_config: Any = None
-
-    holder = _Model()
-    if (base / "generation_config.json").is_file():
-        holder.generation_config = GenerationConfig.from_pretrained(str(base))
-    return eos_token_ids(holder, tokenizer)
+    has_config = (base / "generation_config.json").is_file()
+    config = GenerationConfig.from_pretrained(str(base)) if has_config else None
+    return eos_token_ids(SimpleNamespace(generation_config=config), tokenizer)
 
 
 # ---- the sampler ---------------------------------------------------------------------
@@ -404,15 +403,18 @@ class VllmSampler:
         tokens: list[list[int]] = [[] for _ in range(n)]
         logps: list[list[float]] = [[] for _ in range(n)]
         finish: list[Any] = [None] * n
+        answers = [0] * n  # tokens of each constrained row's answer (the completion's tail)
         todo = list(range(n))
         for _ in range(2):  # a second round continues rows that thought until an eos
-            todo = self._round(prompts, params, cons, names, todo, tokens, logps, finish)
+            todo = self._round(prompts, params, cons, names, todo, tokens, logps, finish, answers)
             if not todo:
                 break
         self.engine.totals["sample_s"] += time.perf_counter() - t0
         self.engine.totals["prompt_tokens"] += sum(len(p) for p in prompts)
         self.engine.totals["decode_tokens"] += sum(len(t) for t in tokens)
-        return [self._completion(tokens[i], logps[i], finish[i], cons[i]) for i in range(n)]
+        return [
+            self._completion(tokens[i], logps[i], finish[i], cons[i], answers[i]) for i in range(n)
+        ]
 
     def _round(
         self,
@@ -424,6 +426,7 @@ class VllmSampler:
         tokens: list[list[int]],
         logps: list[list[float]],
         finish: list[Any],
+        answers: list[int],
     ) -> list[int]:
         """Sample rows `todo` (continuing their tokens so far); the rows still unfinished."""
         vllm = _vllm()
@@ -475,6 +478,7 @@ class VllmSampler:
                     if row.done:
                         break
                     row.push(t)
+                answers[i] = len(row.answer)
                 if row.done:  # the forced end-of-sequence after the answer is not kept
                     keep = len(new) - 1 if new and new[-1] in eos else len(new)
                     new, lps = new[:keep], lps[:keep]
@@ -497,15 +501,10 @@ class VllmSampler:
         logprobs: list[float],
         finish: Any,
         constraint: AnswerConstraint | None,
+        answer: int,
     ) -> Completion:
-        answer_start = None
-        if constraint is not None:
-            row = _row(constraint_args(constraint, self.engine.eos_ids, 1 << 30))
-            for t in tokens:
-                if row.done:
-                    break
-                row.push(t)
-            answer_start = len(tokens) - len(row.answer)
+        """`answer`: the length of a constrained row's answer, which ends its tokens."""
+        answer_start = None if constraint is None else len(tokens) - answer
         return Completion(
             tokens=tuple(tokens),
             logprobs=tuple(logprobs),
