@@ -10,15 +10,19 @@ weights stay equal without being broadcast. Diagnostics are combined over the ra
 the one-process learner combines them over micro-batches (token-weighted means; sums for
 `loss` and `num_tokens`; min / max for `ratio_min` / `ratio_max`).
 
-Launch: `torchrun --nproc-per-node N ...` (or Ray actors that set the same environment
-variables) and `init_from_env()` joins the group (MASTER_ADDR, MASTER_PORT, RANK,
-WORLD_SIZE). FSDP, for models that do not fit one device, is not built.
+Launch: `torchrun --nproc-per-node N --no-python spiral train ...` (or Ray actors that set
+the same environment variables); `join_from_env()` joins the group (MASTER_ADDR,
+MASTER_PORT, RANK, WORLD_SIZE) and returns the process's `Ranks`, which the training loop
+asks who writes (rank 0) and whether every rank agrees to stop. FSDP, for models that do
+not fit one device, is not built.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import torch
@@ -29,16 +33,70 @@ from spiral.algo.regularizers import Regularizer
 from spiral.engines.base import LossFn
 from spiral.types import Datum
 
+# Rank 0 evaluates and checkpoints while the others wait at the next collective: allow
+# an evaluation this long (gloo's default is 30 minutes, nccl's 10).
+COLLECTIVE_TIMEOUT = timedelta(hours=2)
+
 
 def init_from_env(backend: str | None = None) -> tuple[int, int]:
     """Join the process group torchrun describes in the environment; (rank, world size).
     gloo on CPUs, nccl when CUDA is there, unless `backend` says otherwise."""
     if not dist.is_initialized():
         chosen = backend or ("nccl" if torch.cuda.is_available() else "gloo")
-        dist.init_process_group(backend=chosen)
         if chosen == "nccl":
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        dist.init_process_group(backend=chosen, timeout=COLLECTIVE_TIMEOUT)
     return dist.get_rank(), dist.get_world_size()
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """Where this process stands among the processes of one run: rank 0 of 1 unless
+    launched by torchrun. The loop asks it who writes files and whether to stop."""
+
+    rank: int = 0
+    world: int = 1
+
+    @property
+    def main(self) -> bool:
+        """The one process that logs, evaluates and writes checkpoints."""
+        return self.rank == 0
+
+    def any(self, flag: bool) -> bool:
+        """True on every rank if it is true on any (a stop signal seen by one rank)."""
+        if self.world == 1:
+            return flag
+        value = torch.tensor([1 if flag else 0], dtype=torch.int64)
+        dist.all_reduce(value, op=dist.ReduceOp.MAX)
+        return bool(value.item())
+
+    def gather(self, obj: Any) -> list[Any]:
+        """Every rank's `obj`, in rank order, on every rank."""
+        if self.world == 1:
+            return [obj]
+        out: list[Any] = [None] * self.world
+        dist.all_gather_object(out, obj)
+        return out
+
+    def barrier(self) -> None:
+        if self.world > 1:
+            dist.barrier()
+
+
+def leave(ranks: Ranks) -> None:
+    """Leave the process group `join_from_env` joined (after a last barrier)."""
+    if ranks.world > 1 and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+def join_from_env() -> Ranks:
+    """The process group torchrun (or anything setting WORLD_SIZE > 1) asked for, joined;
+    a single process otherwise."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return Ranks()
+    rank, world = init_from_env()
+    return Ranks(rank, world)
 
 
 class DataParallelLearner:
@@ -51,9 +109,44 @@ class DataParallelLearner:
         self.group = group
         self.rank = dist.get_rank(group)
         self.world = dist.get_world_size(group)
+        self.broadcast_weights()
 
     def __getattr__(self, name: str) -> Any:  # everything else is the inner learner's
         return getattr(self.inner, name)
+
+    @property
+    def temperature(self) -> float:
+        return float(self.inner.temperature)
+
+    @temperature.setter
+    def temperature(self, value: float) -> None:
+        self.inner.temperature = value
+
+    def _trainable(self) -> list[torch.Tensor]:
+        return [param for _, param in self.inner._named_trainable()]
+
+    def broadcast_weights(self) -> None:
+        """Rank 0's trainable weights on every rank (as DDP does when it wraps a model),
+        so that ranks start equal even if their initialisation differed."""
+        source = 0 if self.group is None else dist.get_global_rank(self.group, 0)
+        for param in self._trainable():
+            dist.broadcast(param.data, src=source, group=self.group)
+
+    def check_in_sync(self) -> None:
+        """Raise if the ranks' trainable weights differ (they must: every rank applies the
+        same summed gradient). Cheap: one float64 checksum per rank."""
+        mine = [0.0, 0.0]
+        for param in self._trainable():
+            weights = param.detach().double()
+            mine[0] += float(weights.sum())
+            mine[1] += float((weights * weights).sum())
+        sums: list[list[float]] = [[] for _ in range(self.world)]
+        dist.all_gather_object(sums, mine, group=self.group)
+        if any(s != sums[0] for s in sums):
+            raise RuntimeError(
+                f"data-parallel replicas diverged: weight checksums per rank {sums}; the "
+                "ranks no longer apply the same update (report this with the run folder)"
+            )
 
     def shard(self, datums: Sequence[Datum]) -> list[Datum]:
         """This rank's rows: every world-th row from its rank on."""
@@ -76,11 +169,20 @@ class DataParallelLearner:
         return self._combine(local)
 
     def optim_step(self, learning_rate: float) -> dict[str, float]:
-        """Sum the gradients over the ranks, then the inner learner clips and steps."""
-        for _, param in self.inner._named_trainable():
+        """Sum the gradients over the ranks (one flat all-reduce), then the inner learner
+        clips and steps."""
+        by_dtype: dict[torch.dtype, list[torch.Tensor]] = {}
+        for param in self._trainable():
             if param.grad is None:
                 param.grad = torch.zeros_like(param)
-            dist.all_reduce(param.grad, op=dist.ReduceOp.SUM, group=self.group)
+            by_dtype.setdefault(param.grad.dtype, []).append(param.grad)
+        for grads in by_dtype.values():
+            flat = torch.cat([grad.reshape(-1) for grad in grads])
+            dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=self.group)
+            offset = 0
+            for grad in grads:
+                grad.copy_(flat[offset : offset + grad.numel()].view_as(grad))
+                offset += grad.numel()
         return self.inner.optim_step(learning_rate)
 
     def _combine(self, local: dict[str, float]) -> dict[str, float]:

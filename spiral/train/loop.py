@@ -7,6 +7,10 @@ Every seed is derived from (`seed`, step), so a run resumed from a checkpoint re
 same games and reaches the same metrics as an uninterrupted run. Ctrl-C or SIGTERM finishes
 the step in flight, saves a checkpoint of that moment and exits (`stopping.py`); a second
 Ctrl-C abandons the step, and resume replays it from the last checkpoint.
+
+Under torchrun (`Ranks` with world > 1) every rank runs this loop: each plays its share of
+the games and trains its share of the rows (`data_parallel.py`); rank 0 alone logs,
+evaluates and writes; all ranks agree on when to stop.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any
 
 from spiral.algo.rae import Baselines
 from spiral.engines.base import Learner
+from spiral.engines.distributed import DataParallelLearner, Ranks
 from spiral.errors import SpiralError
 from spiral.report.console import format_eval, format_progress
 from spiral.report.run_info import write_run_info
@@ -52,10 +57,20 @@ class RunResult:
 
 @contextlib.contextmanager
 def open_collector(
-    cfg: TrainConfig, setup: RunSetup, first_step: int, log: Callable[[str], None]
+    cfg: TrainConfig,
+    setup: RunSetup,
+    first_step: int,
+    log: Callable[[str], None],
+    ranks: Ranks | None = None,
 ) -> Iterator[Collector]:
     """Where the steps' games come from: played here with the learner's weights (the
-    default), or by Ray actors through a replay buffer (`use_async_actor_learner`)."""
+    default; shared out over the ranks of a torchrun launch), or by Ray actors through a
+    replay buffer (`use_async_actor_learner`)."""
+    if ranks is not None and ranks.world > 1:
+        from spiral.train.data_parallel import sharded_play
+
+        yield functools.partial(collect, cfg, setup, play=sharded_play(ranks))
+        return
     if not cfg.use_async_actor_learner:
         yield functools.partial(collect, cfg, setup)
         return
@@ -67,6 +82,15 @@ def open_collector(
 
 def _print_flushed(line: str) -> None:
     print(line, flush=True)
+
+
+def _silent(line: str) -> None:  # the log of ranks other than 0
+    del line
+
+
+def _no_eval(learner: Learner, step: int, population: Population | None = None) -> dict[str, float]:
+    del learner, step, population  # ranks other than 0 do not evaluate
+    return {}
 
 
 @dataclass
@@ -143,16 +167,19 @@ def train(
     setup: RunSetup,
     make_learner: Callable[[], Learner],
     log: Callable[[str], None] | None = None,
+    ranks: Ranks | None = None,
 ) -> RunResult:
     """Run (or resume) training as configured; returns where it stopped. `log` gets one
     line per step and per evaluation (default: stdout, flushed, so `make train > log.txt`
-    shows each line as it happens)."""
-    log = log or _print_flushed
+    shows each line as it happens). `ranks`: this process's place in a torchrun launch."""
+    ranks = ranks or Ranks()
+    log = (log or _print_flushed) if ranks.main else _silent
     run_dir = setup.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     ckpt_dir = run_dir / "checkpoints"
-    if removed := remove_partial_writes(ckpt_dir):
+    if ranks.main and (removed := remove_partial_writes(ckpt_dir)):
         log(f"removed {removed} unfinished checkpoint write(s) left by a killed run")
+    ranks.barrier()  # the others read the checkpoints once rank 0 has cleaned them
     begun = _begin(cfg, run_dir, make_learner, log)
     learner, start, baselines, population = (
         begun.learner,
@@ -162,28 +189,35 @@ def train(
     )
     if learner is None:
         return RunResult(run_dir, start, {})
-    # Written only once the resume checks passed: a refused resume keeps the old config.
-    (run_dir / "config.json").write_text(json.dumps(cfg.to_json(), indent=2), encoding="utf-8")
-    write_run_info(run_dir)
     # After any load: the learner scores at the temperature the sampler draws at.
     learner.temperature = cfg.temperature
-    jsonl = JsonlSink(run_dir / "metrics.jsonl")
-    jsonl.truncate_after(start - 1)  # rows past the checkpoint belong to a lost future
-    sinks = MultiSink([jsonl, *build_sinks(cfg, run_dir)])
-    evaluate = make_eval_fn(cfg, setup)
+    sinks = MultiSink([])
+    if ranks.main:
+        # Written only once the resume checks passed: a refused resume keeps the old config.
+        (run_dir / "config.json").write_text(json.dumps(cfg.to_json(), indent=2), encoding="utf-8")
+        write_run_info(run_dir)
+        jsonl = JsonlSink(run_dir / "metrics.jsonl")
+        jsonl.truncate_after(start - 1)  # rows past the checkpoint belong to a lost future
+        sinks = MultiSink([jsonl, *build_sinks(cfg, run_dir)])
+    evaluate = make_eval_fn(cfg, setup) if ranks.main else _no_eval
 
     def checkpoint(next_step: int, final: bool = False) -> Path:
-        extra = population.to_json() if population is not None else {}
-        state = LoopState(next_step, baselines.to_json(), cfg.to_json(), extra)
-        path = save_checkpoint(ckpt_dir, state, learner.save, final=final)
-        if population is not None:
-            population.prune_folders(members_in_checkpoints(ckpt_dir))
+        if isinstance(learner, DataParallelLearner):
+            learner.check_in_sync()
+        path = ckpt_dir
+        if ranks.main:
+            extra = population.to_json() if population is not None else {}
+            state = LoopState(next_step, baselines.to_json(), cfg.to_json(), extra)
+            path = save_checkpoint(ckpt_dir, state, learner.save, final=final)
+            if population is not None:
+                population.prune_folders(members_in_checkpoints(ckpt_dir))
+        ranks.barrier()  # no rank runs ahead of a checkpoint it may resume from
         return path
 
     metrics: dict[str, float] = {}
     step, bad_steps = start, 0
     started = time.perf_counter()
-    with StopRequest(log) as stop, open_collector(cfg, setup, start, log) as collector:
+    with StopRequest(log) as stop, open_collector(cfg, setup, start, log, ranks) as collector:
         try:
             for step in range(start, cfg.num_steps):
                 if population is not None:
@@ -207,10 +241,12 @@ def train(
                 bad_steps = _count_bad_steps(cfg, metrics, bad_steps, step, log)
                 last = step + 1 == cfg.num_steps
                 scheduled = bool(cfg.save_every) and (step + 1) % cfg.save_every == 0
-                if (scheduled or stop.requested) and not last:
+                stopping = ranks.any(stop.requested)  # every rank stops after the same step
+                if (scheduled or stopping) and not last:
                     path = checkpoint(step + 1)
-                    if stop.requested:
-                        log(f"stopped by {stop.signal_name}: saved {path}; run the same "
+                    if stopping:
+                        by = stop.signal_name or "another rank's signal"
+                        log(f"stopped by {by}: saved {path}; run the same "
                             "command again to resume")  # fmt: skip
                         return RunResult(run_dir, step + 1, metrics, interrupted=True)
             step = cfg.num_steps

@@ -6,8 +6,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from spiral.engines.distributed import join_from_env, leave
 from spiral.report.sinks import read_jsonl
 from spiral.train.config import ConfigError, help_text, parse_config
+from spiral.train.data_parallel import check_config
 from spiral.train.loop import train
 from spiral.train.setup import build_setup, make_learner_factory
 
@@ -52,9 +54,22 @@ def main(argv: Sequence[str]) -> int:
     except (ConfigError, KeyError) as err:
         print(f"spiral train: {err}", file=sys.stderr)
         return 2
-    print(f"run folder: {setup.run_dir}  ({cfg.num_steps} steps, {cfg.games_per_step} games/step)")
-    result = train(cfg, setup, make_learner_factory(cfg))
+    ranks = join_from_env()  # torchrun: this process's rank; else one process
+    try:
+        check_config(cfg, ranks)
+    except ConfigError as err:
+        if ranks.main:
+            print(f"spiral train: {err}", file=sys.stderr)
+        return 2
+    if ranks.main:
+        world = f", {ranks.world} data-parallel ranks" if ranks.world > 1 else ""
+        print(
+            f"run folder: {setup.run_dir}  ({cfg.num_steps} steps, "
+            f"{cfg.games_per_step} games/step{world})"
+        )
+    result = train(cfg, setup, make_learner_factory(cfg, ranks), ranks=ranks)
     metrics_path = result.run_dir / "metrics.jsonl"
-    if metrics_path.exists():
+    if ranks.main and metrics_path.exists():
         print(before_after(metrics_path))
+    leave(ranks)
     return 130 if result.interrupted else 0

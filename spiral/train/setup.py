@@ -18,6 +18,7 @@ from spiral import games
 from spiral.agents import make as make_agent
 from spiral.agents.llm_policy import LLMPolicy
 from spiral.engines.base import Learner, SamplingParams
+from spiral.engines.distributed import Ranks
 from spiral.evaluation.exploitability import KUHN_CARDS, KUHN_GAME_ID
 from spiral.evaluation.match import evaluate, results_metrics
 from spiral.evaluation.model_policy import model_kuhn_exploitability
@@ -79,7 +80,10 @@ def build_setup(cfg: TrainConfig) -> RunSetup:
     return RunSetup(run_dir, spec, spec_by_game, policy, game_params)
 
 
-def make_learner_factory(cfg: TrainConfig) -> Callable[[], Learner]:
+def make_learner_factory(cfg: TrainConfig, ranks: Ranks | None = None) -> Callable[[], Learner]:
+    """Builds the run's learner from the engine registry; under torchrun (`ranks` of
+    more than one process) wrapped to learn data-parallel."""
+
     def build() -> Learner:
         from spiral.engines import registry
         from spiral.engines.loading import ModelConfig
@@ -110,6 +114,10 @@ def make_learner_factory(cfg: TrainConfig) -> Callable[[], Learner]:
                 kv_cache_gb=cfg.vllm_kv_cache_gb,
                 max_model_len=cfg.vllm_max_model_len,
             )
+        if ranks is not None and ranks.world > 1:
+            from spiral.engines.distributed import DataParallelLearner
+
+            learner = DataParallelLearner(learner)
         return learner
 
     return build

@@ -78,11 +78,13 @@ def collect(
     step: int,
     population: Population | None = None,
     games: int | None = None,
+    play: Callable[..., tuple[list[Episode], dict[str, float]]] = play_with_draw_retry,
 ) -> tuple[list[Episode], dict[str, float]]:
     """Play one step's games (`games`, default the config's) with the current weights:
     both seats are the policy, or, in population play, the policy against the step's
     drawn opponents. Seeds come from (seed, step): an actor of the async loop passes the
-    index of its batch of games as `step`."""
+    index of its batch of games as `step`. `play` plays them (data-parallel ranks pass
+    one that plays their share and gathers the batch, `data_parallel.sharded_play`)."""
     params = SamplingParams(
         max_tokens=cfg.max_tokens, temperature=cfg.temperature, top_p=cfg.top_p, stop=cfg.stop
     )
@@ -104,7 +106,7 @@ def collect(
         specs, opponents = population.matchups(specs, step, POLICY)
         players = population.players(learner, specs, make_policy, POLICY, step)
     retries = cfg.max_draw_retries if cfg.filter_draw else 0
-    episodes, metrics = play_with_draw_retry(
+    episodes, metrics = play(
         specs,
         players,
         setup.invalid_policy,

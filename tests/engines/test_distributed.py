@@ -1,5 +1,6 @@
 """Two gloo processes learning data-parallel give the one-process gradient (to 1e-5), the
-same update on both ranks, and diagnostics combined as one learner's."""
+same update on both ranks, diagnostics combined as one learner's, and a replica that
+drifted is caught on every rank."""
 
 from __future__ import annotations
 
@@ -70,6 +71,14 @@ def _rank(rank: int, world: int, model: str, init: str, out: str) -> None:
         learner.optim_step(1e-2)
         weights = {n: p.detach().clone() for n, p in learner.inner._named_trainable()}
         torch.save({"grads": grads, "weights": weights}, Path(out) / f"rank{rank}.pt")
+        learner.check_in_sync()  # equal after the update: passes
+        if rank == 1:  # a replica that drifted: every rank hears of it
+            next(iter(learner.inner._named_trainable()))[1].data.add_(1e-3)
+        try:
+            learner.check_in_sync()
+            metrics["diverged_refused"] = 0.0
+        except RuntimeError as err:
+            metrics["diverged_refused"] = float("replicas diverged" in str(err))
         (Path(out) / f"rank{rank}.json").write_text(json.dumps(metrics))
     finally:
         dist.destroy_process_group()
@@ -106,6 +115,7 @@ def test_two_gloo_ranks_give_the_one_process_gradient_and_update(
         for name, weight in weights.items():
             torch.testing.assert_close(got["weights"][name], weight, rtol=0, atol=1e-4)
         combined = json.loads((tmp_path / f"rank{rank}.json").read_text())
+        assert combined.pop("diverged_refused") == 1.0
         assert combined["num_tokens"] == metrics["num_tokens"]
         assert combined["loss"] == pytest.approx(metrics["loss"], rel=1e-5)
         assert combined["ratio_mean"] == pytest.approx(metrics["ratio_mean"], rel=1e-5)

@@ -1,0 +1,86 @@
+"""Data-parallel training under torchrun: `torchrun --nproc-per-node N --no-python spiral
+train key=value ...` runs the same sync loop in N processes (one per GPU, or CPU threads
+with gloo).
+
+- Playing: every rank plays its share of a step's games (game i on rank i mod N, with
+  the rank's own sampler and seed), and every rank then holds the whole batch, in the
+  one-process order (`sharded_play`).
+- Learning: every rank computes the same advantages from the same batch, trains its share
+  of the rows and the gradients are summed (`DataParallelLearner`), so the ranks apply
+  the same update and stay equal (checked at every checkpoint).
+- Writing: rank 0 alone logs, evaluates and writes metrics and checkpoints; the others
+  wait for it at the next collective. Resume reads the checkpoint on every rank (a
+  multi-node run needs the run folder on a shared file system).
+
+The batch's games are played with different random streams than one process would use
+(each rank samples its own rows), so an N-rank run is a different, equally valid run of
+the same config, not a replay of the one-process run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from spiral.agents.base import Agent
+from spiral.engines.distributed import Ranks
+from spiral.prompts.invalid import InvalidMovePolicy
+from spiral.rollout.play import GameSpec, derive_seed, play_with_draw_retry
+from spiral.train.config import ConfigError, TrainConfig
+from spiral.types import Episode
+
+# What the loop can combine with data-parallel learning today; the rest is refused.
+_NOT_BUILT = {
+    "use_async_actor_learner": "the async actor-learner scales by adding Ray actors "
+    "(num_actors) instead",
+    "fsp_enabled": "population play is not built for several learner processes yet",
+}
+
+
+def check_config(cfg: TrainConfig, ranks: Ranks) -> None:
+    """Refuse, with what to do instead, what several ranks cannot run yet."""
+    if ranks.world == 1:
+        return
+    for key, instead in _NOT_BUILT.items():
+        if getattr(cfg, key):
+            raise ConfigError(
+                f"{key}=true cannot run under torchrun ({ranks.world} ranks): {instead}"
+            )
+    if cfg.engine != "torch" or (cfg.sampler_engine or "torch") != "torch":
+        raise ConfigError(
+            f"torchrun runs the torch engine only (engine={cfg.engine}, "
+            f"sampler_engine={cfg.sampler_engine or cfg.engine}); launch one process for "
+            "other engines"
+        )
+    if cfg.games_per_step < ranks.world:
+        raise ConfigError(
+            f"games_per_step={cfg.games_per_step} is fewer than the {ranks.world} ranks: "
+            "every rank needs at least one game per step"
+        )
+
+
+def sharded_play(ranks: Ranks) -> Any:
+    """`play_with_draw_retry` over this rank's share of the games, then every rank's
+    episodes gathered back into spec order; the count metrics are summed over ranks."""
+
+    def play(
+        specs: Sequence[GameSpec],
+        players: Mapping[str, Agent],
+        invalid: InvalidMovePolicy,
+        seed: int = 0,
+        max_retries: int = 0,
+    ) -> tuple[list[Episode], dict[str, float]]:
+        mine = list(specs[ranks.rank :: ranks.world])
+        played = play_with_draw_retry(
+            mine, players, invalid, seed=derive_seed(seed, ranks.rank), max_retries=max_retries
+        )
+        gathered: list[tuple[list[Episode], dict[str, float]]] = ranks.gather(played)
+        episodes: list[Episode | None] = [None] * len(specs)
+        metrics: dict[str, float] = {"dist/world_size": float(ranks.world)}
+        for rank, (rank_episodes, rank_metrics) in enumerate(gathered):
+            episodes[rank :: ranks.world] = rank_episodes
+            for key, value in rank_metrics.items():
+                metrics[key] = metrics.get(key, 0.0) + value
+        return [ep for ep in episodes if ep is not None], metrics
+
+    return play

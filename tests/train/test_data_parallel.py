@@ -1,0 +1,145 @@
+"""`spiral train` under torchrun: two gloo ranks share a step's games and rows, rank 0
+alone writes, the run resumes, and what several ranks cannot run yet is refused.
+
+The gradient itself (two ranks == one process, to 1e-5) is tested in
+tests/engines/test_distributed.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch.multiprocessing as mp
+
+from spiral import agents
+from spiral.engines.distributed import Ranks
+from spiral.prompts.invalid import invalid_policy
+from spiral.rollout.play import GameSpec, derive_seed, play_with_draw_retry
+from spiral.train.config import ConfigError, parse_config
+from spiral.train.data_parallel import check_config, sharded_play
+
+TORCHRUN = Path(sys.executable).with_name("torchrun")
+SPIRAL = Path(sys.executable).with_name("spiral")
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from spiral.engines.tiny import make_tiny_model
+
+    return make_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+
+
+def _specs(n: int) -> list[GameSpec]:
+    return [GameSpec("TicTacToe-v0", derive_seed(7, i), ("random", "random")) for i in range(n)]
+
+
+def _play_rank(rank: int, world: int, init: str, out: str) -> None:
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    try:
+        ranks = Ranks(rank, world)
+        players = {"random": agents.make("random", seed=rank)}
+        episodes, metrics = sharded_play(ranks)(
+            _specs(5), players, invalid_policy("spiral"), seed=3, max_retries=1
+        )
+        stop = ranks.any(rank == 1)  # a signal seen by rank 1 only
+        found = {"seeds": [ep.seed for ep in episodes], "metrics": metrics, "stop": stop}
+        (Path(out) / f"rank{rank}.json").write_text(json.dumps(found))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_sharded_play_gives_every_rank_the_whole_batch_in_spec_order(tmp_path: Path) -> None:
+    world = 2
+    mp.spawn(_play_rank, args=(world, f"file://{tmp_path / 'rdv'}", str(tmp_path)), nprocs=world)
+    found = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(world)]
+    assert found[0] == found[1]
+    # A drawn game is re-played under a derived seed, in its own place in the batch.
+    for got, spec in zip(found[0]["seeds"], _specs(5), strict=True):
+        assert got in (spec.seed, derive_seed(spec.seed, 1))
+    _, alone = play_with_draw_retry(
+        _specs(5), {"random": agents.make("random")}, invalid_policy("spiral")
+    )
+    assert found[0]["metrics"]["dist/world_size"] == 2.0
+    assert set(found[0]["metrics"]) == {"dist/world_size", *alone}
+    assert found[0]["stop"] is True and found[1]["stop"] is True
+
+
+def _cfg(model: Path, *extra: str):  # type: ignore[no-untyped-def]
+    return parse_config([f"model_name={model}", "env_ids=TicTacToe-v0", *extra])
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (("use_async_actor_learner=true",), "num_actors"),
+        (("fsp_enabled=true",), "population play"),
+        (("sampler_engine=vllm",), "torch engine only"),
+        (("batch_size=2",), "fewer than the 4 ranks"),
+    ],
+)
+def test_what_several_ranks_cannot_run_is_refused(
+    tiny_model: Path, extra: tuple[str, ...], says: str
+) -> None:
+    cfg = _cfg(tiny_model, *extra)
+    check_config(cfg, Ranks(0, 1))  # one process runs it
+    with pytest.raises(ConfigError, match=says):
+        check_config(cfg, Ranks(0, 4))
+
+
+def _torchrun(model: Path, run: Path, steps: int) -> subprocess.CompletedProcess[str]:
+    args = [
+        f"model_name={model}",
+        "env_ids=TicTacToe-v0",
+        "answer_format=constrained",
+        "batch_size=8",
+        "max_tokens=6",
+        "lora_rank=4",
+        "eval_every=2",
+        "eval_games=4",
+        "save_every=2",
+        "template=chat",
+        f"log_path={run}",
+        f"max_steps={steps}",
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [str(TORCHRUN), "--nproc-per-node", "2", "--no-python", str(SPIRAL), "train", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600, check=False)
+
+
+@pytest.mark.skipif(not TORCHRUN.exists(), reason="torchrun is not installed beside python")
+def test_torchrun_trains_on_two_ranks_writes_once_and_resumes(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    done = _torchrun(tiny_model, run, steps=3)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "2 data-parallel ranks" in done.stdout
+    assert done.stdout.count("step 3/3") == 1  # rank 0 alone logs
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in rows if "dist/world_size" in r]
+    assert [r["step"] for r in steps] == [0, 1, 2]  # one row per step: rank 0 alone writes
+    for row in steps:  # every step trained on the whole batch, played by both ranks
+        assert row["dist/world_size"] == 2.0
+        assert row["train/overall/num_games"] == 4.0
+    evals = [r["step"] for r in rows if any(k.startswith("eval/") for k in r)]
+    assert evals == [0, 2, 3]
+    assert sorted(p.name for p in (run / "checkpoints").glob("step_*")) == [
+        "step_000002",
+        "step_000003",
+    ]
+
+    # Resume on two ranks from step 3 (both read it; their weights are checked equal at
+    # the next checkpoint, which raises if a rank diverged).
+    shutil.rmtree(run / "checkpoints" / "step_000003")
+    again = _torchrun(tiny_model, run, steps=4)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "resumed from" in again.stdout and "step_000002 at step 2" in again.stdout
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if "dist/world_size" in r] == [0, 1, 2, 3]
