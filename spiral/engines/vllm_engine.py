@@ -13,10 +13,8 @@ Choices:
   (a request per row names its adapter), so the wrapped learner is an `AdapterSampler`
   source exactly like the torch one.
 - **Constrained answers at the token level**: a vLLM logits processor
-  (`AnswerConstraintProcessor`, registered by class path) runs the same `ConstrainedRow`
-  as the torch sampler over each row's output ids: free thinking, the forced marker, the
-  trie of legal choices, then a forced end-of-sequence that closes the request (stripped
-  from the completion). vLLM's own structured outputs (`choice`) would accept any
+  (`vllm_processor.py`) runs the same `ConstrainedRow` as the torch sampler over each
+  row's output ids. vLLM's own structured outputs (`choice`) would accept any
   tokenisation that spells a legal move, which the learner could not score under the
   same mask, so they are not used for training. Log-probs are vLLM's *processed* ones
   (after the mask and the temperature), the quantity the learner recomputes.
@@ -25,14 +23,15 @@ Choices:
   the tokens so far (prefix caching makes that a short prefill).
 - **Scoring** teacher-forces the continuation through generation: the logits processor
   reads each target's tempered log-prob, then forces it. (vLLM's prompt log-probs are
-  untempered and fail with LoRA adapters, vllm-project/vllm#29955.) This needs the engine
-  in this process, which it is:
+  untempered and fail with LoRA adapters, vllm-project/vllm#29955.) This needs the
+  processor to run in this process, which it does: the engine runs here
+  (`VLLM_ENABLE_V1_MULTIPROCESSING=0`, one worker), so no spawned process needs a
+  `__main__` guard and Ctrl-C takes it down with the run.
 - **Full fine-tuning**: the learner's weights are written into a private engine (no
   LoRA) after each step through the worker's in-place `reload_weights` (Hugging Face
-  names; vLLM packs q/k/v and re-processes the weights itself), and its prefix cache is reset (its KV was computed
-  with the old weights). Pool members then sample through the torch learner.
-  the engine runs in this process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`, one worker), so
-  no spawned process needs a `__main__` guard and Ctrl-C takes it down with the run.
+  names; vLLM packs q/k/v and re-processes the weights itself), and its prefix cache is
+  reset (its KV was computed with the old weights). Pool members then sample through
+  the torch learner.
 """
 
 from __future__ import annotations
@@ -48,15 +47,19 @@ from pathlib import Path
 from typing import Any
 
 from spiral.engines.base import Learner, Sampler, SamplingCancelled, SamplingParams
-from spiral.engines.constrained import ConstrainedRow
 from spiral.engines.loading import ModelConfig, resolve_device, resolve_dtype, resolve_model_path
+from spiral.engines.vllm_processor import (
+    CONSTRAINT_KEY,
+    SCORE_KEY,
+    SCORES,
+    constrained_row,
+    constraint_args,
+    next_score_key,
+    processor,
+)
 from spiral.errors import UsageError
 from spiral.types import AnswerConstraint, Completion
 
-_KEY = "spiral_constraint"  # SamplingParams.extra_args key of a row's constraint
-_SCORE = "spiral_score"  # ... of a teacher-forced continuation to score
-_SCORES: dict[str, dict[int, float]] = {}  # scoring key -> {position: log-prob}
-_SCORE_IDS = itertools.count()
 _LEARNERS = itertools.count()
 
 
@@ -71,112 +74,6 @@ def _vllm() -> Any:
             f"Import failed: {err}"
         ) from err
     return vllm
-
-
-# ---- the constraint, inside vLLM's sampler ------------------------------------------
-
-
-def constraint_args(c: AnswerConstraint, eos_ids: frozenset[int], max_tokens: int) -> dict:
-    """A row's constraint as plain data for `SamplingParams.extra_args`."""
-    return {
-        "choices": [list(choice) for choice in c.choices],
-        "marker": list(c.marker),
-        "think_budget": c.think_budget,
-        "think_limit": min(c.think_budget, max_tokens),
-        "eos": sorted(eos_ids),
-    }
-
-
-def _row(args: dict) -> ConstrainedRow:
-    constraint = AnswerConstraint(
-        choices=tuple(tuple(c) for c in args["choices"]),
-        marker=tuple(args["marker"]),
-        think_budget=args["think_budget"],
-    )
-    return ConstrainedRow(constraint, frozenset(args["eos"]), args["think_limit"])
-
-
-class _RowMask:
-    """One request's mask: replays its output ids through a `ConstrainedRow`."""
-
-    def __init__(self, args: dict) -> None:
-        self.row = _row(args)
-        self.seen = 0
-        self.end = min(args["eos"])
-
-    def __call__(self, output_ids: list[int], logits: Any) -> Any:
-        import torch
-
-        for token in output_ids[self.seen :]:
-            if not self.row.done:
-                self.row.push(int(token))
-        self.seen = len(output_ids)
-        forced = self.row.forced_token()
-        if self.row.done:
-            allowed: Sequence[int] | None = (self.end,)
-        elif forced is not None:
-            allowed = (forced,)
-        else:
-            allowed = self.row.allowed()
-        if allowed is None:
-            return logits
-        masked = torch.full_like(logits, float("-inf"))
-        index = torch.tensor(list(allowed), device=logits.device)
-        masked[index] = logits[index]
-        return masked
-
-
-class _ScoreForce:
-    """One scoring request: at each step record the tempered log-prob of the next target,
-    then force it."""
-
-    def __init__(self, args: dict) -> None:
-        self.targets: list[int] = args["targets"]
-        self.temperature: float = args["temperature"]
-        self.sink = _SCORES.setdefault(args["key"], {})
-
-    def __call__(self, output_ids: list[int], logits: Any) -> Any:
-        import torch
-
-        k = len(output_ids)
-        if k >= len(self.targets):
-            return logits
-        target = self.targets[k]
-        logp = torch.log_softmax(logits.float() / self.temperature, dim=-1)[target]
-        self.sink[k] = float(logp)
-        forced = torch.full_like(logits, float("-inf"))
-        forced[target] = 0.0
-        return forced
-
-
-def _processor_class() -> type:
-    from vllm.v1.sample.logits_processor import AdapterLogitsProcessor
-
-    class AnswerConstraintProcessor(AdapterLogitsProcessor):  # type: ignore[misc,unused-ignore]
-        """Rows whose extra_args carry a constraint get the legal-answer mask."""
-
-        def is_argmax_invariant(self) -> bool:
-            return False
-
-        def new_req_logits_processor(self, params: Any) -> Any:
-            extra = params.extra_args or {}
-            if _SCORE in extra:
-                return _ScoreForce(extra[_SCORE])
-            return _RowMask(extra[_KEY]) if _KEY in extra else None
-
-    AnswerConstraintProcessor.__module__ = __name__
-    AnswerConstraintProcessor.__qualname__ = "AnswerConstraintProcessor"
-    return AnswerConstraintProcessor
-
-
-_PROCESSOR: list[type] = []
-
-
-def processor() -> type:
-    """The logits processor class (built once: vLLM is imported only when used)."""
-    if not _PROCESSOR:
-        _PROCESSOR.append(_processor_class())
-    return _PROCESSOR[0]
 
 
 # ---- the engine ----------------------------------------------------------------------
@@ -446,7 +343,7 @@ class VllmSampler:
                 budget = limit + len(c.marker) + max(len(x) for x in c.choices) + 1
                 args = constraint_args(c, eos, params.max_tokens)
                 args["think_limit"] = limit
-                extra = {_KEY: args}
+                extra = {CONSTRAINT_KEY: args}
             seed = None if params.seed is None else (params.seed * 1_000_003 + i) % (1 << 62)
             requests.append(TokensPrompt(prompt_token_ids=list(prompt)))
             sampling.append(
@@ -473,7 +370,7 @@ class VllmSampler:
             lps = [float(d[t].logprob) for t, d in zip(new, o.logprobs, strict=True)]
             c = cons[i]
             if c is not None:
-                row = _row(constraint_args(c, eos, params.max_tokens))
+                row = constrained_row(constraint_args(c, eos, params.max_tokens))
                 for t in [*tokens[i], *new]:
                     if row.done:
                         break
@@ -534,7 +431,7 @@ class VllmSampler:
         result: list[list[float]] = [[] for _ in prompts]
         if not todo:
             return result
-        keys = [f"score-{next(_SCORE_IDS)}" for _ in todo]
+        keys = [next_score_key() for _ in todo]
         requests = [TokensPrompt(prompt_token_ids=list(prompts[i])) for i in todo]
         sampling = [
             vllm.SamplingParams(
@@ -543,7 +440,7 @@ class VllmSampler:
                 ignore_eos=True,
                 detokenize=False,
                 extra_args={
-                    _SCORE: {
+                    SCORE_KEY: {
                         "targets": [int(t) for t in continuations[i]],
                         "temperature": temperature if temperature > 0 else 1.0,
                         "key": key,
@@ -556,7 +453,7 @@ class VllmSampler:
         try:
             self.engine.llm.generate(requests, sampling, lora_request=loras, use_tqdm=False)
             for i, key in zip(todo, keys, strict=True):
-                got = _SCORES.get(key, {})
+                got = SCORES.get(key, {})
                 if len(got) != len(continuations[i]):
                     raise RuntimeError(
                         "vLLM ran the scoring processor outside this process; the vllm engine "
@@ -565,7 +462,7 @@ class VllmSampler:
                 result[i] = [got[j] for j in range(len(continuations[i]))]
         finally:
             for key in keys:
-                _SCORES.pop(key, None)
+                SCORES.pop(key, None)
         return result
 
     def counters(self) -> dict[str, float]:
