@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,7 @@ from spiral import agents
 from spiral.engines.distributed import Ranks
 from spiral.prompts.invalid import invalid_policy
 from spiral.rollout.play import GameSpec, derive_seed, play_with_draw_retry
+from spiral.train.checkpoint import latest_checkpoint
 from spiral.train.config import ConfigError, parse_config
 from spiral.train.data_parallel import check_config, sharded_play
 
@@ -93,7 +96,7 @@ def test_what_several_ranks_cannot_run_is_refused(
         check_config(cfg, Ranks(0, 4))
 
 
-def _torchrun(model: Path, run: Path, steps: int) -> subprocess.CompletedProcess[str]:
+def _torchrun_cmd(model: Path, run: Path, steps: int) -> list[str]:
     args = [
         f"model_name={model}",
         "env_ids=TicTacToe-v0",
@@ -108,9 +111,15 @@ def _torchrun(model: Path, run: Path, steps: int) -> subprocess.CompletedProcess
         f"log_path={run}",
         f"max_steps={steps}",
     ]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [str(TORCHRUN), "--nproc-per-node", "2", "--no-python", str(SPIRAL), "train", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600, check=False)
+    return [str(TORCHRUN), "--nproc-per-node", "2", "--no-python", str(SPIRAL), "train", *args]
+
+
+_ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
+def _torchrun(model: Path, run: Path, steps: int) -> subprocess.CompletedProcess[str]:
+    cmd = _torchrun_cmd(model, run, steps)
+    return subprocess.run(cmd, capture_output=True, text=True, env=_ENV, timeout=600, check=False)
 
 
 @pytest.mark.skipif(not TORCHRUN.exists(), reason="torchrun is not installed beside python")
@@ -143,3 +152,39 @@ def test_torchrun_trains_on_two_ranks_writes_once_and_resumes(
     assert "resumed from" in again.stdout and "step_000002 at step 2" in again.stdout
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if "dist/world_size" in r] == [0, 1, 2, 3]
+
+
+@pytest.mark.skipif(not TORCHRUN.exists(), reason="torchrun is not installed beside python")
+def test_ctrl_c_under_torchrun_stops_every_rank_after_one_step_with_a_checkpoint(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    run, out = tmp_path / "run", tmp_path / "out.log"
+    with out.open("w") as log:
+        proc = subprocess.Popen(
+            _torchrun_cmd(tiny_model, run, steps=500),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=_ENV,
+        )
+    deadline = time.monotonic() + 300
+    while "step 3/" not in out.read_text():
+        assert proc.poll() is None, out.read_text()[-3000:]
+        assert time.monotonic() < deadline, "training did not reach step 3"
+        time.sleep(0.3)
+    workers = _children(proc.pid)
+    assert len(workers) == 2
+    proc.send_signal(signal.SIGINT)  # torchrun forwards it to both ranks
+    proc.wait(timeout=120)
+    text = out.read_text()
+    assert "stopped by SIGINT: saved" in text
+    saved = int(text.split("checkpoints/step_")[-1][:6])
+    # The checkpoint of the step every rank agreed on is the newest one the index names.
+    newest = latest_checkpoint(run / "checkpoints")
+    assert newest is not None and newest.name == f"step_{saved:06d}"
+    assert saved >= 3
+    assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()]
+
+
+def _children(pid: int) -> list[int]:
+    found = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return [int(child) for child in found]
