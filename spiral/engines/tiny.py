@@ -144,3 +144,43 @@ def make_tiny_model(
         + "\n"
     )
     return path
+
+
+def make_shaped_model(
+    config_file: Path,
+    path: Path,
+    device: str = "cpu",
+    dtype: str = "bfloat16",
+    seed: int = 0,
+    **overrides: int,
+) -> Path:
+    """A random-init model of a real architecture's shape (a Hugging Face config.json such
+    as `benchmarks/model-shapes/qwen3-4b.json`) with the tiny trained tokenizer, written
+    to `path`: throughput and memory of e.g. Qwen3-4B on a machine that cannot download
+    its weights. Built on `device` (a GPU initialises billions of weights in seconds);
+    `overrides` replace config fields (e.g. `num_hidden_layers=2` for a quick test).
+    The tokenizer's ids are a small corner of the real vocabulary; the output layer still
+    has the real vocabulary's size, so its cost is real."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    _train_tokenizer(default_corpus(), 512, path)
+    tokenizer = AutoTokenizer.from_pretrained(str(path))
+    ids = {
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+        "pad_token_id": tokenizer.pad_token_id,
+    }
+    fields = json.loads(Path(config_file).read_text())
+    fields.update(ids)
+    fields.update(overrides)
+    config = AutoConfig.for_model(fields.pop("model_type"), **fields)
+    torch.manual_seed(seed)
+    torch_dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32}[dtype]
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(config).to(torch_dtype)
+    model.save_pretrained(str(path))
+    GenerationConfig(**ids).save_pretrained(str(path))
+    return path

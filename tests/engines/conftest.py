@@ -61,6 +61,17 @@ def agreement_constraints(tokenizer: Any) -> list[AnswerConstraint | None]:
     ]
 
 
+def sample_agreement_datums(learner: Any, seed: int, temperature: float) -> list[Datum]:
+    """The learner's own sampler on PROMPT_TEXTS under `agreement_constraints`, as datums."""
+    from spiral.engines.base import SamplingParams
+
+    tok = learner.tokenizer
+    prompts = chat_prompts(tok, PROMPT_TEXTS)
+    params = SamplingParams(max_tokens=12, temperature=temperature, seed=seed)
+    out = learner.sampler().sample(prompts, params, agreement_constraints(tok))
+    return [to_datum(p, c) for p, c in zip(prompts, out, strict=True)]
+
+
 def max_gap(learner: Any, datums: list[Datum]) -> float:
     """Largest |sampler log-prob - learner log-prob| over the datums' trained tokens."""
     gaps = [0.0]

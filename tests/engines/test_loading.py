@@ -133,3 +133,29 @@ def test_the_kv_cache_goes_by_the_name_the_forward_takes(tiny_llama: Path, lora_
             input_ids=torch.tensor([[1, 2, 3]]), use_cache=True, **cache_kwarg(model, cache)
         )
     assert out.logits.shape[:2] == (1, 3) and cache.get_seq_length() == 3
+
+
+def test_a_model_of_a_real_shape_is_built_from_its_config_file(tmp_path: Path) -> None:
+    """benchmarks/model-shapes/*.json give random-init models of real architectures (for
+    throughput where weights cannot be downloaded); fields may be overridden."""
+    from transformers import AutoConfig
+
+    from spiral.engines.learner import TorchLearner
+    from spiral.engines.tiny import make_shaped_model
+
+    shapes = Path(__file__).resolve().parents[2] / "benchmarks" / "model-shapes"
+    wanted = json.loads((shapes / "qwen3-0.6b.json").read_text())
+    folder = make_shaped_model(shapes / "qwen3-0.6b.json", tmp_path / "m", num_hidden_layers=1)
+    got = AutoConfig.from_pretrained(folder)
+    for key in (
+        "hidden_size",
+        "intermediate_size",
+        "num_attention_heads",
+        "head_dim",
+        "vocab_size",
+    ):
+        assert getattr(got, key) == wanted[key]
+    assert got.num_hidden_layers == 1
+    learner = TorchLearner(ModelConfig(str(folder), lora_rank=4, dtype="float32"))
+    assert learner.tokenizer.eos_token_id == got.eos_token_id  # the tiny tokenizer's ids
+    assert learner.model.get_output_embeddings().weight.shape[0] == 151936

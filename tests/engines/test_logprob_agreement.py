@@ -11,31 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from spiral.engines.base import SamplingParams
 from spiral.engines.learner import TorchLearner
 from spiral.engines.loading import ModelConfig
 from spiral.types import Datum
 
-from .conftest import (
-    PROMPT_TEXTS,
-    agreement_constraints,
-    chat_prompts,
-    is_loss,
-    max_gap,
-    to_datum,
-)
+from .conftest import is_loss, max_gap, sample_agreement_datums
 
 TEMPERATURE = 0.8
 
 
 def _sample_datums(learner: TorchLearner, seed: int) -> list[Datum]:
-    tok = learner.tokenizer
-    prompts = chat_prompts(tok, PROMPT_TEXTS)
-    cons = agreement_constraints(tok)
-    out = learner.sampler().sample(
-        prompts, SamplingParams(max_tokens=12, temperature=TEMPERATURE, seed=seed), cons
-    )
-    return [to_datum(p, c) for p, c in zip(prompts, out, strict=True)]
+    return sample_agreement_datums(learner, seed, TEMPERATURE)
 
 
 @pytest.mark.parametrize(("arch", "rank"), [("llama", 4), ("llama", 0), ("qwen3", 4), ("qwen3", 0)])

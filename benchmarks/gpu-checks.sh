@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Issue 13's GPU checks in one call of the device tool, on a lent GPU machine (torch,
+# transformers, peft and accelerate installed; no network, no vLLM):
+#
+#   make gpu-wheels        # here, once: the few pure-Python wheels the machine lacks
+#   device run, carry=[".gpu-wheels"], command: bash benchmarks/gpu-checks.sh
+#
+# Writes into $OUT: nvidia-smi.txt, pytest-gpu.txt (the `gpu` marker's tests),
+# bench-engine-<shape>.json (the engine benchmark on random-initialised Qwen3-0.6B and
+# Qwen3-4B shapes, benchmarks/model-shapes/), train-bf16.{console.txt,metrics.jsonl}
+# (a short `spiral train` in bf16 on the Qwen3-0.6B shape). Record the numbers in
+# docs/results.md with the machine named.
+set -uo pipefail
+OUT=${OUT:-/tmp/gpu-checks}
+mkdir -p "$OUT"
+PY=${PY:-python3}
+if compgen -G ".gpu-wheels/*.whl" > /dev/null; then
+  $PY -m pip install -q --no-index --no-deps .gpu-wheels/*.whl 2>&1 | tail -3
+fi
+export PYTHONPATH=$PWD
+nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
+$PY -c "import torch, transformers, peft; print(torch.__version__, transformers.__version__, peft.__version__, torch.cuda.get_device_name(0))" | tee -a "$OUT/nvidia-smi.txt"
+
+$PY -m pytest -q -p no:cacheprovider -m gpu tests/engines/test_gpu.py 2>&1 | tail -40 > "$OUT/pytest-gpu.txt"
+tail -3 "$OUT/pytest-gpu.txt"
+
+for shape in qwen3-0.6b qwen3-4b; do
+  $PY -c "from spiral.engines.tiny import make_shaped_model as m; m('benchmarks/model-shapes/$shape.json', '/tmp/$shape', device='cuda')" \
+    && $PY -m spiral.cli bench what=engine model=/tmp/$shape dtypes=bfloat16 batch=16 \
+         prompt_tokens=256 new_tokens=64 out="$OUT/bench-engine-$shape.json" 2>&1 | tail -25
+done
+
+$PY -m spiral.cli train model_name=/tmp/qwen3-0.6b env_ids=KuhnPokerSingle-v0 \
+  answer_format=constrained template=chat device=cuda dtype=bfloat16 batch_size=64 \
+  max_tokens=8 max_steps=5 eval_every=0 lora_rank=32 log_path=/tmp/train-bf16 \
+  > "$OUT/train-bf16.console.txt" 2>&1
+tail -5 "$OUT/train-bf16.console.txt"
+cp /tmp/train-bf16/metrics.jsonl "$OUT/train-bf16.metrics.jsonl" 2>/dev/null || true

@@ -1,0 +1,107 @@
+"""The torch engine on a CUDA device (marker `gpu`; skipped without one): bf16 sampler
+and learner agree, gradient checkpointing leaves the gradient unchanged, `spiral train`
+runs a few bf16 steps, and a model of a real shape (Qwen3) builds on the GPU.
+
+Run by `scripts/gpu-checks.sh` on a lent GPU machine (see that script); here they are
+collected and skipped. `SPIRAL_GPU_TEST_DEVICE=cpu pytest -m gpu tests/engines/test_gpu.py`
+dry-runs their logic on the CPU."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from spiral.engines.learner import TorchLearner
+from spiral.engines.loading import ModelConfig
+
+from .conftest import is_loss, max_gap, sample_agreement_datums
+
+DEVICE = os.environ.get("SPIRAL_GPU_TEST_DEVICE", "cuda")
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(
+        DEVICE.startswith("cuda") and not torch.cuda.is_available(), reason="needs a CUDA device"
+    ),
+]
+
+BF16_TOLERANCE = 0.05  # the CPU bf16 test's bound (test_logprob_agreement.py)
+SHAPES = Path(__file__).resolve().parents[2] / "benchmarks" / "model-shapes"
+
+
+@pytest.mark.parametrize("rank", [4, 0])
+def test_bf16_sampler_and_learner_agree_on_cuda(tiny_qwen3: Path, rank: int) -> None:
+    cfg = ModelConfig(str(tiny_qwen3), lora_rank=rank, device=DEVICE, dtype="bfloat16")
+    learner = TorchLearner(cfg, micro_batch_tokens=100)
+    assert learner.model.device.type == DEVICE.split(":")[0]
+    learner.temperature = 0.8
+    datums = sample_agreement_datums(learner, 0, 0.8)
+    assert max_gap(learner, datums) < BF16_TOLERANCE
+    metrics = learner.forward_backward(datums, is_loss)
+    assert abs(metrics["ratio"] - 1.0) < BF16_TOLERANCE / 5
+    learner.optim_step(1e-2)
+    assert max_gap(learner, sample_agreement_datums(learner, 1, 0.8)) < BF16_TOLERANCE
+
+
+def test_gradient_checkpointing_on_cuda_gives_the_same_gradient(tiny_qwen3: Path) -> None:
+    grads = []
+    for checkpointing in (False, True):
+        cfg = ModelConfig(
+            str(tiny_qwen3),
+            lora_rank=4,
+            device=DEVICE,
+            dtype="float32",
+            gradient_checkpointing=checkpointing,
+            seed=0,
+        )
+        learner = TorchLearner(cfg)
+        learner.forward_backward(sample_agreement_datums(learner, 0, 1.0), is_loss)
+        grads.append({n: p.grad.clone() for n, p in learner._named_trainable()})
+    for name, grad in grads[0].items():
+        torch.testing.assert_close(grads[1][name], grad, rtol=1e-4, atol=1e-6)
+
+
+def test_spiral_train_runs_bf16_steps_on_cuda(tiny_qwen3: Path, tmp_path: Path) -> None:
+    from spiral.train.run import main
+
+    run = tmp_path / "run"
+    code = main(
+        [
+            f"model_name={tiny_qwen3}",
+            "env_ids=KuhnPokerSingle-v0",
+            "answer_format=constrained",
+            "template=chat",
+            f"device={DEVICE}",
+            "dtype=bfloat16",
+            "batch_size=16",
+            "max_tokens=8",
+            "max_steps=3",
+            "eval_every=0",
+            f"log_path={run}",
+        ]
+    )
+    assert code == 0
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [0, 1, 2]
+    for row in rows:
+        assert math.isfinite(row["train/loss"])
+        assert not row.get("train/skipped_nonfinite")
+    assert (run / "checkpoints" / "step_000003").is_dir()
+
+
+@pytest.mark.parametrize("shape", ["qwen3-0.6b.json", "qwen3-4b.json"])
+def test_a_model_of_a_real_shape_builds_on_cuda_and_trains(shape: str, tmp_path: Path) -> None:
+    from spiral.engines.tiny import make_shaped_model
+
+    folder = make_shaped_model(
+        SHAPES / shape, tmp_path / "model", device=DEVICE, num_hidden_layers=2
+    )
+    learner = TorchLearner(ModelConfig(str(folder), lora_rank=8, device=DEVICE, dtype="bfloat16"))
+    assert learner.model.config.vocab_size == 151936
+    metrics = learner.forward_backward(sample_agreement_datums(learner, 0, 1.0), is_loss)
+    assert math.isfinite(metrics["loss"])
+    learner.optim_step(1e-4)
