@@ -122,6 +122,15 @@ class DataParallelLearner:
     def temperature(self, value: float) -> None:
         self.inner.temperature = value
 
+    def take_snapshot(self, name: str, folder: Any) -> None:
+        """A pool member (population play): rank 0 freezes and writes it, the others read
+        it back once it is written (bit-exact), so no two processes write one folder."""
+        if self.rank == 0:
+            self.inner.take_snapshot(name, folder)
+        dist.barrier(group=self.group)
+        if self.rank != 0:
+            self.inner.load_snapshot(name, folder)
+
     def _trainable(self) -> list[torch.Tensor]:
         return [param for _, param in self.inner._named_trainable()]
 

@@ -8,8 +8,9 @@ with gloo).
 - Learning: every rank computes the same advantages from the same batch, trains its share
   of the rows and the gradients are summed (`DataParallelLearner`), so the ranks apply
   the same update and stay equal (checked at every checkpoint).
-- Writing: rank 0 alone logs, evaluates and writes metrics and checkpoints; the others
-  wait for it at the next collective. Resume reads the checkpoint on every rank (a
+- Writing: rank 0 alone logs, evaluates and writes metrics, checkpoints, pool members
+  and the league; the others wait for it at the next collective (a new pool member is
+  read back from rank 0's folder by the others). Resume reads the checkpoint on every rank (a
   multi-node run needs the run folder on a shared file system).
 
 The batch's games are played with different random streams than one process would use
@@ -33,7 +34,6 @@ from spiral.types import Episode
 _NOT_BUILT = {
     "use_async_actor_learner": "the async actor-learner scales by adding Ray actors "
     "(num_actors) instead",
-    "fsp_enabled": "population play is not built for several learner processes yet",
 }
 
 

@@ -189,6 +189,8 @@ def train(
     )
     if learner is None:
         return RunResult(run_dir, start, {})
+    if population is not None:
+        population.writes = ranks.main
     # After any load: the learner scores at the temperature the sampler draws at.
     learner.temperature = cfg.temperature
     sinks = MultiSink([])

@@ -233,6 +233,8 @@ class Population:
     # learner allows it; False: one sampler call per member (the slower way, kept for
     # `spiral bench what=pool`; always so for full fine-tuning's members).
     batch_members: bool = True
+    # Whether this process writes league.json (under torchrun, rank 0 alone).
+    writes: bool = True
 
     @classmethod
     def restore(
@@ -322,7 +324,8 @@ class Population:
 
     def record(self, episodes: Sequence[Episode]) -> None:
         self.league = league_lib.record(self.league, episodes)
-        league_lib.write_league(self.run_dir / "league.json", self.league)
+        if self.writes:
+            league_lib.write_league(self.run_dir / "league.json", self.league)
 
     def metrics(self, step: int, opponents: Sequence[str]) -> dict[str, float]:
         steps_of = dict(self.pool.members)

@@ -82,7 +82,6 @@ def _cfg(model: Path, *extra: str):  # type: ignore[no-untyped-def]
     ("extra", "says"),
     [
         (("use_async_actor_learner=true",), "num_actors"),
-        (("fsp_enabled=true",), "population play"),
         (("sampler_engine=vllm",), "torch engine only"),
         (("batch_size=2",), "fewer than the 4 ranks"),
     ],
@@ -96,7 +95,7 @@ def test_what_several_ranks_cannot_run_is_refused(
         check_config(cfg, Ranks(0, 4))
 
 
-def _torchrun_cmd(model: Path, run: Path, steps: int) -> list[str]:
+def _torchrun_cmd(model: Path, run: Path, steps: int, *extra: str) -> list[str]:
     args = [
         f"model_name={model}",
         "env_ids=TicTacToe-v0",
@@ -110,6 +109,7 @@ def _torchrun_cmd(model: Path, run: Path, steps: int) -> list[str]:
         "template=chat",
         f"log_path={run}",
         f"max_steps={steps}",
+        *extra,
     ]
     return [str(TORCHRUN), "--nproc-per-node", "2", "--no-python", str(SPIRAL), "train", *args]
 
@@ -117,8 +117,8 @@ def _torchrun_cmd(model: Path, run: Path, steps: int) -> list[str]:
 _ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
-def _torchrun(model: Path, run: Path, steps: int) -> subprocess.CompletedProcess[str]:
-    cmd = _torchrun_cmd(model, run, steps)
+def _torchrun(model: Path, run: Path, steps: int, *extra: str) -> subprocess.CompletedProcess[str]:
+    cmd = _torchrun_cmd(model, run, steps, *extra)
     return subprocess.run(cmd, capture_output=True, text=True, env=_ENV, timeout=600, check=False)
 
 
@@ -188,3 +188,27 @@ def test_ctrl_c_under_torchrun_stops_every_rank_after_one_step_with_a_checkpoint
 def _children(pid: int) -> list[int]:
     found = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
     return [int(child) for child in found]
+
+
+@pytest.mark.skipif(not TORCHRUN.exists(), reason="torchrun is not installed beside python")
+def test_population_play_under_torchrun_writes_members_once_and_resumes(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    fsp = ("fsp_enabled=true", "fsp_update_interval=1", "eval_every=0")
+    done = _torchrun(tiny_model, run, 3, *fsp)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [0, 1, 2]
+    assert [r["fsp/pool_size"] for r in rows] == [1.0, 2.0, 3.0]
+    members = sorted(p.name for p in (run / "pool").iterdir())
+    assert len(members) == 3 and not [m for m in members if m.startswith(".tmp")]
+    league = json.loads((run / "league.json").read_text())
+    assert len(league["ratings"]) >= 2  # the policy and the members it met
+
+    shutil.rmtree(run / "checkpoints" / "step_000003")
+    again = _torchrun(tiny_model, run, 4, *fsp)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "step_000002 at step 2" in again.stdout
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["fsp/pool_size"] for r in rows] == [1.0, 2.0, 3.0, 4.0]
