@@ -40,10 +40,13 @@ COLLECTIVE_TIMEOUT = timedelta(hours=2)
 
 def init_from_env(backend: str | None = None) -> tuple[int, int]:
     """Join the process group torchrun describes in the environment; (rank, world size).
-    gloo on CPUs, nccl when CUDA is there, unless `backend` says otherwise."""
+    gloo on CPUs; with CUDA, nccl for CUDA tensors (the gradients) and gloo for CPU ones
+    (the loop's small agreements: stop flags, gathered episodes), unless `backend` says
+    otherwise."""
     if not dist.is_initialized():
-        chosen = backend or ("nccl" if torch.cuda.is_available() else "gloo")
-        if chosen == "nccl":
+        cuda = torch.cuda.is_available()
+        chosen = backend or ("cpu:gloo,cuda:nccl" if cuda else "gloo")
+        if "nccl" in chosen:
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
         dist.init_process_group(backend=chosen, timeout=COLLECTIVE_TIMEOUT)
     return dist.get_rank(), dist.get_world_size()
@@ -109,6 +112,7 @@ class DataParallelLearner:
         self.group = group
         self.rank = dist.get_rank(group)
         self.world = dist.get_world_size(group)
+        self._pending = False  # rows seen since the last optim_step (same on every rank)
         self.broadcast_weights()
 
     def __getattr__(self, name: str) -> Any:  # everything else is the inner learner's
@@ -173,13 +177,18 @@ class DataParallelLearner:
         if normaliser is None:
             whole = self.inner.normalize == "datums"
             normaliser = sum(d.weight for d in datums) if whole else 1.0
+        self._pending = True
         mine = self.shard(datums)
         local = self.inner.forward_backward(mine, loss_fn, regularizer, normaliser) if mine else {}
         return self._combine(local)
 
     def optim_step(self, learning_rate: float) -> dict[str, float]:
         """Sum the gradients over the ranks (one flat all-reduce), then the inner learner
-        clips and steps."""
+        clips and steps. A step with no rows at all (the whole batch filtered) reduces
+        nothing, so AdamW skips the parameters as it does in one process."""
+        pending, self._pending = self._pending, False
+        if not pending:
+            return self.inner.optim_step(learning_rate)
         by_dtype: dict[torch.dtype, list[torch.Tensor]] = {}
         for param in self._trainable():
             if param.grad is None:

@@ -20,7 +20,9 @@ the same config, not a replay of the one-process run.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from spiral.agents.base import Agent
@@ -28,6 +30,8 @@ from spiral.engines.distributed import Ranks
 from spiral.prompts.invalid import InvalidMovePolicy
 from spiral.rollout.play import GameSpec, derive_seed, play_with_draw_retry
 from spiral.train.config import ConfigError, TrainConfig
+from spiral.train.setup import RunSetup
+from spiral.train.step import POLICY
 from spiral.types import Episode
 
 # What the loop can combine with data-parallel learning today; the rest is refused.
@@ -59,9 +63,21 @@ def check_config(cfg: TrainConfig, ranks: Ranks) -> None:
         )
 
 
+def shared_setup(setup: RunSetup, ranks: Ranks) -> RunSetup:
+    """Rank 0's run folder on every rank: a default folder name holds the start time,
+    which ranks started a second apart would not agree on."""
+    if ranks.world == 1:
+        return setup
+    folder = ranks.gather(str(setup.run_dir))[0]
+    return dataclasses.replace(setup, run_dir=Path(folder))
+
+
 def sharded_play(ranks: Ranks) -> Any:
     """`play_with_draw_retry` over this rank's share of the games, then every rank's
-    episodes gathered back into spec order; the count metrics are summed over ranks."""
+    episodes gathered back into spec order. Count metrics are summed over the ranks, and
+    so are the policy sampler's token counters (its prefix-cache hit rate is rank 0's).
+    Scripted opponents draw from a stream of their own on each rank (rank 0's is the
+    one-process stream)."""
 
     def play(
         specs: Sequence[GameSpec],
@@ -70,17 +86,32 @@ def sharded_play(ranks: Ranks) -> Any:
         seed: int = 0,
         max_retries: int = 0,
     ) -> tuple[list[Episode], dict[str, float]]:
+        if ranks.rank > 0:
+            for i, label in enumerate(sorted(players)):
+                players[label].reseed(derive_seed(seed, ranks.rank, i))
         mine = list(specs[ranks.rank :: ranks.world])
-        played = play_with_draw_retry(
+        episodes, metrics = play_with_draw_retry(
             mine, players, invalid, seed=derive_seed(seed, ranks.rank), max_retries=max_retries
         )
-        gathered: list[tuple[list[Episode], dict[str, float]]] = ranks.gather(played)
-        episodes: list[Episode | None] = [None] * len(specs)
-        metrics: dict[str, float] = {"dist/world_size": float(ranks.world)}
-        for rank, (rank_episodes, rank_metrics) in enumerate(gathered):
-            episodes[rank :: ranks.world] = rank_episodes
-            for key, value in rank_metrics.items():
-                metrics[key] = metrics.get(key, 0.0) + value
-        return [ep for ep in episodes if ep is not None], metrics
+        gathered = ranks.gather((episodes, metrics, _token_counters(players)))
+        ordered: list[Episode | None] = [None] * len(specs)
+        total: dict[str, float] = {"dist/world_size": float(ranks.world)}
+        for rank, (rank_episodes, rank_metrics, counters) in enumerate(gathered):
+            ordered[rank :: ranks.world] = rank_episodes
+            for key, value in {**rank_metrics, **counters}.items():
+                total[key] = total.get(key, 0.0) + value
+        if total.get("perf/prompt_tokens", 0.0) > 0:
+            saved = 1.0 - total["perf/prefill_tokens"] / total["perf/prompt_tokens"]
+            total["perf/prefill_saved_fraction"] = saved
+        return [ep for ep in ordered if ep is not None], total
 
     return play
+
+
+def _token_counters(players: Mapping[str, Agent]) -> dict[str, float]:
+    """The policy sampler's additive counters (tokens, megabytes) on this rank."""
+    sampler = getattr(players.get(POLICY), "sampler", None)
+    counters = getattr(sampler, "counters", None)
+    if counters is None:
+        return {}
+    return {k: v for k, v in counters().items() if k.endswith(("_tokens", "_mb"))}

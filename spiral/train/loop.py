@@ -233,7 +233,7 @@ def train(
                 metrics, baselines, episodes = train_step(
                     cfg, setup, learner, step, baselines, population, collector
                 )
-                if cfg.transcripts_per_step:
+                if cfg.transcripts_per_step and ranks.main:
                     write_transcripts(
                         episodes, run_dir / "transcripts", step, limit=cfg.transcripts_per_step
                     )

@@ -9,7 +9,7 @@ from pathlib import Path
 from spiral.engines.distributed import join_from_env, leave
 from spiral.report.sinks import read_jsonl
 from spiral.train.config import ConfigError, help_text, parse_config
-from spiral.train.data_parallel import check_config
+from spiral.train.data_parallel import check_config, shared_setup
 from spiral.train.loop import train
 from spiral.train.setup import build_setup, make_learner_factory
 
@@ -61,6 +61,7 @@ def main(argv: Sequence[str]) -> int:
         if ranks.main:
             print(f"spiral train: {err}", file=sys.stderr)
         return 2
+    setup = shared_setup(setup, ranks)
     if ranks.main:
         world = f", {ranks.world} data-parallel ranks" if ranks.world > 1 else ""
         print(

@@ -117,8 +117,8 @@ def collect(
         population.record(episodes)
         metrics.update(population.metrics(step, opponents))
     policy = players[POLICY]
-    if isinstance(policy, LLMPolicy):
-        metrics.update(policy.sampler.counters())
+    if isinstance(policy, LLMPolicy):  # a sharded play's totals over the ranks win
+        metrics = {**policy.sampler.counters(), **metrics}
     return episodes, metrics
 
 

@@ -72,6 +72,13 @@ def _rank(rank: int, world: int, model: str, init: str, out: str) -> None:
         weights = {n: p.detach().clone() for n, p in learner.inner._named_trainable()}
         torch.save({"grads": grads, "weights": weights}, Path(out) / f"rank{rank}.pt")
         learner.check_in_sync()  # equal after the update: passes
+        # A step without rows (a filtered batch) leaves the weights as one process does:
+        # no zero gradients for AdamW's momentum and decay to act on.
+        learner.optim_step(1e-2)
+        for name, p in learner.inner._named_trainable():
+            metrics["empty_step_moved"] = metrics.get("empty_step_moved", 0.0) + float(
+                not torch.equal(p.detach(), weights[name])
+            )
         if rank == 1:  # a replica that drifted: every rank hears of it
             next(iter(learner.inner._named_trainable()))[1].data.add_(1e-3)
         try:
@@ -116,6 +123,7 @@ def test_two_gloo_ranks_give_the_one_process_gradient_and_update(
             torch.testing.assert_close(got["weights"][name], weight, rtol=0, atol=1e-4)
         combined = json.loads((tmp_path / f"rank{rank}.json").read_text())
         assert combined.pop("diverged_refused") == 1.0
+        assert combined.pop("empty_step_moved") == 0.0
         assert combined["num_tokens"] == metrics["num_tokens"]
         assert combined["loss"] == pytest.approx(metrics["loss"], rel=1e-5)
         assert combined["ratio_mean"] == pytest.approx(metrics["ratio_mean"], rel=1e-5)

@@ -24,7 +24,8 @@ from spiral.prompts.invalid import invalid_policy
 from spiral.rollout.play import GameSpec, derive_seed, play_with_draw_retry
 from spiral.train.checkpoint import latest_checkpoint
 from spiral.train.config import ConfigError, parse_config
-from spiral.train.data_parallel import check_config, sharded_play
+from spiral.train.data_parallel import check_config, sharded_play, shared_setup
+from spiral.train.setup import RunSetup
 
 TORCHRUN = Path(sys.executable).with_name("torchrun")
 SPIRAL = Path(sys.executable).with_name("spiral")
@@ -52,7 +53,15 @@ def _play_rank(rank: int, world: int, init: str, out: str) -> None:
             _specs(5), players, invalid_policy("spiral"), seed=3, max_retries=1
         )
         stop = ranks.any(rank == 1)  # a signal seen by rank 1 only
-        found = {"seeds": [ep.seed for ep in episodes], "metrics": metrics, "stop": stop}
+        # Default run folders named a second apart: every rank takes rank 0's.
+        setup = RunSetup(Path(f"runs/started-{rank}"), *([None] * 4))  # type: ignore[arg-type]
+        folder = str(shared_setup(setup, ranks).run_dir)
+        found = {
+            "seeds": [ep.seed for ep in episodes],
+            "metrics": metrics,
+            "stop": stop,
+            "folder": folder,
+        }
         (Path(out) / f"rank{rank}.json").write_text(json.dumps(found))
     finally:
         dist.destroy_process_group()
@@ -72,6 +81,7 @@ def test_sharded_play_gives_every_rank_the_whole_batch_in_spec_order(tmp_path: P
     assert found[0]["metrics"]["dist/world_size"] == 2.0
     assert set(found[0]["metrics"]) == {"dist/world_size", *alone}
     assert found[0]["stop"] is True and found[1]["stop"] is True
+    assert found[0]["folder"] == found[1]["folder"] == "runs/started-0"
 
 
 def _cfg(model: Path, *extra: str):  # type: ignore[no-untyped-def]
