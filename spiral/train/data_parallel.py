@@ -13,6 +13,10 @@ with gloo).
   read back from rank 0's folder by the others). Resume reads the checkpoint on every rank (a
   multi-node run needs the run folder on a shared file system).
 
+Ctrl-C: torchrun forwards it to every rank, which finish the step and save; torchrun
+kills them after `--shutdown-timeout` seconds (30 by default), so give it more than a step
+and a checkpoint take.
+
 The batch's games are played with different random streams than one process would use
 (each rank samples its own rows), so an N-rank run is a different, equally valid run of
 the same config, not a replay of the one-process run.
