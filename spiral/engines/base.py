@@ -166,3 +166,32 @@ class Learner(Protocol):
         """kl_reference="snapshot": the KL now pulls towards a frozen copy of the current
         weights (saved in checkpoints)."""
         ...
+
+
+class LearnerWrapper:
+    """A learner that adds one thing to an inner learner (data-parallel ranks, vLLM
+    samplers): whatever it does not define is the inner learner's, and the attributes
+    the loop sets (`temperature`, `version`) are set on the inner one."""
+
+    inner: Any
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "inner":  # not yet set: no recursion through __getattr__
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    @property
+    def temperature(self) -> float:
+        return float(self.inner.temperature)
+
+    @temperature.setter
+    def temperature(self, value: float) -> None:
+        self.inner.temperature = value
+
+    @property
+    def version(self) -> int:
+        return int(self.inner.version)
+
+    @version.setter
+    def version(self, value: int) -> None:
+        self.inner.version = value

@@ -30,7 +30,7 @@ import torch.distributed as dist
 
 from spiral.algo.losses import combine_diagnostics
 from spiral.algo.regularizers import Regularizer
-from spiral.engines.base import LossFn
+from spiral.engines.base import LearnerWrapper, LossFn
 from spiral.types import Datum
 
 # Rank 0 evaluates and checkpoints while the others wait at the next collective: allow
@@ -102,7 +102,7 @@ def join_from_env() -> Ranks:
     return Ranks(rank, world)
 
 
-class DataParallelLearner:
+class DataParallelLearner(LearnerWrapper):
     """A TorchLearner whose rows are shared out over the ranks of a process group."""
 
     def __init__(self, inner: Any, group: Any = None) -> None:
@@ -114,17 +114,6 @@ class DataParallelLearner:
         self.world = dist.get_world_size(group)
         self._pending = False  # rows seen since the last optim_step (same on every rank)
         self.broadcast_weights()
-
-    def __getattr__(self, name: str) -> Any:  # everything else is the inner learner's
-        return getattr(self.inner, name)
-
-    @property
-    def temperature(self) -> float:
-        return float(self.inner.temperature)
-
-    @temperature.setter
-    def temperature(self, value: float) -> None:
-        self.inner.temperature = value
 
     def take_snapshot(self, name: str, folder: Any) -> None:
         """A pool member (population play): rank 0 freezes and writes it, the others read

@@ -46,7 +46,13 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from spiral.engines.base import Learner, Sampler, SamplingCancelled, SamplingParams
+from spiral.engines.base import (
+    Learner,
+    LearnerWrapper,
+    Sampler,
+    SamplingCancelled,
+    SamplingParams,
+)
 from spiral.engines.loading import ModelConfig, resolve_device, resolve_dtype, resolve_model_path
 from spiral.engines.vllm_processor import (
     CONSTRAINT_KEY,
@@ -477,7 +483,7 @@ class VllmSampler:
 # ---- the torch learner, sampled by vLLM ----------------------------------------------
 
 
-class VllmSampledLearner:
+class VllmSampledLearner(LearnerWrapper):
     """A learner whose samplers are vLLM's. LoRA: each new version's adapter is written to
     a folder and hot-swapped into the running engine, pool members likewise; full
     weights: written into a private engine. Every other call goes to the wrapped learner
@@ -493,25 +499,6 @@ class VllmSampledLearner:
         self.published = -1
         self.prefix = f"learner-{next(_LEARNERS)}/"  # this learner's adapters in the engine
         self.policy = self.prefix + "policy"
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    @property
-    def version(self) -> int:
-        return int(self.inner.version)
-
-    @version.setter
-    def version(self, value: int) -> None:
-        self.inner.version = value
-
-    @property
-    def temperature(self) -> float:
-        return float(self.inner.temperature)
-
-    @temperature.setter
-    def temperature(self, value: float) -> None:
-        self.inner.temperature = value
 
     def _publish(self) -> None:
         version = self.version
