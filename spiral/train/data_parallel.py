@@ -10,8 +10,8 @@ with gloo).
   the same update and stay equal (checked at every checkpoint).
 - Writing: rank 0 alone logs, evaluates and writes metrics, checkpoints, pool members
   and the league; the others wait for it at the next collective (a new pool member is
-  read back from rank 0's folder by the others). Resume reads the checkpoint on every rank (a
-  multi-node run needs the run folder on a shared file system).
+  read back from rank 0's folder by the others). Resume reads the checkpoint on every
+  rank (a multi-node run needs the run folder on a shared file system).
 
 Ctrl-C: torchrun forwards it to every rank, which finish the step and save; torchrun
 kills them after `--shutdown-timeout` seconds (30 by default), so give it more than a step
@@ -38,22 +38,16 @@ from spiral.train.setup import RunSetup
 from spiral.train.step import POLICY
 from spiral.types import Episode
 
-# What the loop can combine with data-parallel learning today; the rest is refused.
-_NOT_BUILT = {
-    "use_async_actor_learner": "the async actor-learner scales by adding Ray actors "
-    "(num_actors) instead",
-}
-
 
 def check_config(cfg: TrainConfig, ranks: Ranks) -> None:
     """Refuse, with what to do instead, what several ranks cannot run yet."""
     if ranks.world == 1:
         return
-    for key, instead in _NOT_BUILT.items():
-        if getattr(cfg, key):
-            raise ConfigError(
-                f"{key}=true cannot run under torchrun ({ranks.world} ranks): {instead}"
-            )
+    if cfg.use_async_actor_learner:
+        raise ConfigError(
+            f"use_async_actor_learner=true cannot run under torchrun ({ranks.world} ranks): "
+            "the async actor-learner scales by adding Ray actors (num_actors) instead"
+        )
     if cfg.engine != "torch" or (cfg.sampler_engine or "torch") != "torch":
         raise ConfigError(
             f"torchrun runs the torch engine only (engine={cfg.engine}, "
