@@ -1,5 +1,5 @@
 """Kuhn, the preset's own loss (`importance_sampling`, unclipped ratios): the sync loop's
-runs on file vs the async actor-learner with a staleness bound of 2 (seeds 0 and 1) and
+runs on file vs the async actor-learner with a staleness bound of 2 (seeds 0, 1 and 2) and
 of 1. `python plot_is.py` -> `is-sync-vs-async.png`: exploitability of the live weights
 (top) and the largest importance ratio of each step's tokens (bottom, log scale)."""
 
@@ -21,6 +21,7 @@ RUNS = {
     "sync (fp32, session 8)": HERE.parent / "kuhn-precision" / "fp32-before.metrics.jsonl",
     "async, bound 2, seed 0": HERE / "async-is-st2.metrics.jsonl",
     "async, bound 2, seed 1": HERE / "async-is-st2-s1.metrics.jsonl",
+    "async, bound 2, seed 2": HERE / "async-is-st2-s2.metrics.jsonl",
     "async, bound 1, seed 0": HERE / "async-is-st1.metrics.jsonl",
 }
 fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
