@@ -93,6 +93,16 @@ def _no_eval(learner: Learner, step: int, population: Population | None = None) 
     return {}
 
 
+def _open_run_files(cfg: TrainConfig, run_dir: Path, start: int) -> MultiSink:
+    """The run's config and run info, and its metrics sinks from `start` on (rank 0's)."""
+    # Written only once the resume checks passed: a refused resume keeps the old config.
+    (run_dir / "config.json").write_text(json.dumps(cfg.to_json(), indent=2), encoding="utf-8")
+    write_run_info(run_dir)
+    jsonl = JsonlSink(run_dir / "metrics.jsonl")
+    jsonl.truncate_after(start - 1)  # rows past the checkpoint belong to a lost future
+    return MultiSink([jsonl, *build_sinks(cfg, run_dir)])
+
+
 @dataclass
 class _Start:
     learner: Learner | None  # None: the checkpoint already finished the run
@@ -193,14 +203,7 @@ def train(
         population.writes = ranks.main
     # After any load: the learner scores at the temperature the sampler draws at.
     learner.temperature = cfg.temperature
-    sinks = MultiSink([])
-    if ranks.main:
-        # Written only once the resume checks passed: a refused resume keeps the old config.
-        (run_dir / "config.json").write_text(json.dumps(cfg.to_json(), indent=2), encoding="utf-8")
-        write_run_info(run_dir)
-        jsonl = JsonlSink(run_dir / "metrics.jsonl")
-        jsonl.truncate_after(start - 1)  # rows past the checkpoint belong to a lost future
-        sinks = MultiSink([jsonl, *build_sinks(cfg, run_dir)])
+    sinks = _open_run_files(cfg, run_dir, start) if ranks.main else MultiSink([])
     evaluate = make_eval_fn(cfg, setup) if ranks.main else _no_eval
 
     def checkpoint(next_step: int, final: bool = False) -> Path:
