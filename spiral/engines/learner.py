@@ -67,6 +67,7 @@ from spiral.engines.constrained import answer_masks
 from spiral.engines.full_members import FullMembers, MemberSampler
 from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
 from spiral.engines.manifest import DamagedCheckpointError
+from spiral.engines.precision import lora_compute
 from spiral.engines.prefill import common_prefix_len, prefill_grouped
 from spiral.engines.sampler import TorchSampler, eval_mode, hidden_to_logits
 from spiral.types import Datum
@@ -314,15 +315,16 @@ class TorchLearner:
         seqs = [list(d.input_ids) for d in batch]
         stem_ends = [_first_needed(d) for d in batch] if share else [0] * len(batch)
         prefix_len = min(common_prefix_len(seqs), *stem_ends) if share and len(seqs) > 1 else 0
-        pre = prefill_grouped(
-            model,
-            seqs,
-            prefix_len,
-            stem_ends,
-            self.tokenizer.pad_token_id,
-            output_hidden_states=True,
-            logits_to_keep=1,
-        )
+        with lora_compute(model):
+            pre = prefill_grouped(
+                model,
+                seqs,
+                prefix_len,
+                stem_ends,
+                self.tokenizer.pad_token_id,
+                output_hidden_states=True,
+                logits_to_keep=1,
+            )
         return pre.out.hidden_states[-1], pre.tail_starts
 
     def _batch_forward(self, batch: Sequence[Datum], every_target: bool) -> _Forward:

@@ -204,6 +204,8 @@ def load_model_and_tokenizer(cfg: ModelConfig) -> tuple[Any, Any]:
     import torch
     from transformers import AutoModelForCausalLM
 
+    from spiral.engines.attention import use_spiral_attention
+
     if cfg.lora_rank < 0:
         raise ValueError(f"lora_rank must be >= 0 (0 = full fine-tuning), got {cfg.lora_rank}")
     torch.manual_seed(cfg.seed)  # LoRA A matrices are random-initialised
@@ -224,6 +226,7 @@ def load_model_and_tokenizer(cfg: ModelConfig) -> tuple[Any, Any]:
     tokenizer = _load_tokenizer(source if has_tokenizer else base_source, cfg)
     model.to(device)
     contiguous_head_input(model)
+    use_spiral_attention(model)
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.config.use_cache = False

@@ -72,6 +72,7 @@ from spiral.engines.base import SamplingCancelled, SamplingParams
 from spiral.engines.constrained import ConstrainedRow
 from spiral.engines.kv_cache import PrefixCache
 from spiral.engines.loading import cache_keyword
+from spiral.engines.precision import lora_compute
 from spiral.engines.prefill import prefill, prefill_cached, supports_prefix_cache
 from spiral.engines.snapshots import TRAINED, SnapshotError, active_adapter
 from spiral.errors import SpiralError
@@ -256,7 +257,8 @@ class TorchSampler:
         self.last_stats["rows"] = float(len(rows))
         self.last_stats["groups"] = float(len(groups))
         mixed = len(set(names)) > 1
-        with eval_mode(self.model), active_adapter(self.model, None if mixed else names[0]):
+        adapter = active_adapter(self.model, None if mixed else names[0])
+        with eval_mode(self.model), adapter, lora_compute(self.model):
             for chunk in chunk_rows(costs, order, self.max_batch_tokens):
                 self._run_chunk([groups[k] for k in chunk], params, mixed)
         for key, value in self.last_stats.items():
@@ -559,7 +561,8 @@ class TorchSampler:
         seqs = {i: list(prompts[i]) + list(continuations[i]) for i in todo}
         order = sorted(todo, key=lambda i: seqs[i])
         costs = {i: len(seqs[i]) for i in todo}
-        with eval_mode(self.model), active_adapter(self.model, self.adapter):
+        adapter = active_adapter(self.model, self.adapter)
+        with eval_mode(self.model), adapter, lora_compute(self.model):
             for chunk in chunk_rows(costs, order, self.max_batch_tokens):
                 chunk_seqs = [seqs[i] for i in chunk]
                 max_prefix = min(len(prompts[i]) for i in chunk) - 1 if self.prefix_reuse else 0

@@ -1,0 +1,100 @@
+"""One training step's two halves, before and after the session-12 engine changes, in one
+process on the same weights and games (so the VM's drift cancels out):
+
+- before: transformers' `sdpa` attention and PEFT's fp32 LoRA path (the code until
+  session 12);
+- after: the `spiral` attention (matmuls on CPUs in bf16, `spiral/engines/attention.py`)
+  and the LoRA products in bf16 (`spiral/engines/precision.py`).
+
+Each arm samples one step of games (the preset's batch, same seeds) and runs the
+learner's forward + backward on one fixed set of rows; arms alternate, `--reps` times.
+Usage:
+
+    python benchmarks/step_ab.py --preset embedded-kuhn --json out.json [key=value ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import spiral.engines.learner as learner_module
+import spiral.engines.sampler as sampler_module
+from spiral.algo.assemble import assemble
+from spiral.algo.losses import importance_sampling_loss
+from spiral.algo.merge import merge_identical
+from spiral.algo.rae import Baselines, rae_advantages
+from spiral.engines.attention import NAME
+from spiral.engines.learner import Regularizer
+from spiral.engines.precision import lora_compute
+from spiral.train.config import parse_config
+from spiral.train.loop import POLICY, collect
+from spiral.train.setup import build_setup, make_learner_factory
+
+
+@contextlib.contextmanager
+def _no_lora_compute(model: Any) -> Iterator[None]:
+    yield
+
+
+def _arm(learner: Any, after: bool) -> None:
+    learner.model.set_attn_implementation(NAME if after else "sdpa")
+    ctx = lora_compute if after else _no_lora_compute
+    learner_module.lora_compute = ctx  # type: ignore[attr-defined]
+    sampler_module.lora_compute = ctx  # type: ignore[attr-defined]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", default="embedded-kuhn")
+    parser.add_argument("--reps", type=int, default=2)
+    parser.add_argument("--json", default="")
+    parser.add_argument("keys", nargs="*", help="more key=value training keys")
+    args = parser.parse_args()
+    cfg = parse_config([f"preset={args.preset}", "log_path=/dev/null", *args.keys])
+    setup = build_setup(cfg)
+    learner = make_learner_factory(cfg)()
+    learner.temperature = cfg.temperature
+    episodes, _ = collect(cfg, setup, learner, 0)  # warm-up, and the rows both arms learn on
+    adv, _, _ = rae_advantages(episodes, Baselines({}), trained_agents={POLICY})
+    datums, _ = merge_identical(assemble(episodes, adv)[0])
+    reg = Regularizer(cfg.entropy_coef, 0.0, "uniform", "reverse")
+    rows: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
+    for rep in range(args.reps + 1):  # rep 0 warms each arm up and is not kept
+        for arm in ("before", "after"):
+            _arm(learner, arm == "after")
+            start = time.perf_counter()
+            collect(cfg, setup, learner, 1)
+            sample_s = time.perf_counter() - start
+            start = time.perf_counter()
+            learner.forward_backward(datums, importance_sampling_loss, reg)
+            learn_s = time.perf_counter() - start
+            learner.model.zero_grad(set_to_none=True)
+            if rep > 0:
+                rows[arm].append({"sample_s": sample_s, "learn_s": learn_s})
+            print(f"rep {rep} {arm}: sample {sample_s:.2f} s, learn {learn_s:.2f} s", flush=True)
+    summary: dict[str, Any] = {
+        "preset": args.preset,
+        "keys": args.keys,
+        "rows": len(datums),
+        "tokens": sum(len(d.input_ids) for d in datums),
+        "runs": rows,
+    }
+    for key in ("sample_s", "learn_s"):
+        before = min(r[key] for r in rows["before"])
+        after = min(r[key] for r in rows["after"])
+        summary[f"{key}_before"], summary[f"{key}_after"] = before, after
+        summary[f"{key}_speedup"] = before / after
+    print(json.dumps({k: v for k, v in summary.items() if k != "runs"}, indent=1))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(summary, f, indent=1)
+            f.write("\n")
+
+
+if __name__ == "__main__":
+    main()

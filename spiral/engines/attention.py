@@ -1,0 +1,124 @@
+"""Attention for the torch engine: plain matmuls where torch's fused CPU kernel is slow.
+
+transformers picks an attention function by name (`config._attn_implementation`); we
+register one more, `spiral`, and switch models to it when they use `sdpa`. It is `sdpa`
+except on a CPU in bf16/fp16, where it computes attention as two batched matmuls with an
+fp32 softmax. Measured on this project's CPU (AMD EPYC with AVX512-BF16, torch 2.13,
+2 threads; `docs/results.md`, "Decode"): torch's fused CPU attention in bf16 took
+~2.5 ms per layer for one decode token of 16 rows (SmolLM2-135M shapes), so a 30-layer
+decode step spent ~75 ms of its ~175 ms there; the matmuls take ~0.3 ms. It is also
+~1.8x faster for the learner's forward + backward at Kuhn/TicTacToe sizes in bf16. In
+fp32 the fused kernel is as fast or faster, so fp32 keeps it.
+
+The matmul path groups query heads by their key/value head (grouped-query attention
+without repeating keys and values), takes transformers' boolean mask (True = attend;
+None means "every key" for one query token and "causal" otherwise, as transformers'
+sdpa mask leaves itself out), computes scores in fp32 and returns the output in
+the model's dtype. Dropout, soft-capping and position biases go to `sdpa` unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+NAME = "spiral"
+
+
+def _use_matmul(query: torch.Tensor, dropout: float, kwargs: dict[str, Any]) -> bool:
+    return (
+        query.device.type == "cpu"
+        and query.dtype in (torch.bfloat16, torch.float16)
+        and dropout == 0.0
+        and kwargs.get("softcap") is None
+        and kwargs.get("position_bias") is None
+    )
+
+
+def matmul_attention(
+    query_BHQD: torch.Tensor,
+    key_BKTD: torch.Tensor,
+    value_BKTD: torch.Tensor,
+    mask: torch.Tensor | None,
+    scaling: float,
+    causal: bool,
+) -> torch.Tensor:
+    """softmax(q k^T * scaling + mask) v with grouped query heads; returns [B, Q, H, D]
+    (the layout transformers' attention functions return)."""
+    batch, heads, q_len, dim = query_BHQD.shape
+    kv_heads, k_len = key_BKTD.shape[1], key_BKTD.shape[2]
+    group = heads // kv_heads
+    # Heads h = kv * group + g: a view with each key/value head's queries stacked as rows.
+    q_BKRD = query_BHQD.reshape(batch, kv_heads, group * q_len, dim)
+    scores_BKRT = torch.matmul(q_BKRD, key_BKTD.transpose(-1, -2)).float() * scaling
+    if mask is None and causal and q_len > 1:
+        # sdpa's `is_causal` (upper-left aligned): transformers leaves the mask out only
+        # when keys and queries line up, or when the keys past the queries are unused.
+        mask = torch.ones(q_len, k_len, dtype=torch.bool, device=query_BHQD.device).tril()
+    if mask is not None:
+        mask_B1RT = _stacked(mask, batch, group, q_len, k_len)
+        if mask_B1RT.dtype == torch.bool:
+            # The lowest finite score, not -inf: a query with no key to see (a pad
+            # position) gets a finite average instead of NaN, which would reach the
+            # gradients through the backward pass even though nothing reads it.
+            scores_BKRT = scores_BKRT.masked_fill(~mask_B1RT, torch.finfo(torch.float32).min)
+        else:  # an additive float mask
+            scores_BKRT = scores_BKRT + mask_B1RT.float()
+    probs_BKRT = torch.softmax(scores_BKRT, dim=-1).to(value_BKTD.dtype)
+    out_BKRD = torch.matmul(probs_BKRT, value_BKTD)
+    return out_BKRD.reshape(batch, heads, q_len, dim).transpose(1, 2).contiguous()
+
+
+def _stacked(mask: torch.Tensor, batch: int, group: int, q_len: int, k_len: int) -> torch.Tensor:
+    """A mask of shape [B|1, 1, Q, T] (or [Q, T]) repeated over the `group` query heads
+    stacked as rows: [B|1, 1, group * Q, T]."""
+    if mask.dim() == 2:
+        mask = mask.view(1, 1, q_len, k_len)
+    if mask.shape[1] != 1:
+        raise ValueError("per-head attention masks are not supported by the matmul path")
+    if group == 1:
+        return mask
+    rows = mask.shape[0]
+    return mask.unsqueeze(2).expand(rows, 1, group, q_len, k_len).reshape(rows, 1, -1, k_len)
+
+
+def attention_forward(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    is_causal: bool | None = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    """transformers' attention-function signature; see the module docstring."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    if not _use_matmul(query, dropout, kwargs):
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout, scaling, is_causal, **kwargs
+        )
+    causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
+    scale = scaling if scaling is not None else query.shape[-1] ** -0.5
+    return matmul_attention(query, key, value, attention_mask, scale, bool(causal)), None
+
+
+def register() -> None:
+    """Make `spiral` a name transformers knows (attention and its mask: sdpa's)."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
+
+    AttentionInterface.register(NAME, attention_forward)
+    ALL_MASK_ATTENTION_FUNCTIONS.register(NAME, sdpa_mask)
+
+
+def use_spiral_attention(model: Any) -> None:
+    """Switch a transformers model that attends with `sdpa` to `spiral` (others, e.g. an
+    explicit `eager` or flash attention, are left as they are)."""
+    if getattr(model.config, "_attn_implementation", None) != "sdpa":
+        return
+    register()
+    model.set_attn_implementation(NAME)

@@ -1,0 +1,120 @@
+"""The `spiral` attention function: torch's sdpa numbers, computed as plain matmuls on
+CPUs in bf16; sdpa itself everywhere else.
+
+The reference is torch's own sdpa in fp64 on the same (bf16-valued) inputs, so each path
+is checked against the exact answer, not against the other."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from spiral.engines.attention import NAME, attention_forward, matmul_attention
+from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
+
+
+def _exact(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None):
+    group = q.shape[1] // k.shape[1]
+    k64 = k.double().repeat_interleave(group, dim=1)
+    v64 = v.double().repeat_interleave(group, dim=1)
+    causal = mask is None and q.shape[2] > 1
+    out = F.scaled_dot_product_attention(q.double(), k64, v64, attn_mask=mask, is_causal=causal)
+    return out.transpose(1, 2)
+
+
+def _inputs(batch: int, heads: int, kv: int, q_len: int, k_len: int, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(batch, heads, q_len, 16, generator=g).to(torch.bfloat16)
+    k = torch.randn(batch, kv, k_len, 16, generator=g).to(torch.bfloat16)
+    v = torch.randn(batch, kv, k_len, 16, generator=g).to(torch.bfloat16)
+    return q, k, v
+
+
+def _padding_mask(batch: int, q_len: int, k_len: int) -> torch.Tensor:
+    """Left padding (row b has b padded keys) and causal over the last q_len keys."""
+    keys = torch.arange(k_len)
+    queries = torch.arange(k_len - q_len, k_len)
+    causal = keys[None, :] <= queries[:, None]
+    pads = torch.stack([keys >= b for b in range(batch)])
+    return (causal[None, :, :] & pads[:, None, :]).unsqueeze(1)  # [B, 1, Q, K]
+
+
+@pytest.mark.parametrize(("heads", "kv"), [(6, 2), (4, 4), (3, 1)])
+@pytest.mark.parametrize(("q_len", "k_len"), [(1, 9), (5, 12), (7, 7)])
+def test_matmul_attention_matches_exact_attention(heads: int, kv: int, q_len: int, k_len: int):
+    q, k, v = _inputs(3, heads, kv, q_len, k_len)
+    mask = _padding_mask(3, q_len, k_len)
+    out = matmul_attention(q, k, v, mask, 16**-0.5, causal=True)
+    assert out.shape == (3, q_len, heads, 16) and out.dtype == torch.bfloat16
+    assert torch.isfinite(out).all()  # a pad query that sees no key is finite, not NaN
+    seen = mask[:, 0].any(-1)  # [B, Q]: queries with at least one key to attend to
+    assert torch.allclose(out.double()[seen], _exact(q, k, v, mask)[seen], atol=2e-2)
+    # an additive float mask means the same as the boolean one
+    additive = torch.zeros(mask.shape).masked_fill(~mask, torch.finfo(torch.float32).min)
+    same = matmul_attention(q, k, v, additive, 16**-0.5, causal=True)
+    assert torch.equal(out, same)
+
+
+def test_no_mask_means_causal_for_many_queries_and_everything_for_one() -> None:
+    q, k, v = _inputs(2, 4, 2, 6, 6)
+    out = matmul_attention(q, k, v, None, 16**-0.5, causal=True)
+    assert torch.allclose(out.double(), _exact(q, k, v, None), atol=2e-2)
+    one_q, k9, v9 = _inputs(2, 4, 2, 1, 9, seed=1)
+    out = matmul_attention(one_q, k9, v9, None, 16**-0.5, causal=True)
+    assert torch.allclose(out.double(), _exact(one_q, k9, v9, None), atol=2e-2)
+    # causal: the first of several queries sees key 0 only, so it returns value 0
+    assert torch.allclose(
+        matmul_attention(q, k, v, None, 16**-0.5, True)[:, 0].float(),
+        v[:, :, 0].repeat_interleave(2, dim=1).float(),
+        atol=1e-2,
+    )
+
+
+class _Module(torch.nn.Module):
+    is_causal = True
+    num_key_value_groups = 2
+
+
+def test_fp32_and_dropout_go_to_sdpa_unchanged() -> None:
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    q, k, v = (t.float() for t in _inputs(2, 4, 2, 3, 5))
+    mask = _padding_mask(2, 3, 5)
+    ours, _ = attention_forward(_Module(), q, k, v, mask, scaling=0.25)
+    theirs, _ = sdpa_attention_forward(_Module(), q, k, v, mask, scaling=0.25)
+    assert torch.equal(ours, theirs)  # fp32: sdpa itself, bit for bit
+    bq, bk, bv = _inputs(2, 4, 2, 3, 5)
+    matmul, _ = attention_forward(_Module(), bq, bk, bv, mask, scaling=0.25)
+    assert torch.equal(matmul, matmul_attention(bq, bk, bv, mask, 0.25, causal=True))
+
+
+def test_models_switch_from_sdpa_and_agree_in_bf16(tiny_llama: Path) -> None:
+    """A loaded model attends with `spiral`; its bf16 logits on a left-padded batch, and
+    through a KV-cached decode step, match the same weights under sdpa."""
+    model, tok = load_model_and_tokenizer(ModelConfig(str(tiny_llama), lora_rank=0))
+    assert model.config._attn_implementation == NAME
+    bf16, _ = load_model_and_tokenizer(ModelConfig(str(tiny_llama), lora_rank=0, dtype="bfloat16"))
+    ids = [tok("your move [4] and then")["input_ids"], tok("hello")["input_ids"]]
+    width = max(len(s) for s in ids)
+    input_ids = torch.tensor([[tok.pad_token_id] * (width - len(s)) + s for s in ids])
+    mask = torch.tensor([[0] * (width - len(s)) + [1] * len(s) for s in ids])
+    positions = (mask.cumsum(1) - 1).clamp(min=0)
+    bf16.eval()
+    with torch.inference_mode():
+        ours = bf16(input_ids=input_ids, attention_mask=mask, position_ids=positions).logits
+        step = bf16(
+            input_ids=input_ids[:, :-1], attention_mask=mask[:, :-1], position_ids=positions[:, :-1],
+            use_cache=True,
+        )  # fmt: skip
+        last = bf16(
+            input_ids=input_ids[:, -1:], attention_mask=mask, position_ids=positions[:, -1:],
+            past_key_values=step.past_key_values,
+        ).logits  # fmt: skip
+        bf16.set_attn_implementation("sdpa")
+        theirs = bf16(input_ids=input_ids, attention_mask=mask, position_ids=positions).logits
+    real = mask.bool()
+    assert (ours - theirs)[real].abs().max() < 0.05
+    assert (last[:, -1] - theirs[:, -1]).abs().max() < 0.05
