@@ -6,9 +6,15 @@ except on a CPU in bf16/fp16, where it computes attention as two batched matmuls
 fp32 softmax. Measured on this project's CPU (AMD EPYC with AVX512-BF16, torch 2.13,
 2 threads; `docs/results.md`, "Decode"): torch's fused CPU attention in bf16 took
 ~2.5 ms per layer for one decode token of 16 rows (SmolLM2-135M shapes), so a 30-layer
-decode step spent ~75 ms of its ~175 ms there; the matmuls take ~0.3 ms. It is also
-~1.8x faster for the learner's forward + backward at Kuhn/TicTacToe sizes in bf16. In
-fp32 the fused kernel is as fast or faster, so fp32 keeps it.
+decode step spent most of its ~165 ms there; with the matmuls it takes ~79 ms. In fp32
+the fused kernel is as fast or faster, so fp32 keeps it.
+
+Only without autograd (sampling, scoring, evaluation): under autograd the matmuls keep
+every fp32 score matrix for the backward pass, O(tokens^2) per layer, where sdpa keeps
+O(tokens). A TicTacToe population-play run peaked at 10.2 GB resident per step with
+them in the learner and at 7.2 GB after resuming without (~30 prompts of ~126 new
+tokens per micro-batch); a reasoning trace of a few thousand tokens would not fit at all.
+The learner's attention was ~7% of its step: not worth it.
 
 The matmul path groups query heads by their key/value head (grouped-query attention
 without repeating keys and values), takes transformers' boolean mask (True = attend;
@@ -28,7 +34,8 @@ NAME = "spiral"
 
 def _use_matmul(query: torch.Tensor, dropout: float, kwargs: dict[str, Any]) -> bool:
     return (
-        query.device.type == "cpu"
+        not torch.is_grad_enabled()  # the scores would be kept for the backward pass
+        and query.device.type == "cpu"
         and query.dtype in (torch.bfloat16, torch.float16)
         and dropout == 0.0
         and kwargs.get("softcap") is None

@@ -73,7 +73,13 @@ from spiral.engines.constrained import ConstrainedRow
 from spiral.engines.kv_cache import PrefixCache
 from spiral.engines.loading import cache_keyword
 from spiral.engines.precision import lora_compute
-from spiral.engines.prefill import prefill, prefill_cached, supports_prefix_cache
+from spiral.engines.prefill import (
+    common_prefix_len,
+    prefill,
+    prefill_cached,
+    prefill_grouped,
+    supports_prefix_cache,
+)
 from spiral.engines.snapshots import TRAINED, SnapshotError, active_adapter
 from spiral.errors import SpiralError
 from spiral.types import AnswerConstraint, Completion, StopReason
@@ -548,8 +554,9 @@ class TorchSampler:
     ) -> list[list[float]]:
         """Log-probs of each continuation given its prompt at `temperature` (<= 0: 1), batched.
 
-        Chunks share their prompts' common prefix like `sample` does, so scoring every legal
-        move of one position runs the position's prompt once.
+        A chunk runs as a tree (`prefill_grouped`): the chunk's common prefix once, each
+        distinct prompt once, then every row's continuation. Scoring every legal move of
+        many positions (an exploitability table) computes each position's prompt once.
         """
         self._check_current()
         if len(prompts) != len(continuations):
@@ -564,30 +571,46 @@ class TorchSampler:
         adapter = active_adapter(self.model, self.adapter)
         with eval_mode(self.model), adapter, lora_compute(self.model):
             for chunk in chunk_rows(costs, order, self.max_batch_tokens):
-                chunk_seqs = [seqs[i] for i in chunk]
-                max_prefix = min(len(prompts[i]) for i in chunk) - 1 if self.prefix_reuse else 0
-                pre = prefill(
-                    self.model, chunk_seqs, max_prefix, self.pad_id,
-                    output_hidden_states=True, logits_to_keep=1,
-                )  # fmt: skip
-                hidden_BSH = pre.out.hidden_states[-1]
-                rows, cols, targets = [], [], []
-                for b, i in enumerate(chunk):
-                    start = pre.suffix_len - len(seqs[i])  # column of absolute position 0
-                    for j, token in enumerate(continuations[i]):
-                        rows.append(b)
-                        cols.append(start + len(prompts[i]) - 1 + j)
-                        targets.append(int(token))
-                logits_NV = hidden_to_logits(self.model, hidden_BSH[rows, cols])
-                if temperature > 0:
-                    logits_NV = logits_NV / temperature
-                target_N1 = torch.tensor(targets, device=logits_NV.device).unsqueeze(1)
-                logp_N = torch.log_softmax(logits_NV, dim=-1).gather(1, target_N1).squeeze(1)
-                values = logp_N.tolist()
-                for i in chunk:
-                    n = len(continuations[i])
-                    result[i], values = values[:n], values[n:]
+                values = self._score_chunk(
+                    [seqs[i] for i in chunk], [len(prompts[i]) for i in chunk], temperature
+                )
+                for i, row in zip(chunk, values, strict=True):
+                    result[i] = row
         return result
+
+    def _score_chunk(
+        self, seqs: list[list[int]], prompt_lens: list[int], temperature: float
+    ) -> list[list[float]]:
+        """Each row's log-probs after its first `prompt_lens[b]` tokens. The prompt's last
+        token runs with the row's tail: its output predicts the first scored token."""
+        if self.prefix_reuse:
+            stem_ends = [n - 1 for n in prompt_lens]
+            prefix = min(common_prefix_len(seqs), *stem_ends) if len(seqs) > 1 else 0
+        else:
+            stem_ends, prefix = [0] * len(seqs), 0
+        pre = prefill_grouped(
+            self.model, seqs, prefix, stem_ends, self.pad_id,
+            output_hidden_states=True, logits_to_keep=1,
+        )  # fmt: skip
+        hidden_BSH = pre.out.hidden_states[-1]
+        rows, cols, targets = [], [], []
+        for b, (seq, end, n) in enumerate(zip(seqs, stem_ends, prompt_lens, strict=True)):
+            first = pre.tail_width - (len(seq) - end) + (n - 1 - end)  # column of prompt[-1]
+            for j, token in enumerate(seq[n:]):
+                rows.append(b)
+                cols.append(first + j)
+                targets.append(int(token))
+        logits_NV = hidden_to_logits(self.model, hidden_BSH[rows, cols])
+        if temperature > 0:
+            logits_NV = logits_NV / temperature
+        target_N1 = torch.tensor(targets, device=logits_NV.device).unsqueeze(1)
+        values = torch.log_softmax(logits_NV, dim=-1).gather(1, target_N1).squeeze(1).tolist()
+        out = []
+        for seq, n in zip(seqs, prompt_lens, strict=True):
+            k = len(seq) - n
+            out.append(values[:k])
+            values = values[k:]
+        return out
 
 
 def hidden_to_logits(model: Any, hidden_NH: torch.Tensor) -> torch.Tensor:

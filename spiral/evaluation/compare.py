@@ -2,8 +2,8 @@
 
 Writes into DIR/eval/:
 - compare.csv: long format, one row per (step, game, opponent, seat, metric) with the
-  value and, for rates, its 95% Wilson interval (low, high) and n; Kuhn exploitability
-  rows (game KuhnPokerSingle-v0, opponent "best-response", seat -1) when computed, and
+  value and, for rates, its 95% Wilson interval (low, high) and n; exploitability rows
+  (per game that has one, opponent "best-response", seat -1) when computed, and
   math accuracies (game "math/<bench>", opponent "-", seat -1).
 - compare.md: the same numbers, one row per (step, game, opponent, seat), for reading.
 - win_rate.png: win rate per opponent and seat (one panel per game) against the training
@@ -52,6 +52,7 @@ from spiral.evaluation.league import (
 )
 from spiral.evaluation.run import (
     RATE_FIELDS,
+    UNIFORM_EXPLOITABILITY,
     EvalArgs,
     candidate_overrides,
     evaluate_candidate,
@@ -116,9 +117,9 @@ def report_rows(step: int, report: dict[str, Any]) -> list[dict[str, Any]]:
             )
         for metric in ("mean_game_length", "mean_response_tokens", "opponent_api_errors"):
             rows.append(_row(*key, metric, r[metric], n=r["games"]))
-    kuhn = report.get("exploitability") or {}
-    for metric in ("exploitability", "nash_conv") if kuhn else ():
-        rows.append(_row(step, "KuhnPokerSingle-v0", "best-response", -1, metric, kuhn[metric]))
+    for game_id, exact in (report.get("exploitability") or {}).items():
+        for metric in ("exploitability", "nash_conv"):
+            rows.append(_row(step, game_id, "best-response", -1, metric, exact[metric]))
     math = report.get("math") or {}
     for key, value in math.items():
         if key.endswith("/accuracy") and not key.startswith("math/average"):
@@ -201,12 +202,22 @@ def plot_exploitability(path: Path, rows: Sequence[dict[str, Any]]) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    pts = sorted((r["step"], r["value"]) for r in rows if r["metric"] == "exploitability")
     fig, ax = plt.subplots(figsize=(5, 3.6))
-    ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label="model")
-    ax.axhline(11 / 24, linestyle="--", color="grey", label="uniform random (11/24)")
+    games = sorted({r["game_id"] for r in rows if r["metric"] == "exploitability"})
+    for k, game_id in enumerate(games):
+        pts = sorted(
+            (r["step"], r["value"])
+            for r in rows
+            if r["metric"] == "exploitability" and r["game_id"] == game_id
+        )
+        color = f"C{k}"
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", color=color, label=game_id)
+        uniform = UNIFORM_EXPLOITABILITY[game_id]
+        ax.axhline(
+            uniform, linestyle="--", color=color, alpha=0.5, label=f"uniform ({uniform:.3f})"
+        )
     ax.axhline(0.0, linestyle=":", color="black", label="Nash (0)")
-    ax.set(title="Kuhn poker exploitability", xlabel="training step", ylabel="exploitability")
+    ax.set(title="exploitability", xlabel="training step", ylabel="exploitability")
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=100)

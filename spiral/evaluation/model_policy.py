@@ -1,5 +1,5 @@
-"""A language-model policy's exact move distribution at a state, and its exact Kuhn
-exploitability: one `score` call over the legal answers, no sampling noise.
+"""A language-model policy's exact move distribution at a state, and its exact Kuhn and
+TicTacToe exploitability: batched `score` calls over the legal answers, no sampling noise.
 
 `temperature` is the sampling temperature whose distribution is wanted: the policy "as
 sampled" at T is log_softmax(logits / T); T = 1 is the model's own distribution.
@@ -11,12 +11,18 @@ answers with a legal move directly).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from spiral.agents.llm_policy import LLMPolicy
 from spiral.games.base import State
 from spiral.prompts.render import build_prompt, constraint_for, encode, prefix_free
 from spiral.types import Seat
+
+TICTACTOE_GAME_ID = "TicTacToe-v0"
+
+if TYPE_CHECKING:
+    from spiral.evaluation.move_distribution import Normalisation, ScoreFn
 
 
 def _answer_ids(prompt: str, answer: str, tokenizer: Any) -> tuple[int, ...]:
@@ -27,16 +33,11 @@ def _answer_ids(prompt: str, answer: str, tokenizer: Any) -> tuple[int, ...]:
     return tuple(tokenizer.encode(answer, add_special_tokens=False))
 
 
-def model_move_distribution(
-    policy: LLMPolicy, state: State, seat: Seat, temperature: float = 1.0
-) -> dict[str, float]:
-    """Exact P(move) of `policy` at `state`, sampled at `temperature`, from one score
-    call over the legal answers."""
-    from spiral.evaluation.move_distribution import move_distribution
-
-    def score(prompts: list[list[int]], conts: list[list[int]]) -> list[list[float]]:
-        return policy.sampler.score(prompts, conts, temperature=temperature)
-
+def _answer_request(
+    policy: LLMPolicy, state: State, seat: Seat
+) -> tuple[list[int], list[tuple[str, list[int]]], Normalisation]:
+    """What to score for `seat`'s move at `state`: the prompt, each legal move's answer
+    tokens, and the normalisation that matches how the policy samples."""
     spec = policy.spec_for(state)
     tokenizer = policy.sampler.tokenizer
     legal = state.legal_actions()
@@ -45,17 +46,49 @@ def model_move_distribution(
     constraint = constraint_for(state, spec, tokenizer)
     if constraint is not None:
         choices = [list(c) for c in constraint.choices]
-        return move_distribution(
-            score,
-            prompt_ids + list(constraint.marker),
-            list(zip(legal, choices, strict=True)),
-            "trie",
-        )
+        pairs = list(zip(legal, choices, strict=True))
+        return prompt_ids + list(constraint.marker), pairs, "trie"
     wrap = "\\boxed{{{}}}" if spec.answer_format == "boxed" else "{}"
     raw = [_answer_ids(prompt, wrap.format(m), tokenizer) for m in legal]
     answers = prefix_free(raw, tokenizer.eos_token_id, legal)
-    pairs = [(m, list(ids)) for m, ids in zip(legal, answers, strict=True)]
-    return move_distribution(score, prompt_ids, pairs, "sequence")
+    return prompt_ids, [(m, list(ids)) for m, ids in zip(legal, answers, strict=True)], "sequence"
+
+
+def model_move_distributions(
+    policy: LLMPolicy, positions: Sequence[tuple[State, Seat]], temperature: float = 1.0
+) -> list[dict[str, float]]:
+    """Exact P(move) of `policy` at each (state, seat to move), sampled at `temperature`:
+    every legal answer of every position in one batched score call (the sampler runs
+    each position's prompt once)."""
+    from spiral.evaluation.move_distribution import move_distribution
+
+    requests = [_answer_request(policy, state, seat) for state, seat in positions]
+    prompts = [prompt for prompt, pairs, _ in requests for _ in pairs]
+    answers = [ids for _, pairs, _ in requests for _, ids in pairs]
+    scored = policy.sampler.score(prompts, answers, temperature=temperature)
+    out, start = [], 0
+    for prompt_ids, pairs, normalisation in requests:
+        rows = scored[start : start + len(pairs)]
+        start += len(pairs)
+        out.append(move_distribution(_scored(rows), prompt_ids, pairs, normalisation))
+    return out
+
+
+def _scored(rows: list[list[float]]) -> ScoreFn:
+    """A score function that answers with rows already computed (batched above)."""
+
+    def score(prompts: list[list[int]], continuations: list[list[int]]) -> list[list[float]]:
+        return rows
+
+    return score
+
+
+def model_move_distribution(
+    policy: LLMPolicy, state: State, seat: Seat, temperature: float = 1.0
+) -> dict[str, float]:
+    """Exact P(move) of `policy` at `state`, sampled at `temperature`, from one score
+    call over the legal answers."""
+    return model_move_distributions(policy, [(state, seat)], temperature)[0]
 
 
 def model_kuhn_exploitability(policy: LLMPolicy, temperature: float = 1.0) -> dict[str, Any]:
@@ -63,10 +96,40 @@ def model_kuhn_exploitability(policy: LLMPolicy, temperature: float = 1.0) -> di
     its 12-state table."""
     from spiral.evaluation.exploitability import kuhn_exploitability, kuhn_info_states
 
-    table = {
-        key: model_move_distribution(policy, build(), seat, temperature)
-        for key, seat, build in kuhn_info_states()
-    }
+    states = kuhn_info_states()
+    found = model_move_distributions(
+        policy, [(build(), seat) for _, seat, build in states], temperature
+    )
+    table = {key: dist for (key, _, _), dist in zip(states, found, strict=True)}
     report: dict[str, Any] = dict(kuhn_exploitability(lambda info, seat: table[info]))
     report["distributions"] = table
     return report
+
+
+def model_tictactoe_exploitability(policy: LLMPolicy, temperature: float = 1.0) -> dict[str, Any]:
+    """Exact exploitability of the model's TicTacToe policy sampled at `temperature`: its
+    move distribution at every position (4,520 with the default latest-board prompts, one
+    batched score call), then a best-response search (`perfect_info`)."""
+    from spiral.evaluation.perfect_info import exploitability
+    from spiral.games import make
+
+    tokenizer = policy.sampler.tokenizer
+
+    def key(state: State) -> tuple[Any, ...]:
+        # The board and what the seat to move is shown: together they fix what follows.
+        if state.is_terminal():
+            return (state.board, None)  # type: ignore[attr-defined]
+        seat = state.current_player()
+        return (state.board, build_prompt(state, seat, policy.spec_for(state), tokenizer))  # type: ignore[attr-defined]
+
+    def dists(positions: Sequence[tuple[State, Seat]]) -> list[dict[str, float]]:
+        return model_move_distributions(policy, positions, temperature)
+
+    return exploitability(make(TICTACTOE_GAME_ID), key, dists)
+
+
+# Games whose exploitability a model's policy can be measured in exactly, by game id.
+EXACT_EXPLOITABILITY: dict[str, Any] = {
+    "KuhnPokerSingle-v0": model_kuhn_exploitability,
+    TICTACTOE_GAME_ID: model_tictactoe_exploitability,
+}

@@ -62,12 +62,15 @@ from spiral.engines.registry import known_engine
 from spiral.evaluation.exploitability import INSTALL_HINT
 from spiral.evaluation.match import CANDIDATE, MatchResult, evaluate, results_metrics, results_table
 from spiral.evaluation.mathbench.data import math_source_problem
-from spiral.evaluation.model_policy import model_kuhn_exploitability
+from spiral.evaluation.model_policy import EXACT_EXPLOITABILITY
 from spiral.games.registry import known_game_ids
 from spiral.prompts.invalid import InvalidMovePolicy, InvalidPolicyName, invalid_policy
 from spiral.prompts.spec import AnswerFormat, TemplateName
 from spiral.rollout.play import derive_seed
 from spiral.types import Episode
+
+# The uniform random policy's exploitability, for scale (Kuhn: 11/24; TicTacToe: OpenSpiel).
+UNIFORM_EXPLOITABILITY = {"KuhnPokerSingle-v0": 11 / 24, "TicTacToe-v0": 0.9598296957671957}
 
 MODEL_PREFIXES = ("checkpoint", "api")  # game-independent opponents, built once
 RATE_FIELDS = (("win", "wins"), ("draw", "draws"), ("loss", "losses"), ("invalid", "invalid"))
@@ -115,7 +118,10 @@ class EvalArgs:
         default=None, doc="invalid-move returns (None: the run's invalid_move_policy)"
     )
     exploitability: bool = chz.field(
-        default=False, doc="exact KuhnPokerSingle-v0 exploitability of the model (OpenSpiel)"
+        default=False,
+        doc="exact exploitability of the model in each game of env_ids that allows it: "
+        "KuhnPokerSingle-v0 (OpenSpiel), TicTacToe-v0 (a best-response search over its 4,520 "
+        "positions; minutes on a CPU)",
     )
     math: tuple[str, ...] = chz.field(
         default=(), doc="math benchmarks, comma separated (math500, gsm8k, sample:gsm8k, a .jsonl)"
@@ -199,8 +205,15 @@ def validate(a: EvalArgs) -> None:
             raise EvalError(f"opponent {spec!r} needs an argument: {prefix}:PATH_OR_NAME")
         if prefix == "checkpoint":
             resolve_source(arg)  # raises CheckpointNotFound with the reason
-    if a.exploitability and importlib.util.find_spec("pyspiel") is None:
-        raise EvalError(f"exploitability=true needs OpenSpiel: {INSTALL_HINT}")
+    if a.exploitability:
+        exact = [g for g in a.env_ids if g in EXACT_EXPLOITABILITY]
+        if not exact:
+            raise EvalError(
+                f"exploitability=true, but no game of env_ids={','.join(a.env_ids)} has an exact "
+                f"exploitability here; games that do: {', '.join(EXACT_EXPLOITABILITY)}"
+            )
+        if importlib.util.find_spec("pyspiel") is None:
+            raise EvalError(f"exploitability=true needs OpenSpiel: {INSTALL_HINT}")
     for name in a.math:
         problem = math_source_problem(name)
         if problem:
@@ -337,12 +350,12 @@ def evaluate_candidate(
         },
         "results": rows,
         "api": api,
-        "exploitability": _kuhn_report(candidate) if a.exploitability else None,
+        "exploitability": _exact_reports(candidate, a.env_ids) if a.exploitability else None,
         "math": None,
     }
-    if report["exploitability"]:
-        numbers = report["exploitability"].items()
-        metrics.update({f"eval/kuhn/{k}": v for k, v in numbers if k != "distributions"})
+    for game_id, found in (report["exploitability"] or {}).items():
+        numbers = found.items()
+        metrics.update({f"eval/{game_id}/{k}": v for k, v in numbers if k != "distributions"})
     if a.math:
         from spiral.evaluation.mathbench.benchmark import run_math_benchmarks
 
@@ -361,11 +374,16 @@ def evaluate_candidate(
     return report, results
 
 
-def _kuhn_report(candidate: LLMPolicy) -> dict[str, Any]:
-    """Exact Kuhn exploitability of the candidate as it plays here: at its sampling
-    temperature (greedy play is not a distribution, so T <= 0 is scored at T = 1)."""
+def _exact_reports(candidate: LLMPolicy, env_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Exact exploitability of the candidate as it plays here, per game that allows it:
+    at its sampling temperature (greedy play is not a distribution, so T <= 0 is scored
+    at T = 1)."""
     t = candidate.params.temperature if candidate.params.temperature > 0 else 1.0
-    return {**model_kuhn_exploitability(candidate, t), "temperature": t}
+    return {
+        game_id: {**EXACT_EXPLOITABILITY[game_id](candidate, t), "temperature": t}
+        for game_id in env_ids
+        if game_id in EXACT_EXPLOITABILITY
+    }
 
 
 def format_report(report: Mapping[str, Any], results: Sequence[MatchResult]) -> str:
@@ -384,11 +402,11 @@ def format_report(report: Mapping[str, Any], results: Sequence[MatchResult]) -> 
         lines.append(
             f"api {label}: {s['calls']} calls, {s['failures']} failed, {s['retries']} retries"
         )
-    if report["exploitability"]:
-        e = report["exploitability"]
+    for game_id, e in (report["exploitability"] or {}).items():
         lines.append(
-            f"KuhnPokerSingle-v0 exploitability {e['exploitability']:.4f} at temperature "
-            f"{e['temperature']:g} (NashConv {e['nash_conv']:.4f}; Nash = 0, uniform = 0.4583)"
+            f"{game_id} exploitability {e['exploitability']:.4f} at temperature "
+            f"{e['temperature']:g} (NashConv {e['nash_conv']:.4f}; Nash = 0, uniform random = "
+            f"{UNIFORM_EXPLOITABILITY[game_id]:.4f})"
         )
     if report["math"]:
         lines += [f"{k}: {v:.4f}" for k, v in sorted(report["math"].items()) if "accuracy" in k]

@@ -78,17 +78,22 @@ class _Module(torch.nn.Module):
     num_key_value_groups = 2
 
 
-def test_fp32_and_dropout_go_to_sdpa_unchanged() -> None:
+def test_matmuls_only_for_bf16_without_autograd() -> None:
+    """fp32, or anything under autograd (the learner: the matmuls would keep every score
+    matrix for the backward pass), is sdpa itself, bit for bit."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    q, k, v = (t.float() for t in _inputs(2, 4, 2, 3, 5))
     mask = _padding_mask(2, 3, 5)
-    ours, _ = attention_forward(_Module(), q, k, v, mask, scaling=0.25)
-    theirs, _ = sdpa_attention_forward(_Module(), q, k, v, mask, scaling=0.25)
-    assert torch.equal(ours, theirs)  # fp32: sdpa itself, bit for bit
     bq, bk, bv = _inputs(2, 4, 2, 3, 5)
-    matmul, _ = attention_forward(_Module(), bq, bk, bv, mask, scaling=0.25)
+    for q, k, v, grad in ((bq.float(), bk.float(), bv.float(), False), (bq, bk, bv, True)):
+        with torch.set_grad_enabled(grad):
+            ours, _ = attention_forward(_Module(), q, k, v, mask, scaling=0.25)
+            theirs, _ = sdpa_attention_forward(_Module(), q, k, v, mask, scaling=0.25)
+        assert torch.equal(ours, theirs)
+    with torch.no_grad():
+        matmul, _ = attention_forward(_Module(), bq, bk, bv, mask, scaling=0.25)
     assert torch.equal(matmul, matmul_attention(bq, bk, bv, mask, 0.25, causal=True))
+    assert not torch.equal(matmul, theirs)  # the bf16 paths really differ in rounding
 
 
 def test_models_switch_from_sdpa_and_agree_in_bf16(tiny_llama: Path) -> None:

@@ -201,3 +201,17 @@ def test_nan_weights_stop_sampling_with_a_clear_error(
     with pytest.raises(NonFiniteLogitsError, match="NaN or infinite logits") as err:
         sampler.sample(prompts, SamplingParams(max_tokens=5, seed=0), cons)
     assert isinstance(err.value, SpiralError)
+
+
+def test_score_groups_prompts_and_handles_one_token_prompts(sampler: TorchSampler) -> None:
+    """Rows of one prompt share its forward; a one-token prompt has no stem; without
+    prefix reuse every row runs whole: all give the plain forward's numbers."""
+    prompts = chat_prompts(sampler.tokenizer, PROMPT_TEXTS)
+    moves = [sampler.tokenizer(f"[{k}]")["input_ids"] for k in range(3)]
+    rows = [p for p in prompts for _ in moves] + [prompts[0][:1]]
+    conts = [m for _ in prompts for m in moves] + [moves[2]]
+    plain = TorchSampler(sampler.model, sampler.tokenizer, prefix_reuse=False)
+    for scorer in (sampler, plain):
+        for prompt, cont, got in zip(rows, conts, scorer.score(rows, conts), strict=True):
+            expected = _forward_logprobs(sampler, prompt, tuple(cont), 1.0)
+            assert torch.allclose(torch.tensor(got), expected, atol=1e-4)

@@ -76,7 +76,8 @@ def test_eval_checkpoint_end_to_end(run_dir: Path, capsys: pytest.CaptureFixture
     # Both seats of a pairing are dealt the same games.
     seeds = {(r["game_id"], r["opponent"], r["seat"]): r["seeds"] for r in rows}
     assert seeds[("KuhnPokerSingle-v0", "random", 0)] == seeds[("KuhnPokerSingle-v0", "random", 1)]
-    kuhn = report["exploitability"]
+    assert set(report["exploitability"]) == {"TicTacToe-v0", "KuhnPokerSingle-v0"}
+    kuhn = report["exploitability"]["KuhnPokerSingle-v0"]
     assert 0.0 <= kuhn["exploitability"] <= 2.0
     assert kuhn["nash_conv"] == pytest.approx(2 * kuhn["exploitability"])
     assert len(kuhn["distributions"]) == 12
@@ -85,7 +86,12 @@ def test_eval_checkpoint_end_to_end(run_dir: Path, capsys: pytest.CaptureFixture
         assert set(dist) == expected
         assert math.fsum(dist.values()) == pytest.approx(1.0)
     assert 0.0 <= report["math"]["math/sample_gsm8k/accuracy"] <= 1.0
-    assert report["metrics"]["eval/kuhn/exploitability"] == kuhn["exploitability"]
+    assert report["metrics"]["eval/KuhnPokerSingle-v0/exploitability"] == kuhn["exploitability"]
+    ttt = report["exploitability"]["TicTacToe-v0"]
+    assert 0.0 <= ttt["exploitability"] <= 1.0  # values are in [-1, 1]: a win is 1
+    assert ttt["br_value_seat0"] >= ttt["value_selfplay_seat0"]  # a best response gains
+    assert ttt["br_value_seat1"] >= ttt["value_selfplay_seat1"]
+    assert report["metrics"]["eval/TicTacToe-v0/exploitability"] == ttt["exploitability"]
 
 
 def test_same_seed_same_results(run_dir: Path) -> None:
@@ -123,6 +129,7 @@ def test_dead_api_opponent_is_reported_not_fatal(run_dir: Path, tmp_path: Path) 
 def test_compare_two_checkpoints(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = [
         f"run={run_dir}",
+        "env_ids=KuhnPokerSingle-v0",  # (TicTacToe's exploitability: the test above)
         "games=1",
         "seed=2",
         "max_tokens=4",
@@ -143,7 +150,8 @@ def test_compare_two_checkpoints(run_dir: Path, capsys: pytest.CaptureFixture[st
     assert len([r for r in rows if r["metric"] == "exploitability"]) == 2
     markdown = (out_dir / "compare.md").read_text()
     assert markdown.startswith("| step | game | opponent | seat | n | win_rate")
-    assert markdown.count("\n") == 2 + 8 + 2  # header, 2 steps x 2 opponents x 2 seats, Kuhn
+    # header, 2 steps x 2 opponents x 2 seats, one exploitability row per step
+    assert markdown.count("\n") == 2 + 8 + 2
     for name in ("win_rate.png", "exploitability.png"):
         assert (out_dir / name).read_bytes()[:8] == PNG_MAGIC
     for step in ("step_000002", "step_000004"):
@@ -180,6 +188,10 @@ def test_select_every_kth_keeps_the_newest(tmp_path: Path) -> None:
         (["checkpoint=base", "games=zero"], "games="),
         (["env_ids=TicTacToe-v0"], "exactly one of checkpoint"),
         (["checkpoint=base", "invalid_policy=lenient"], "expected one of spiral, strict, loss"),
+        (
+            ["checkpoint=base", "env_ids=PigDice-v1", "exploitability=true"],
+            "games that do: KuhnPokerSingle-v0, TicTacToe-v0",
+        ),
     ],
 )
 def test_bad_arguments_fail_before_loading(
