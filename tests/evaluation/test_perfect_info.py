@@ -49,7 +49,9 @@ def positions() -> dict[object, Position]:
 def _report(positions: dict[object, Position], dists) -> dict[str, float]:  # type: ignore[no-untyped-def]
     keys = decisions(positions)
     found = dists([(positions[k].state, positions[k].seat) for k in keys])
-    return policy_report(positions, _board_key(make("TicTacToe-v0")), dict(zip(keys, found)))
+    return policy_report(
+        positions, _board_key(make("TicTacToe-v0")), dict(zip(keys, found, strict=True))
+    )
 
 
 def test_the_graph_has_every_tictactoe_position(positions: dict[object, Position]) -> None:
