@@ -42,6 +42,9 @@ def _no_lora_compute(model: Any) -> Iterator[None]:
 
 
 def _arm(learner: Any, after: bool) -> None:
+    """Switch every model call in this process to one arm: the attention by name on the
+    model, the LoRA precision by rebinding the name the learner and sampler modules call
+    (a benchmark-only swap of module globals; the product has no switch for it)."""
     learner.model.set_attn_implementation(NAME if after else "sdpa")
     ctx = lora_compute if after else _no_lora_compute
     learner_module.lora_compute = ctx  # type: ignore[attr-defined]

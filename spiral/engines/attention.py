@@ -9,17 +9,23 @@ fp32 softmax. Measured on this project's CPU (AMD EPYC with AVX512-BF16, torch 2
 decode step spent most of its ~165 ms there; with the matmuls it takes ~79 ms. In fp32
 the fused kernel is as fast or faster, so fp32 keeps it.
 
-Only without autograd (sampling, scoring, evaluation): under autograd the matmuls keep
-every fp32 score matrix for the backward pass, O(tokens^2) per layer, where sdpa keeps
-O(tokens). A TicTacToe population-play run peaked at 10.2 GB resident per step with
-them in the learner and at 7.2 GB after resuming without (~30 prompts of ~126 new
-tokens per micro-batch); a reasoning trace of a few thousand tokens would not fit at all.
-The learner's attention was ~7% of its step: not worth it.
+Only for small score matrices without autograd. Under autograd the matmuls keep every
+fp32 score matrix for the backward pass, O(tokens^2) per layer, where sdpa keeps
+O(tokens): a TicTacToe population-play run peaked at 10.2 GB resident per step with them
+in the learner and at 7.2 GB without (~30 prompts of ~126 new tokens per micro-batch),
+and the learner's attention was ~7% of its step. Without autograd the scores of one
+layer live only while it runs, but a long prefill (prompts of thousands of tokens, or
+scoring chunks of 32k tokens) would still make them large, so the matmuls run only when
+one layer's fp32 scores take at most `MAX_SCORE_BYTES` (64 MB: every decode step, and
+prefills of a few hundred tokens over a batch); larger ones go to sdpa, whose kernel
+works in blocks.
 
 The matmul path groups query heads by their key/value head (grouped-query attention
 without repeating keys and values), takes transformers' boolean mask (True = attend;
 None means "every key" for one query token and "causal" otherwise, as transformers'
-sdpa mask leaves itself out), computes scores in fp32 and returns the output in
+sdpa mask leaves itself out), computes the scores from fp32 copies of queries and keys (a bf16 product rounds scores of
+~30 to steps of 0.125, far coarser than sdpa, which accumulates in fp32), the softmax in
+fp32, and returns the output in
 the model's dtype. Dropout, soft-capping and position biases go to `sdpa` unchanged.
 """
 
@@ -30,11 +36,16 @@ from typing import Any
 import torch
 
 NAME = "spiral"
+MAX_SCORE_BYTES = 64 << 20  # one layer's fp32 scores, above which sdpa runs (docstring)
 
 
-def _use_matmul(query: torch.Tensor, dropout: float, kwargs: dict[str, Any]) -> bool:
+def _use_matmul(
+    query: torch.Tensor, key: torch.Tensor, dropout: float, kwargs: dict[str, Any]
+) -> bool:
+    batch, heads, q_len, _ = query.shape
     return (
         not torch.is_grad_enabled()  # the scores would be kept for the backward pass
+        and batch * heads * q_len * key.shape[-2] * 4 <= MAX_SCORE_BYTES
         and query.device.type == "cpu"
         and query.dtype in (torch.bfloat16, torch.float16)
         and dropout == 0.0
@@ -58,7 +69,7 @@ def matmul_attention(
     group = heads // kv_heads
     # Heads h = kv * group + g: a view with each key/value head's queries stacked as rows.
     q_BKRD = query_BHQD.reshape(batch, kv_heads, group * q_len, dim)
-    scores_BKRT = torch.matmul(q_BKRD, key_BKTD.transpose(-1, -2)).float() * scaling
+    scores_BKRT = torch.matmul(q_BKRD.float() * scaling, key_BKTD.float().transpose(-1, -2))
     if mask is None and causal and q_len > 1:
         # sdpa's `is_causal` (upper-left aligned): transformers leaves the mask out only
         # when keys and queries line up, or when the keys past the queries are unused.
@@ -71,7 +82,10 @@ def matmul_attention(
             # gradients through the backward pass even though nothing reads it.
             scores_BKRT = scores_BKRT.masked_fill(~mask_B1RT, torch.finfo(torch.float32).min)
         else:  # an additive float mask
-            scores_BKRT = scores_BKRT + mask_B1RT.float()
+            # clamped as sdpa's own masks are: -inf (or a sum below the lowest float)
+            # would turn a query with no key to see into NaN
+            floor = torch.finfo(torch.float32).min
+            scores_BKRT = (scores_BKRT + mask_B1RT.float()).clamp(min=floor)
     probs_BKRT = torch.softmax(scores_BKRT, dim=-1).to(value_BKTD.dtype)
     out_BKRD = torch.matmul(probs_BKRT, value_BKTD)
     return out_BKRD.reshape(batch, heads, q_len, dim).transpose(1, 2).contiguous()
@@ -104,7 +118,7 @@ def attention_forward(
     """transformers' attention-function signature; see the module docstring."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    if not _use_matmul(query, dropout, kwargs):
+    if not _use_matmul(query, key, dropout, kwargs):
         return sdpa_attention_forward(
             module, query, key, value, attention_mask, dropout, scaling, is_causal, **kwargs
         )

@@ -7,23 +7,31 @@ back: per layer and token, four passes over the activations besides the matmuls.
 make-train or TicTacToe learner step on this project's CPU that was about a quarter of
 the time (`docs/results.md`, "Precision").
 
-`lora_compute(model)` runs a block the way mixed-precision training usually does:
-autocast to the base model's dtype, with PEFT's input casting off, so each LoRA product
-runs in bf16 on the bf16 activations (the fp32 adapter weights are cast, a few KB per
-layer) and the gradients still reach the fp32 weights. The sum with the base output was
-already rounded to bf16 before; what changes is that the low-rank products round to bf16
-too. The sampler and the learner both compute under it, so their log-probs agree as
-before (tested). It does nothing for fp32 models, for models without LoRA, or where the
-adapter already has the base's dtype.
+`lora_compute(model)` computes each LoRA product in the base model's dtype on the
+activations as they come: for the block's duration, PEFT's input casting is off and each
+adapter's two `nn.Linear`s multiply by their fp32 weights cast to the base dtype (a few KB
+a layer; the cast is differentiable, so the gradients still reach the fp32 weights). The
+sum with the base output was already rounded to bf16 before; what changes is that the
+low-rank products round to bf16 too. Only the adapters' own linears change: nothing else
+in the model (an fp32 router, an fp32 head) is touched, which a block-wide
+`torch.autocast` (this module's first version) would have downcast. The sampler and the
+learner both compute under it, so their log-probs agree as before (tested).
+
+It does nothing for fp32 models, for models without LoRA, where the adapter already has
+the base's dtype, for adapter kinds other than plain LoRA on linear layers (DoRA and other
+variants, embedding adapters), and under activation checkpointing, whose recomputation in
+the backward pass runs outside the block and would compute the products in another dtype.
 """
 
 from __future__ import annotations
 
 import contextlib
+import types
 from collections.abc import Iterator
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 
 
 def _lora_dtypes(model: Any) -> tuple[torch.dtype, torch.dtype] | None:
@@ -44,14 +52,54 @@ def mixed_lora(model: Any) -> bool:
     return base in (torch.bfloat16, torch.float16) and adapter == torch.float32
 
 
+def _adapter_linears(model: Any) -> list[torch.nn.Linear] | None:
+    """The `nn.Linear`s of every plain LoRA adapter in `model`; None if any adapter is of
+    another kind (a variant such as DoRA, an embedding or convolution adapter)."""
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    found: list[torch.nn.Linear] = []
+    for module in model.modules():
+        if not isinstance(module, BaseTunerLayer):
+            continue
+        if getattr(module, "lora_variant", None) or getattr(module, "lora_embedding_A", None):
+            return None
+        for part in ("lora_A", "lora_B"):
+            for linear in getattr(module, part, {}).values():
+                if type(linear) is not torch.nn.Linear:
+                    return None
+                found.append(linear)
+    return found
+
+
+def _checkpointing(model: Any) -> bool:
+    return any(getattr(m, "gradient_checkpointing", False) for m in model.modules())
+
+
+def _linear_in(dtype: torch.dtype) -> Any:
+    def forward(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
+        bias = None if self.bias is None else self.bias.to(dtype)
+        return F.linear(x.to(dtype), self.weight.to(dtype), bias)
+
+    return forward
+
+
 @contextlib.contextmanager
 def lora_compute(model: Any) -> Iterator[None]:
     """Compute the block's LoRA products in the base model's dtype (module docstring)."""
-    if not mixed_lora(model):
+    linears = _adapter_linears(model) if mixed_lora(model) and not _checkpointing(model) else None
+    # Re-entered (the sampler scoring inside a learner block): the outer block owns them.
+    linears = [linear for linear in linears or [] if "forward" not in vars(linear)]
+    if not linears:
         yield
         return
     from peft.helpers import disable_input_dtype_casting
 
-    base = model.get_output_embeddings().weight.dtype
-    with torch.autocast(model.device.type, dtype=base), disable_input_dtype_casting(model):
-        yield
+    forward = _linear_in(model.get_output_embeddings().weight.dtype)
+    for linear in linears:
+        linear.forward = types.MethodType(forward, linear)  # type: ignore[method-assign]
+    try:
+        with disable_input_dtype_casting(model):
+            yield
+    finally:
+        for linear in linears:
+            del linear.forward

@@ -50,9 +50,9 @@ from spiral.evaluation.league import (
     win_matrix,
     write_league,
 )
+from spiral.evaluation.model_policy import EXACT_EXPLOITABILITY
 from spiral.evaluation.run import (
     RATE_FIELDS,
-    UNIFORM_EXPLOITABILITY,
     EvalArgs,
     candidate_overrides,
     evaluate_candidate,
@@ -212,7 +212,7 @@ def plot_exploitability(path: Path, rows: Sequence[dict[str, Any]]) -> Path:
         )
         color = f"C{k}"
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", color=color, label=game_id)
-        uniform = UNIFORM_EXPLOITABILITY[game_id]
+        uniform = EXACT_EXPLOITABILITY[game_id].uniform
         ax.axhline(
             uniform, linestyle="--", color=color, alpha=0.5, label=f"uniform ({uniform:.3f})"
         )

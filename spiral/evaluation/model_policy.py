@@ -11,7 +11,8 @@ answers with a legal move directly).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from spiral.agents.llm_policy import LLMPolicy
@@ -46,6 +47,11 @@ def _answer_request(
     constraint = constraint_for(state, spec, tokenizer)
     if constraint is not None:
         choices = [list(c) for c in constraint.choices]
+        if len(choices) != len(legal):
+            raise ValueError(
+                f"{state.game_id}: the answer constraint offers {len(choices)} answers for "
+                f"{len(legal)} legal moves; its choices must follow legal_actions()"
+            )
         pairs = list(zip(legal, choices, strict=True))
         return prompt_ids + list(constraint.marker), pairs, "trie"
     wrap = "\\boxed{{{}}}" if spec.answer_format == "boxed" else "{}"
@@ -113,23 +119,40 @@ def model_tictactoe_exploitability(policy: LLMPolicy, temperature: float = 1.0) 
     from spiral.evaluation.perfect_info import exploitability
     from spiral.games import make
 
+    def dists(positions: Sequence[tuple[State, Seat]]) -> list[dict[str, float]]:
+        return model_move_distributions(policy, positions, temperature)
+
+    return exploitability(make(TICTACTOE_GAME_ID), tictactoe_key(policy), dists)
+
+
+def tictactoe_key(policy: LLMPolicy) -> Callable[[State], tuple[Any, ...]]:
+    """A TicTacToe position as `policy` meets it: the board and the prompt of the seat to
+    move, which together fix everything that follows (`perfect_info`'s key)."""
     tokenizer = policy.sampler.tokenizer
 
     def key(state: State) -> tuple[Any, ...]:
-        # The board and what the seat to move is shown: together they fix what follows.
         if state.is_terminal():
             return (state.board, None)  # type: ignore[attr-defined]
         seat = state.current_player()
         return (state.board, build_prompt(state, seat, policy.spec_for(state), tokenizer))  # type: ignore[attr-defined]
 
-    def dists(positions: Sequence[tuple[State, Seat]]) -> list[dict[str, float]]:
-        return model_move_distributions(policy, positions, temperature)
-
-    return exploitability(make(TICTACTOE_GAME_ID), key, dists)
+    return key
 
 
-# Games whose exploitability a model's policy can be measured in exactly, by game id.
-EXACT_EXPLOITABILITY: dict[str, Any] = {
-    "KuhnPokerSingle-v0": model_kuhn_exploitability,
-    TICTACTOE_GAME_ID: model_tictactoe_exploitability,
+@dataclass(frozen=True)
+class ExactGame:
+    """A game in which a model's exploitability can be measured exactly."""
+
+    measure: Callable[[LLMPolicy, float], dict[str, Any]]  # (policy, temperature) -> report
+    uniform: float  # the uniform random policy's exploitability, for scale
+    needs_openspiel: bool  # the measure runs on OpenSpiel's game tree
+
+
+# By game id. Uniform random: Kuhn 11/24 (hand-worked); TicTacToe 0.95983 (OpenSpiel's
+# exploitability of the uniform policy, which `perfect_info` reproduces; tested).
+EXACT_EXPLOITABILITY: dict[str, ExactGame] = {
+    "KuhnPokerSingle-v0": ExactGame(model_kuhn_exploitability, 11 / 24, needs_openspiel=True),
+    TICTACTOE_GAME_ID: ExactGame(
+        model_tictactoe_exploitability, 0.9598296957671957, needs_openspiel=False
+    ),
 }

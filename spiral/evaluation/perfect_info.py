@@ -47,10 +47,9 @@ def game_positions(
 ) -> dict[Hashable, Position]:
     """Every position reachable from `root`, keyed by `key`, with its moves' successors."""
     positions: dict[Hashable, Position] = {}
-    stack = [root]
+    stack = [(root, key(root))]  # each key computed once per edge (a prompt render)
     while stack:
-        state = stack.pop()
-        k = key(state)
+        state, k = stack.pop()
         if k in positions:
             continue
         if len(positions) >= max_positions:
@@ -67,8 +66,8 @@ def game_positions(
         for move in state.legal_actions():
             child = state.clone()
             child.apply_action(move)
-            node.children[move] = key(child)
-            stack.append(child)
+            node.children[move] = child_key = key(child)
+            stack.append((child, child_key))
     return positions
 
 
@@ -91,10 +90,12 @@ def policy_report(
         dist = checked_distribution(table[k], moves, f"position {k!r}")
         probs[k] = [(node.children[m], p) for m, p in zip(moves, dist, strict=True)]
 
+    order = _children_first(positions, root_key)
+
     def solve(responder: Seat | None) -> dict[Hashable, float]:
         """Seat 0's value everywhere when `responder` best-responds (None: self-play)."""
         value: dict[Hashable, float] = {}
-        for k in _children_first(positions, root_key):
+        for k in order:
             node = positions[k]
             if node.returns is not None:
                 value[k] = node.returns[0]

@@ -69,9 +69,6 @@ from spiral.prompts.spec import AnswerFormat, TemplateName
 from spiral.rollout.play import derive_seed
 from spiral.types import Episode
 
-# The uniform random policy's exploitability, for scale (Kuhn: 11/24; TicTacToe: OpenSpiel).
-UNIFORM_EXPLOITABILITY = {"KuhnPokerSingle-v0": 11 / 24, "TicTacToe-v0": 0.9598296957671957}
-
 MODEL_PREFIXES = ("checkpoint", "api")  # game-independent opponents, built once
 RATE_FIELDS = (("win", "wins"), ("draw", "draws"), ("loss", "losses"), ("invalid", "invalid"))
 
@@ -212,8 +209,11 @@ def validate(a: EvalArgs) -> None:
                 f"exploitability=true, but no game of env_ids={','.join(a.env_ids)} has an exact "
                 f"exploitability here; games that do: {', '.join(EXACT_EXPLOITABILITY)}"
             )
-        if importlib.util.find_spec("pyspiel") is None:
-            raise EvalError(f"exploitability=true needs OpenSpiel: {INSTALL_HINT}")
+        needs = [g for g in exact if EXACT_EXPLOITABILITY[g].needs_openspiel]
+        if needs and importlib.util.find_spec("pyspiel") is None:
+            raise EvalError(
+                f"exploitability=true in {', '.join(needs)} needs OpenSpiel: {INSTALL_HINT}"
+            )
     for name in a.math:
         problem = math_source_problem(name)
         if problem:
@@ -380,7 +380,7 @@ def _exact_reports(candidate: LLMPolicy, env_ids: Sequence[str]) -> dict[str, di
     at T = 1)."""
     t = candidate.params.temperature if candidate.params.temperature > 0 else 1.0
     return {
-        game_id: {**EXACT_EXPLOITABILITY[game_id](candidate, t), "temperature": t}
+        game_id: {**EXACT_EXPLOITABILITY[game_id].measure(candidate, t), "temperature": t}
         for game_id in env_ids
         if game_id in EXACT_EXPLOITABILITY
     }
@@ -406,7 +406,7 @@ def format_report(report: Mapping[str, Any], results: Sequence[MatchResult]) -> 
         lines.append(
             f"{game_id} exploitability {e['exploitability']:.4f} at temperature "
             f"{e['temperature']:g} (NashConv {e['nash_conv']:.4f}; Nash = 0, uniform random = "
-            f"{UNIFORM_EXPLOITABILITY[game_id]:.4f})"
+            f"{EXACT_EXPLOITABILITY[game_id].uniform:.4f})"
         )
     if report["math"]:
         lines += [f"{k}: {v:.4f}" for k, v in sorted(report["math"].items()) if "accuracy" in k]

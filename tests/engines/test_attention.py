@@ -93,7 +93,36 @@ def test_matmuls_only_for_bf16_without_autograd() -> None:
     with torch.no_grad():
         matmul, _ = attention_forward(_Module(), bq, bk, bv, mask, scaling=0.25)
     assert torch.equal(matmul, matmul_attention(bq, bk, bv, mask, 0.25, causal=True))
-    assert not torch.equal(matmul, theirs)  # the bf16 paths really differ in rounding
+
+
+def test_large_score_matrices_go_to_sdpa(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Above MAX_SCORE_BYTES of fp32 scores per layer (a long prefill) it is sdpa itself."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    from spiral.engines import attention
+
+    mask = _padding_mask(2, 3, 5)
+    q, k, v = _inputs(2, 4, 2, 3, 5)
+    scores = 2 * 4 * 3 * 5 * 4  # bytes of fp32 scores: batch * heads * queries * keys * 4
+    with torch.no_grad():
+        theirs, _ = sdpa_attention_forward(_Module(), q, k, v, mask, scaling=0.25)
+        mine = matmul_attention(q, k, v, mask, 0.25, causal=True)
+        monkeypatch.setattr(attention, "MAX_SCORE_BYTES", scores)
+        assert torch.equal(attention_forward(_Module(), q, k, v, mask, scaling=0.25)[0], mine)
+        monkeypatch.setattr(attention, "MAX_SCORE_BYTES", scores - 1)
+        assert torch.equal(attention_forward(_Module(), q, k, v, mask, scaling=0.25)[0], theirs)
+
+
+def test_large_logits_are_as_accurate_as_sdpa() -> None:
+    """Attention logits with a spread of ~9 (real models have such heads): the scores are
+    computed in fp32, so the error stays at sdpa's level, not at bf16's spacing near 30."""
+    q, k, v = _inputs(2, 4, 2, 1, 64, seed=3)
+    q = (q.float() * 3).to(torch.bfloat16)
+    k = (k.float() * 3).to(torch.bfloat16)
+    exact = _exact(q, k, v, None)
+    ours = matmul_attention(q, k, v, None, 16**-0.5, causal=True).double()
+    sdpa = F.scaled_dot_product_attention(q, k, v, enable_gqa=True).transpose(1, 2).double()
+    assert (ours - exact).abs().max() <= 2 * (sdpa - exact).abs().max() + 4e-3
 
 
 def test_models_switch_from_sdpa_and_agree_in_bf16(tiny_llama: Path) -> None:

@@ -75,7 +75,7 @@ def test_a_minimax_player_cannot_be_exploited(positions: dict[object, Position])
     assert report["value_selfplay_seat0"] == pytest.approx(0.0, abs=1e-12)
 
 
-def test_a_policy_that_never_blocks_is_exploitable_by_exactly_its_mistakes(
+def test_one_losing_reply_is_exploitable_by_exactly_its_mistake(
     positions: dict[object, Position],
 ) -> None:
     """Minimax everywhere, except that seat 1 answers a corner opening with the adjacent

@@ -88,9 +88,14 @@ def test_eval_checkpoint_end_to_end(run_dir: Path, capsys: pytest.CaptureFixture
     assert 0.0 <= report["math"]["math/sample_gsm8k/accuracy"] <= 1.0
     assert report["metrics"]["eval/KuhnPokerSingle-v0/exploitability"] == kuhn["exploitability"]
     ttt = report["exploitability"]["TicTacToe-v0"]
-    assert 0.0 <= ttt["exploitability"] <= 1.0  # values are in [-1, 1]: a win is 1
+    # a random-init model is far from minimax: exploitable, within the game's [-1, 1]
+    assert 0.0 < ttt["exploitability"] <= 1.0
+    assert ttt["nash_conv"] == pytest.approx(2 * ttt["exploitability"])
+    assert ttt["nash_conv"] == pytest.approx(ttt["br_value_seat0"] + ttt["br_value_seat1"])
+    assert ttt["value_selfplay_seat1"] == pytest.approx(-ttt["value_selfplay_seat0"])
     assert ttt["br_value_seat0"] >= ttt["value_selfplay_seat0"]  # a best response gains
     assert ttt["br_value_seat1"] >= ttt["value_selfplay_seat1"]
+    assert ttt["temperature"] == 1.0
     assert report["metrics"]["eval/TicTacToe-v0/exploitability"] == ttt["exploitability"]
 
 

@@ -84,11 +84,29 @@ def test_clone_is_independent_and_replays(game_id: str) -> None:
         rng_before = state.rng.getstate()
         copy = state.clone()
         assert _snapshot(copy) == before
+        shared = _mutable_ids(state) & _mutable_ids(copy)
+        assert not shared, "the clone shares mutable attributes with the original"
         _play_random(copy, random.Random(99))
         assert _snapshot(state) == before, "playing the clone changed the original"
         assert state.rng.getstate() == rng_before, "the clone shares the original's rng"
         _play_random(state, random.Random(99))
         assert _snapshot(state) == _snapshot(copy), "clone and original diverged"
+
+
+def _mutable_ids(state: State) -> set[int]:
+    """ids of the lists, dicts and sets in a state's attributes, two levels deep (e.g. a
+    tuple of per-seat message lists)."""
+    found: set[int] = set()
+    stack = [(value, 0) for value in vars(state).values()]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (list, dict, set, bytearray)):
+            found.add(id(value))
+        if depth < 2 and isinstance(value, (list, tuple)):
+            stack.extend((v, depth + 1) for v in value)
+        elif depth < 2 and isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+    return found
 
 
 @pytest.mark.parametrize("game_id", GAME_IDS)
