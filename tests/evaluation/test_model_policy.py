@@ -3,8 +3,6 @@ asked alone gives, and the TicTacToe key meets every position once."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from spiral.agents.llm_policy import LLMPolicy
@@ -53,7 +51,7 @@ def test_batched_distributions_equal_one_position_at_a_time(
         _after(),
         _after("[4]"),
         _after("[4]", "[0]", "[8]"),
-        _after(*"[0] [1] [2] [4] [3]".split()),
+        _after("[0]", "[1]", "[2]", "[4]", "[3]"),
     ]
     positions = [(s, s.current_player()) for s in states]
     batched = model_move_distributions(policy, positions, temperature=0.7)

@@ -56,6 +56,19 @@ def test_trie_normalisation_by_hand() -> None:
     assert dist == pytest.approx({"[check]": 2 / 3, "[bet]": 1 / 3}, abs=1e-12)
 
 
+def test_trie_uses_one_number_per_shared_prefix() -> None:
+    """Rows that score the shared tokens slightly differently (low-precision kernels round
+    by a row's place in the batch) still give a distribution that sums to 1: each shared
+    conditional is the rows' mean, used for every row. Seen on the embedded model in
+    bf16, where the rows' own numbers summed to 0.968 over four TicTacToe moves."""
+    a, b, c = math.log(0.5), math.log(0.3), math.log(0.2)
+    rows = [[-0.10, a, -0.01], [-0.13, b, -0.02], [-0.07, c, -0.03]]  # "[" scored 3 ways
+    choices = [("[0]", [OPEN, 0, CLOSE]), ("[1]", [OPEN, 1, CLOSE]), ("[2]", [OPEN, 2, CLOSE])]
+    dist = move_distribution(lambda p, q: rows, PROMPT, choices, normalisation="trie")
+    assert math.fsum(dist.values()) == pytest.approx(1.0, abs=1e-12)
+    assert dist == pytest.approx({"[0]": 0.5, "[1]": 0.3, "[2]": 0.2}, abs=1e-12)
+
+
 @pytest.mark.parametrize("normalisation", ["sequence", "trie"])
 def test_single_token_answers_agree_in_both_normalisations(normalisation: str) -> None:
     table = {5: 0.2, 6: 0.1, 7: 0.1}
