@@ -36,8 +36,8 @@ def rows_of(path: Path) -> list[dict]:
     return [latest[k] for k in sorted(latest)]
 
 
-fig, axes = plt.subplots(2, 2, figsize=(11, 7))
-(win_ax, opt_ax), (split_ax, ent_ax) = axes
+fig, axes = plt.subplots(2, 3, figsize=(15, 7))
+(win_ax, opt_ax, exp_ax), (split_ax, ent_ax, league_ax) = axes
 for i, (name, path) in enumerate(RUNS.items()):
     if not path.exists():
         continue
@@ -53,21 +53,44 @@ for i, (name, path) in enumerate(RUNS.items()):
             ax.plot(steps, ys, style, ms=3, color=f"C{i}", label=f"{name} seat {seat}")
             ax.fill_between(steps, lo, hi, color=f"C{i}", alpha=0.08)
     train = [r for r in rows if "train/entropy" in r]
-    buckets = sorted({(r["step"] - 1) // 10 for r in train})
+    buckets = sorted({r["step"] // 10 for r in train})
     mid = [10 * b + 5 for b in buckets]
     for key, style in (("seat0/win_rate", "-"), ("draw_rate", ":"), ("seat1/win_rate", "--")):
         full = f"train/{G}/{key}"
         means = []
         for b in buckets:
-            vals = [r[full] for r in train if (r["step"] - 1) // 10 == b]
+            vals = [r[full] for r in train if r["step"] // 10 == b]
             means.append(sum(vals) / len(vals))
         split_ax.plot(mid, means, style, color=f"C{i}", label=f"{name} {key.replace('/win_rate', ' wins')}")
     ent_ax.plot([r["step"] for r in train], [r["train/entropy"] for r in train], color=f"C{i}", lw=0.8, label=name)
+EXPLOIT = HERE / "exploitability.json"  # {"base": report, run: {step: report}}
+if EXPLOIT.exists():
+    found = json.loads(EXPLOIT.read_text())
+    base = found.get("base")
+    for i, name in enumerate(RUNS):
+        pts = sorted((int(k), v["exploitability"]) for k, v in found.get(name, {}).items())
+        if base:
+            pts = [(0, base["exploitability"]), *pts]
+        exp_ax.plot([p[0] for p in pts], [p[1] for p in pts], "-o", color=f"C{i}", label=name)
+exp_ax.axhline(0.9598, color="grey", lw=0.8, ls="--", label="uniform random (0.960)")
+exp_ax.axhline(0.0, color="black", lw=0.8, ls=":", label="minimax (0)")
+exp_ax.set(title="exact exploitability (temperature 1)", xlabel="step", ylim=(-0.02, 1.05))
+LEAGUE = HERE / "fsp.league.json"
+if LEAGUE.exists():
+    ratings = json.loads(LEAGUE.read_text())["ratings"]
+    members = sorted((int(k.split("_")[1]), v) for k, v in ratings.items() if k.startswith("step_"))
+    league_ax.errorbar(
+        [m[0] for m in members], [m[1]["mu"] for m in members],
+        yerr=[2 * m[1]["sigma"] for m in members], fmt="o", ms=3, color="C1", label="pool member (mu +- 2 sigma)",
+    )
+    cur = ratings["policy"]
+    league_ax.axhline(cur["mu"], color="C1", lw=0.8, label=f"current policy ({cur['mu']:.1f})")
+league_ax.set(title="FSP league (openskill) at the end", xlabel="member's step", ylabel="rating mu")
 win_ax.axhline(0.9678, color="grey", lw=0.8, ls=":")
 win_ax.axhline(0.7775, color="grey", lw=0.8, ls="-.")
 win_ax.set(title="win rate vs random (perfect player: 0.97 / 0.78)", ylabel="win rate", ylim=(0, 1))
 opt_ax.set(title="draw-or-win rate vs minimax (perfect: 1)", ylabel="rate", ylim=(0, 1))
-split_ax.set(title="self-play outcomes (10-step means)", xlabel="step", ylabel="share of games", ylim=(0, 1))
+split_ax.set(title="outcomes, 10-step means (FSP: the policy's, per seat)", xlabel="step", ylabel="share of games", ylim=(0, 1))
 ent_ax.set(title="policy entropy over the legal moves", xlabel="step", ylabel="nats")
 for ax in axes.flat:
     ax.legend(fontsize=6)
