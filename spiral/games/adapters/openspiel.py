@@ -89,6 +89,9 @@ class OpenSpielState(State):
     def private_info(self, seat: Seat) -> tuple[object, ...]:
         return () if self._perfect_info else (self._view(seat),)
 
+    def clone(self) -> OpenSpielState:
+        return copy.deepcopy(self)  # the game's whole state is OpenSpiel's: see below
+
     def __deepcopy__(self, memo: dict[int, Any]) -> OpenSpielState:
         # pyspiel states copy with .clone(); the game object is immutable and shared.
         new = type(self).__new__(type(self))
