@@ -52,27 +52,29 @@ def mixed_lora(model: Any) -> bool:
     return base in (torch.bfloat16, torch.float16) and adapter == torch.float32
 
 
-def _adapter_linears(model: Any) -> list[torch.nn.Linear] | None:
-    """The `nn.Linear`s of every plain LoRA adapter in `model`; None if any adapter is of
-    another kind (a variant such as DoRA, an embedding or convolution adapter)."""
+def _lora_parts(model: Any) -> tuple[list[Any], list[torch.nn.Linear]] | None:
+    """The LoRA layers and their adapters' `nn.Linear`s, in one pass over the modules
+    (this runs at every sampler call and learner micro-batch); None where the patch
+    stands aside: activation checkpointing, or an adapter of another kind (a variant such
+    as DoRA, an embedding or convolution adapter)."""
     from peft.tuners.tuners_utils import BaseTunerLayer
 
-    found: list[torch.nn.Linear] = []
+    layers: list[Any] = []
+    linears: list[torch.nn.Linear] = []
     for module in model.modules():
+        if vars(module).get("gradient_checkpointing", False):  # a plain attribute: fast
+            return None
         if not isinstance(module, BaseTunerLayer):
             continue
         if getattr(module, "lora_variant", None) or getattr(module, "lora_embedding_A", None):
             return None
+        layers.append(module)
         for part in ("lora_A", "lora_B"):
             for linear in getattr(module, part, {}).values():
                 if type(linear) is not torch.nn.Linear:
                     return None
-                found.append(linear)
-    return found
-
-
-def _checkpointing(model: Any) -> bool:
-    return any(getattr(m, "gradient_checkpointing", False) for m in model.modules())
+                linears.append(linear)
+    return layers, linears
 
 
 def _linear_in(dtype: torch.dtype) -> Any:
@@ -86,20 +88,22 @@ def _linear_in(dtype: torch.dtype) -> Any:
 @contextlib.contextmanager
 def lora_compute(model: Any) -> Iterator[None]:
     """Compute the block's LoRA products in the base model's dtype (module docstring)."""
-    linears = _adapter_linears(model) if mixed_lora(model) and not _checkpointing(model) else None
+    layers, linears = (_lora_parts(model) if mixed_lora(model) else None) or ([], [])
     # Re-entered (the sampler scoring inside a learner block): the outer block owns them.
-    linears = [linear for linear in linears or [] if "forward" not in vars(linear)]
+    linears = [linear for linear in linears if "forward" not in vars(linear)]
     if not linears:
         yield
         return
-    from peft.helpers import disable_input_dtype_casting
-
     forward = _linear_in(model.get_output_embeddings().weight.dtype)
+    casting = [layer.cast_input_dtype_enabled for layer in layers]
+    for layer in layers:  # PEFT's input cast to the adapter's fp32: off
+        layer.cast_input_dtype_enabled = False
     for linear in linears:
         linear.forward = types.MethodType(forward, linear)  # type: ignore[method-assign]
     try:
-        with disable_input_dtype_casting(model):
-            yield
+        yield
     finally:
         for linear in linears:
             del linear.forward
+        for layer, enabled in zip(layers, casting, strict=True):
+            layer.cast_input_dtype_enabled = enabled
