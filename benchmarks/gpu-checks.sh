@@ -17,22 +17,24 @@ PY=${PY:-python3}
 if compgen -G ".gpu-wheels/*.whl" > /dev/null; then
   $PY -m pip install -q --no-index --no-deps .gpu-wheels/*.whl 2>&1 | tail -3
 fi
-export PYTHONPATH=$PWD
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+SECONDS=0
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
 $PY -c "import torch, transformers, peft; print(torch.__version__, transformers.__version__, peft.__version__, torch.cuda.get_device_name(0))" | tee -a "$OUT/nvidia-smi.txt"
 
 $PY -m pytest -q -p no:cacheprovider -m gpu tests/engines/test_gpu.py 2>&1 | tail -40 > "$OUT/pytest-gpu.txt"
-tail -3 "$OUT/pytest-gpu.txt"
+tail -3 "$OUT/pytest-gpu.txt"; echo "[${SECONDS}s] pytest done"
 
 for shape in qwen3-0.6b qwen3-4b; do
   $PY -c "from spiral.engines.tiny import make_shaped_model as m; m('benchmarks/model-shapes/$shape.json', '/tmp/$shape', device='cuda')" \
     && $PY -m spiral.cli bench what=engine model=/tmp/$shape dtypes=bfloat16 batch=16 \
-         prompt_tokens=256 new_tokens=64 out="$OUT/bench-engine-$shape.json" 2>&1 | tail -25
+         prompt_tokens=256 new_tokens=64 out="$OUT/bench-engine-$shape.json" 2>&1 | grep -v "it/s]" | tail -25
+  echo "[${SECONDS}s] bench $shape done"
 done
 
 $PY -m spiral.cli train model_name=/tmp/qwen3-0.6b env_ids=KuhnPokerSingle-v0 \
   answer_format=constrained template=chat device=cuda dtype=bfloat16 batch_size=64 \
   max_tokens=8 max_steps=5 eval_every=0 lora_rank=32 log_path=/tmp/train-bf16 \
   > "$OUT/train-bf16.console.txt" 2>&1
-tail -5 "$OUT/train-bf16.console.txt"
+grep -v "it/s]" "$OUT/train-bf16.console.txt" | tail -8; echo "[${SECONDS}s] train done"
 cp /tmp/train-bf16/metrics.jsonl "$OUT/train-bf16.metrics.jsonl" 2>/dev/null || true

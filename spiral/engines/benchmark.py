@@ -21,6 +21,8 @@ Keys (rates in tokens/s):
   `batch x machine/memory_bandwidth / sample/decode_bytes_per_step` (every weight and
   each row's KV read once per step; `decode_bytes_per_step`).
 - `machine/memory_bandwidth`: bytes/s of a reduction over a 1 GiB buffer (best of 5).
+- `memory/peak_bytes`: the most memory the run held: on CUDA the allocator's peak
+  (`torch.cuda.max_memory_allocated`), on a CPU the process's peak resident set.
 - `machine/matmul_flops`: measured peak of a large matmul in the model's dtype;
   `learn/share_of_matmul_peak`: `learn/model_flops_per_s` / that peak, where model
   FLOPs = tokens x (4 with LoRA, 6 with full fine-tuning) x non-embedding parameters,
@@ -250,4 +252,14 @@ def run_engine_benchmark(
     result["learn/share_of_matmul_peak"] = (
         result["learn/model_flops_per_s"] / result["machine/matmul_flops"]
     )
+    result["memory/peak_bytes"] = peak_memory_bytes(device)
     return result
+
+
+def peak_memory_bytes(device: torch.device) -> float:
+    """The CUDA allocator's peak on a GPU; the process's peak resident set on a CPU."""
+    if device.type == "cuda":
+        return float(torch.cuda.max_memory_allocated(device))
+    import resource
+
+    return float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)  # KiB on Linux
