@@ -19,7 +19,9 @@ Choices:
   together; each micro-batch runs its common prefix once (batch 1) and its rows continue
   from that KV cache. The gradient flows through the shared cache, so the result equals
   the per-row computation (tested); the saving is the prefix times (rows - 1). Measured
-  ~3.5x faster training steps on single-hand Kuhn poker (docs/results.md).
+  ~3.5x faster training steps on single-hand Kuhn poker (docs/results.md). On an H100 at
+  16 rows it ran twice the kernels for 0.92x of the unshared speed (the step was bound
+  by kernel launches): `share_prefix=False` (train key `share_prefix=false`).
 - The loss returned by `loss_fn` is a SUM over tokens; each micro-batch's sum is divided
   by the normaliser (`normalize="datums"`: the summed `weight` of the datums in the
   forward_backward call, i.e. the number of sampled rows they stand for; "none": 1,
@@ -216,6 +218,7 @@ class TorchLearner:
         # the shared-prefix forward, which continues rows from the prefix's cache, cannot
         # run under gradient checkpointing: every row is then computed whole.
         self.share_prefix = share_prefix and not cfg.gradient_checkpointing
+        self.prefix_reuse = share_prefix  # the samplers' (checkpointing is the learner's)
         self.share_identical = True  # samplers prefill identical prompts once (benchmarks: off)
         self.prefix_cache_mb = prefix_cache_mb  # each sampler's KV cache across calls
         # Pool members' kept answer distributions (sampler.py), dropped with the member.
@@ -553,6 +556,7 @@ class TorchLearner:
             share_identical=self.share_identical,
             frozen=self.frozen_answers,
             prefix_cache_mb=self.prefix_cache_mb,
+            prefix_reuse=self.prefix_reuse,
         )
 
     # ----- the snapshot magnet (kl_reference="snapshot") ------------------------------
@@ -601,6 +605,7 @@ class TorchLearner:
                 self.tokenizer,
                 max_batch_tokens=self.sampler_batch_tokens,
                 share_identical=self.share_identical,
+                prefix_reuse=self.prefix_reuse,
             )
         return TorchSampler(
             self.model,
@@ -611,6 +616,7 @@ class TorchLearner:
             share_identical=self.share_identical,
             adapter=name,
             frozen=self.frozen_answers,
+            prefix_reuse=self.prefix_reuse,
         )
 
     # ----- checkpoints ----------------------------------------------------------------

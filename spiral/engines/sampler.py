@@ -482,39 +482,46 @@ class TorchSampler:
         drew the same token and have not finished."""
         temperature = params.temperature if params.temperature > 0 else 1.0
         scaled_BV = logits_BV.float() / temperature
-        if not bool(torch.isfinite(scaled_BV).all()):
+        finite = torch.isfinite(scaled_BV).all()  # read with the draws: one sync per step
+        _mask_to_allowed(scaled_BV, [m[0].constrained for m in nodes])
+        logp_BV = torch.log_softmax(scaled_BV, dim=-1)
+        forced = [m[0].constrained.forced_token() if m[0].constrained else None for m in nodes]
+        free = [b for b, f in enumerate(forced) if f is None]
+        drawn: dict[int, list[int]] = {}
+        logps: dict[int, list[float]] = {}
+        if free:
+            free_t = torch.tensor(free, device=logp_BV.device) if len(free) < len(nodes) else None
+            logp_FV = logp_BV[free_t] if free_t is not None else logp_BV
+            if params.temperature > 0:
+                uniforms = [[row.rng.random() for row in nodes[b]] for b in free]
+                picks_FK = draw_inverse_cdf(logp_FV, uniforms, params.top_p)
+            else:
+                picks_FK = logp_FV.argmax(dim=-1, keepdim=True).expand(-1, max(map(len, nodes)))
+            logp_FK = logp_FV.gather(1, picks_FK)
+            ok, picks, values = finite.item(), picks_FK.tolist(), logp_FK.tolist()
+            for i, b in enumerate(free):
+                drawn[b] = picks[i][: len(nodes[b])]
+                logps[b] = values[i][: len(nodes[b])]
+        else:
+            ok = finite.item()
+        if not ok:
             raise NonFiniteLogitsError(
                 "the model produced NaN or infinite logits while sampling: its weights are "
                 "broken (a diverged update, e.g. too high a learning_rate, or a damaged "
                 "checkpoint); resume from an earlier checkpoint or lower learning_rate"
             )
-        for b, members in enumerate(nodes):
-            lead = members[0]  # every row of a node is in the same constrained state
-            allowed = lead.constrained.allowed() if lead.constrained else None
-            if allowed is not None:
-                keep_V = torch.full_like(scaled_BV[b], float("-inf"))
-                keep_V[list(allowed)] = 0.0
-                scaled_BV[b] = scaled_BV[b] + keep_V
-        logp_BV = torch.log_softmax(scaled_BV, dim=-1)
-        forced = [m[0].constrained.forced_token() if m[0].constrained else None for m in nodes]
-        free = [b for b, f in enumerate(forced) if f is None]
-        drawn: dict[int, list[int]] = {}
-        if free and params.temperature > 0:
-            uniforms = [[row.rng.random() for row in nodes[b]] for b in free]
-            picks = sample_inverse_cdf(logp_BV[free], uniforms, params.top_p)
-            drawn = dict(zip(free, picks, strict=True))
-        elif free:
-            modes = logp_BV[free].argmax(dim=-1).tolist()
-            drawn = {b: [int(t)] * len(nodes[b]) for b, t in zip(free, modes, strict=True)}
         children: list[tuple[int, int, list[_Row]]] = []
         for b, members in enumerate(nodes):
             fixed = forced[b]
             tokens = [fixed] * len(members) if fixed is not None else drawn[b]
+            values = [0.0] * len(members) if fixed is not None else logps[b]
             by_token: dict[int, list[_Row]] = {}
-            for row, token in zip(members, tokens, strict=True):
+            logprob_of: dict[int, float] = {}
+            for row, token, value in zip(members, tokens, values, strict=True):
                 by_token.setdefault(int(token), []).append(row)
+                logprob_of[int(token)] = value
             for token, rows in by_token.items():
-                logprob = 0.0 if forced[b] is not None else float(logp_BV[b, token])
+                logprob = logprob_of[token]
                 for row in rows:
                     row.tokens.append(token)
                     row.logprobs.append(logprob)
@@ -622,11 +629,33 @@ def hidden_to_logits(model: Any, hidden_NH: torch.Tensor) -> torch.Tensor:
     return logits_NV
 
 
-def sample_inverse_cdf(
+def _mask_to_allowed(scaled_BV: torch.Tensor, states: Sequence[Any]) -> None:
+    """Set every token a constrained row may not emit to -inf, in place (one index
+    transfer for the whole batch)."""
+    rows: list[int] = []
+    cols: list[int] = []
+    for b, state in enumerate(states):
+        allowed = state.allowed() if state is not None else None
+        if allowed is not None:
+            ids = list(allowed)
+            rows.extend([b] * len(ids))
+            cols.extend(ids)
+    if not rows:
+        return
+    where = torch.tensor([rows, cols], device=scaled_BV.device)
+    constrained_t = where[0].unique()
+    keep_BV = torch.full_like(scaled_BV[constrained_t], float("-inf"))
+    keep_BV[torch.searchsorted(constrained_t, where[0]), where[1]] = 0.0
+    scaled_BV[constrained_t] += keep_BV
+
+
+def draw_inverse_cdf(
     logp_BV: torch.Tensor, uniforms: Sequence[Sequence[float]], top_p: float
-) -> list[list[int]]:
+) -> torch.Tensor:
     """Draw tokens by inverse CDF: row b of `logp_BV` serves every uniform in
-    `uniforms[b]` (the rows of one decode node), nucleus-truncated if top_p < 1."""
+    `uniforms[b]` (the rows of one decode node), nucleus-truncated if top_p < 1. Returns
+    token ids [B, K] on the logits' device, K the most uniforms of a row (a shorter row's
+    extra columns are padding), without waiting for the device."""
     probs_BV = logp_BV.exp()
     vocab = probs_BV.shape[-1]
     index_BV = None
@@ -637,13 +666,19 @@ def sample_inverse_cdf(
         cdf_BV = sorted_BV.cumsum(dim=-1)
     else:
         cdf_BV = probs_BV.cumsum(dim=-1)
-    modes_B = probs_BV.argmax(dim=-1)
-    out: list[list[int]] = []
-    for b, us in enumerate(uniforms):
-        u_K = torch.tensor(list(us), dtype=cdf_BV.dtype, device=cdf_BV.device)
-        pick_K = torch.searchsorted(cdf_BV[b], u_K * cdf_BV[b, -1], right=True).clamp(max=vocab - 1)
-        chosen_K = index_BV[b, pick_K] if index_BV is not None else pick_K
-        # Rounding can land on a zero-probability tail token; fall back to the mode then.
-        chosen_K = torch.where(probs_BV[b, chosen_K] <= 0, modes_B[b], chosen_K)
-        out.append([int(t) for t in chosen_K.tolist()])
-    return out
+    width = max(len(us) for us in uniforms)
+    padded = [list(us) + [0.0] * (width - len(us)) for us in uniforms]
+    u_BK = torch.tensor(padded, dtype=cdf_BV.dtype).to(cdf_BV.device, non_blocking=True)
+    pick_BK = torch.searchsorted(cdf_BV, u_BK * cdf_BV[:, -1:], right=True).clamp(max=vocab - 1)
+    chosen_BK = index_BV.gather(1, pick_BK) if index_BV is not None else pick_BK
+    # Rounding can land on a zero-probability tail token; fall back to the mode then.
+    modes_BK = probs_BV.argmax(dim=-1, keepdim=True).expand_as(chosen_BK)
+    return torch.where(probs_BV.gather(1, chosen_BK) <= 0, modes_BK, chosen_BK)
+
+
+def sample_inverse_cdf(
+    logp_BV: torch.Tensor, uniforms: Sequence[Sequence[float]], top_p: float
+) -> list[list[int]]:
+    """`draw_inverse_cdf` as lists: the tokens drawn for each row's uniforms."""
+    chosen_BK = draw_inverse_cdf(logp_BV, uniforms, top_p).tolist()
+    return [row[: len(us)] for row, us in zip(chosen_BK, uniforms, strict=True)]

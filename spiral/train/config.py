@@ -97,6 +97,13 @@ class TrainConfig:
         doc="recompute each layer's activations in the backward pass (less memory, more "
         "compute); the learner then runs every row whole (no shared-prefix forward)",
     )
+    share_prefix: bool = chz.field(
+        default=True,
+        doc="run a prompt prefix that rows share once (the learner's micro-batches and "
+        "the local sampler's calls): 2.2-3.7x faster learner steps on CPUs; off can be "
+        "faster on a GPU at small batches, where kernel launches bound the step "
+        "(docs/results.md, 'The torch engine on an H100')",
+    )
     prefix_cache_mb: float = chz.field(
         default=1024.0,
         doc="the sampler's KV cache of earlier prompts, carried across the calls of one "

@@ -49,6 +49,7 @@ SAFE_KEYS = frozenset(
         "micro_batch_tokens",
         "gradient_checkpointing",
         "prefix_cache_mb",
+        "share_prefix",
         "temperature",
         "preset",
     }

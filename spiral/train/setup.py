@@ -105,6 +105,7 @@ def make_learner_factory(cfg: TrainConfig, ranks: Ranks | None = None) -> Callab
             average_decay=cfg.weight_ema_decay,
             max_loaded_members=cfg.fsp_max_loaded_members,
             prefix_cache_mb=cfg.prefix_cache_mb,
+            share_prefix=cfg.share_prefix,
         )
         if cfg.sampler_engine and cfg.sampler_engine != cfg.engine:
             learner = registry.sampled_by(

@@ -10,7 +10,12 @@ import torch
 from spiral.engines.base import Sampler, SamplingParams
 from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
 from spiral.engines.prefill import common_prefix_len
-from spiral.engines.sampler import TorchSampler
+from spiral.engines.sampler import (
+    TorchSampler,
+    _mask_to_allowed,
+    draw_inverse_cdf,
+    sample_inverse_cdf,
+)
 
 from .conftest import PROMPT_TEXTS, chat_prompts
 
@@ -215,3 +220,29 @@ def test_score_groups_prompts_and_handles_one_token_prompts(sampler: TorchSample
         for prompt, cont, got in zip(rows, conts, scorer.score(rows, conts), strict=True):
             expected = _forward_logprobs(sampler, prompt, tuple(cont), 1.0)
             assert torch.allclose(torch.tensor(got), expected, atol=1e-4)
+
+
+def test_draw_inverse_cdf_hand_worked_with_ragged_rows_and_top_p() -> None:
+    # probabilities row 0: [0.1, 0.2, 0.3, 0.4] (cdf 0.1, 0.3, 0.6, 1.0); row 1: [0.5, 0.5, 0, 0]
+    logp_BV = torch.tensor([[0.1, 0.2, 0.3, 0.4], [0.5, 0.5, 0.0, 0.0]]).log()
+    # row 0 serves three rows of one node, row 1 one row (its second column is padding)
+    assert sample_inverse_cdf(logp_BV, [[0.05, 0.35, 0.99], [0.7]], 1.0) == [[0, 2, 3], [1]]
+    # top_p=0.5 keeps 0.4 and 0.3 of row 0 (sorted 3, 2; cdf 0.4, 0.7 of 0.7 total)
+    assert sample_inverse_cdf(logp_BV, [[0.5, 0.6], [0.1]], 0.5) == [[3, 2], [0]]
+    drawn_BK = draw_inverse_cdf(logp_BV, [[0.05, 0.35, 0.99], [0.7]], 1.0)
+    assert drawn_BK.shape == (2, 3)
+
+
+def test_mask_to_allowed_keeps_only_each_constrained_rows_tokens() -> None:
+    class Allowed:
+        def __init__(self, ids: set[int]) -> None:
+            self.ids = ids
+
+        def allowed(self) -> set[int]:
+            return self.ids
+
+    scaled_BV = torch.zeros(3, 5)
+    _mask_to_allowed(scaled_BV, [Allowed({1, 3}), None, Allowed({4})])
+    inf = float("-inf")
+    expected = [[inf, 0, inf, 0, inf], [0, 0, 0, 0, 0], [inf, inf, inf, inf, 0]]
+    assert scaled_BV.tolist() == expected

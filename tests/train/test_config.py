@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -126,3 +127,15 @@ def test_learning_rate_schedules() -> None:
         parse_config([*base, "lr_schedule=step"])
     with pytest.raises(ConfigError, match="constant, linear, cosine, step"):
         parse_config(["lr_schedule=staircase"])
+
+
+def test_share_prefix_reaches_the_learner_and_its_samplers(tmp_path: Path) -> None:
+    from spiral.engines.tiny import make_tiny_model
+    from spiral.train.setup import make_learner_factory
+
+    tiny_llama = make_tiny_model(tmp_path / "llama", arch="llama")
+    for flag, expected in (("true", True), ("false", False)):
+        cfg = parse_config([f"model_name={tiny_llama}", f"share_prefix={flag}", "lora_rank=4"])
+        learner = make_learner_factory(cfg)()
+        assert learner.share_prefix is expected
+        assert learner.sampler().prefix_reuse is expected
