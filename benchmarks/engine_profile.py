@@ -113,12 +113,16 @@ def main() -> None:
     parser.add_argument("--prompt", type=int, default=256)
     parser.add_argument("--new", type=int, default=64)
     parser.add_argument("--layers", type=int, default=0, help="override num_hidden_layers")
+    parser.add_argument("--model", default="", help="a model folder or 'embedded' (no --shape)")
     parser.add_argument("--json", default="")
     args = parser.parse_args()
 
     overrides = {"num_hidden_layers": args.layers} if args.layers else {}
     folder = Path(tempfile.mkdtemp()) / "model"
-    make_shaped_model(Path(args.shape), folder, device=args.device, **overrides)
+    if args.model:
+        folder = args.model
+    else:
+        make_shaped_model(Path(args.shape), folder, device=args.device, **overrides)
     cfg = ModelConfig(str(folder), lora_rank=32, device=args.device, dtype=args.dtype)
     learner = TorchLearner(cfg)
     model, device = learner.model, learner.model.device

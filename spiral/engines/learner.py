@@ -202,6 +202,7 @@ class TorchLearner:
         average_decay: float = 0.0,
         max_loaded_members: int = 2,
         prefix_cache_mb: float = 0.0,
+        merge_lora: bool = True,
     ) -> None:
         if normalize not in ("datums", "none"):
             raise ValueError(f"normalize must be 'datums' or 'none', got {normalize!r}")
@@ -219,6 +220,7 @@ class TorchLearner:
         # run under gradient checkpointing: every row is then computed whole.
         self.share_prefix = share_prefix and not cfg.gradient_checkpointing
         self.prefix_reuse = share_prefix  # the samplers' (checkpointing is the learner's)
+        self.merge_lora = merge_lora  # samplers compute with the adapter merged in (merged.py)
         self.share_identical = True  # samplers prefill identical prompts once (benchmarks: off)
         self.prefix_cache_mb = prefix_cache_mb  # each sampler's KV cache across calls
         # Pool members' kept answer distributions (sampler.py), dropped with the member.
@@ -557,6 +559,7 @@ class TorchLearner:
             frozen=self.frozen_answers,
             prefix_cache_mb=self.prefix_cache_mb,
             prefix_reuse=self.prefix_reuse,
+            merge_lora=self.merge_lora,
         )
 
     # ----- the snapshot magnet (kl_reference="snapshot") ------------------------------
@@ -617,6 +620,7 @@ class TorchLearner:
             adapter=name,
             frozen=self.frozen_answers,
             prefix_reuse=self.prefix_reuse,
+            merge_lora=self.merge_lora,
         )
 
     # ----- checkpoints ----------------------------------------------------------------

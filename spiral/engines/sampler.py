@@ -72,6 +72,7 @@ from spiral.engines.base import SamplingCancelled, SamplingParams
 from spiral.engines.constrained import ConstrainedRow
 from spiral.engines.kv_cache import PrefixCache
 from spiral.engines.loading import cache_keyword
+from spiral.engines.merged import merged
 from spiral.engines.precision import lora_compute
 from spiral.engines.prefill import (
     common_prefix_len,
@@ -196,8 +197,10 @@ class TorchSampler:
         adapter: str | None = None,
         frozen: dict[str, dict[Any, Any]] | None = None,
         prefix_cache_mb: float = 0.0,
+        merge_lora: bool = True,
     ) -> None:
         self.model = model
+        self.merge_lora = merge_lora  # compute with the adapter merged in (merged.py)
         self.adapter = adapter  # a pool member's LoRA adapter (snapshots.py); None: trained
         # frozen adapter name -> its kept answer distributions (module docstring)
         self.frozen = frozen if frozen is not None else {}
@@ -264,7 +267,8 @@ class TorchSampler:
         self.last_stats["groups"] = float(len(groups))
         mixed = len(set(names)) > 1
         adapter = active_adapter(self.model, None if mixed else names[0])
-        with eval_mode(self.model), adapter, lora_compute(self.model):
+        merge = merged(self.model, names[0], enabled=self.merge_lora and not mixed)
+        with merge, eval_mode(self.model), adapter, lora_compute(self.model):
             for chunk in chunk_rows(costs, order, self.max_batch_tokens):
                 self._run_chunk([groups[k] for k in chunk], params, mixed)
         for key, value in self.last_stats.items():
@@ -576,7 +580,8 @@ class TorchSampler:
         order = sorted(todo, key=lambda i: seqs[i])
         costs = {i: len(seqs[i]) for i in todo}
         adapter = active_adapter(self.model, self.adapter)
-        with eval_mode(self.model), adapter, lora_compute(self.model):
+        merge = merged(self.model, self.adapter or TRAINED, enabled=self.merge_lora)
+        with merge, eval_mode(self.model), adapter, lora_compute(self.model):
             for chunk in chunk_rows(costs, order, self.max_batch_tokens):
                 values = self._score_chunk(
                     [seqs[i] for i in chunk], [len(prompts[i]) for i in chunk], temperature

@@ -95,6 +95,9 @@ def load_snapshot(model: Any, name: str, folder: Path) -> None:
 def drop_snapshot(model: Any, name: str) -> None:
     """Free member `name`'s weights (its folder on disk is left to the caller)."""
     if name in getattr(model, "peft_config", {}) and name != TRAINED:
+        from spiral.engines.merged import drop_merged
+
+        drop_merged(model, name)
         model.delete_adapter(name)
         model.set_adapter(TRAINED)
 

@@ -104,6 +104,12 @@ class TrainConfig:
         "faster on a GPU at small batches, where kernel launches bound the step "
         "(docs/results.md, 'The torch engine on an H100')",
     )
+    merge_lora_for_sampling: bool = chz.field(
+        default=True,
+        doc="the local sampler computes with the LoRA adapter merged into the base "
+        "weights (one matrix product a layer instead of three; costs one copy of the "
+        "adapted weights, two in population play); false: PEFT's adapter path",
+    )
     prefix_cache_mb: float = chz.field(
         default=1024.0,
         doc="the sampler's KV cache of earlier prompts, carried across the calls of one "

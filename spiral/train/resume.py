@@ -50,6 +50,7 @@ SAFE_KEYS = frozenset(
         "gradient_checkpointing",
         "prefix_cache_mb",
         "share_prefix",
+        "merge_lora_for_sampling",
         "temperature",
         "preset",
     }

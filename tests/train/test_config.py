@@ -129,13 +129,21 @@ def test_learning_rate_schedules() -> None:
         parse_config(["lr_schedule=staircase"])
 
 
-def test_share_prefix_reaches_the_learner_and_its_samplers(tmp_path: Path) -> None:
+def test_sharing_and_merging_keys_reach_the_learner_and_its_samplers(tmp_path: Path) -> None:
     from spiral.engines.tiny import make_tiny_model
     from spiral.train.setup import make_learner_factory
 
     tiny_llama = make_tiny_model(tmp_path / "llama", arch="llama")
     for flag, expected in (("true", True), ("false", False)):
-        cfg = parse_config([f"model_name={tiny_llama}", f"share_prefix={flag}", "lora_rank=4"])
+        cfg = parse_config(
+            [
+                f"model_name={tiny_llama}",
+                f"share_prefix={flag}",
+                f"merge_lora_for_sampling={flag}",
+                "lora_rank=4",
+            ]
+        )
         learner = make_learner_factory(cfg)()
         assert learner.share_prefix is expected
         assert learner.sampler().prefix_reuse is expected
+        assert learner.sampler().merge_lora is expected
