@@ -69,6 +69,7 @@ from spiral.engines.constrained import answer_masks
 from spiral.engines.full_members import FullMembers, MemberSampler
 from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
 from spiral.engines.manifest import DamagedCheckpointError
+from spiral.engines.merged import drop_merged
 from spiral.engines.precision import lora_compute
 from spiral.engines.prefill import common_prefix_len, prefill_grouped
 from spiral.engines.sampler import TorchSampler, eval_mode, hidden_to_logits
@@ -422,6 +423,9 @@ class TorchLearner:
         if not datums:
             raise ValueError("forward_backward got no datums")
         reg = regularizer or Regularizer()
+        # The samplers' merge of the trained adapter (merged.py) is stale after this
+        # step's update anyway: free it before the activations peak.
+        drop_merged(self.model, snapshots.TRAINED)
         if normaliser is None:
             normaliser = sum(d.weight for d in datums) if self.normalize == "datums" else 1.0
         self.model.train()

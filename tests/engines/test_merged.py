@@ -138,3 +138,16 @@ def test_sampler_with_and_without_merge_agrees_with_the_learner(
     completions = sampler.sample(prompts, params, agreement_constraints(tok))
     datums = [to_datum(p, c) for p, c in zip(prompts, completions, strict=True)]
     assert max_gap(learner, datums) < 1e-4
+
+
+def test_the_learner_frees_the_trained_merge_when_it_learns(tiny_llama: Path) -> None:
+    learner = TorchLearner(ModelConfig(str(tiny_llama), lora_rank=4, seed=0))
+    tok = learner.tokenizer
+    prompts = chat_prompts(tok, PROMPT_TEXTS)
+    completions = learner.sampler().sample(prompts, SamplingParams(max_tokens=4, seed=1))
+    assert TRAINED in learner.model.__dict__[_SLOT]
+    datums = [to_datum(p, c) for p, c in zip(prompts, completions, strict=True)]
+    from .conftest import is_loss
+
+    learner.forward_backward(datums, is_loss)
+    assert TRAINED not in learner.model.__dict__[_SLOT]
