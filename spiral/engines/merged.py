@@ -14,7 +14,8 @@ counter (`Tensor._version`, bumped by each in-place update such as an optimizer 
 a sampler made after an update never sees the old merge. The merge of an older version is
 dropped when a newer one is made, and at most `MAX_MERGED` adapters (the trained one and
 the pool member sampled last) are held, so the cost is one or two extra copies of the
-adapted weights (the embedding and head are not adapted). `merged(model, adapter)` is the
+adapted weights (the embedding and head are not adapted); the learner frees the trained
+adapter's merge when it learns. `merged(model, adapter)` is the
 context in which the model computes with them: each adapted layer's base weight swapped
 for its merged one (a pointer swap) and its adapters switched off (PEFT's per-layer flag),
 both undone on exit.
