@@ -1,5 +1,5 @@
 """Kuhn, the preset's own loss (`importance_sampling`, unclipped ratios): the sync loop's
-runs on file vs the async actor-learner with a staleness bound of 2 (seeds 0, 1 and 2) and
+runs on file (seed 0, and seeds 1 and 2 from session 14) vs the async actor-learner with a staleness bound of 2 (seeds 0, 1 and 2) and
 of 1. `python plot_is.py` -> `is-sync-vs-async.png`: exploitability of the live weights
 (top) and the largest importance ratio of each step's tokens (bottom, log scale)."""
 
@@ -19,6 +19,8 @@ RUNS = {
     "sync (make train, session 5)": HERE.parent / "kuhn-make-train-s5" / "metrics.jsonl",
     "sync (bf16, session 8)": HERE.parent / "kuhn-precision" / "bf16-after.metrics.jsonl",
     "sync (fp32, session 8)": HERE.parent / "kuhn-precision" / "fp32-before.metrics.jsonl",
+    "sync, seed 1 (session 14)": HERE / "sync-is-s1.metrics.jsonl",
+    "sync, seed 2 (session 14)": HERE / "sync-is-s2.metrics.jsonl",
     "async, bound 2, seed 0": HERE / "async-is-st2.metrics.jsonl",
     "async, bound 2, seed 1": HERE / "async-is-st2-s1.metrics.jsonl",
     "async, bound 2, seed 2": HERE / "async-is-st2-s2.metrics.jsonl",
