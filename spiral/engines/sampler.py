@@ -266,14 +266,27 @@ class TorchSampler:
         self.last_stats["rows"] = float(len(rows))
         self.last_stats["groups"] = float(len(groups))
         mixed = len(set(names)) > 1
-        adapter = active_adapter(self.model, None if mixed else names[0])
-        merge = merged(self.model, names[0], enabled=self.merge_lora and not mixed)
-        with merge, eval_mode(self.model), adapter, lora_compute(self.model):
+        with self._computing(None if mixed else names[0]):
             for chunk in chunk_rows(costs, order, self.max_batch_tokens):
                 self._run_chunk([groups[k] for k in chunk], params, mixed)
         for key, value in self.last_stats.items():
             self.totals[key] = self.totals.get(key, 0.0) + value
         return [self._completion(r, cons[r.index]) for r in rows]
+
+    @contextlib.contextmanager
+    def _computing(self, adapter: str | None) -> Iterator[None]:
+        """The model as this sampler computes with it: eval mode without autograd, LoRA
+        adapter `adapter` active (None: rows of several adapters, PEFT's mixed batch),
+        merged into the base weights where it can be (merged.py), else with its products
+        in the base dtype (precision.py)."""
+        merge = merged(self.model, adapter or TRAINED, enabled=self.merge_lora and bool(adapter))
+        with contextlib.ExitStack() as stack:
+            is_merged = stack.enter_context(merge)
+            stack.enter_context(eval_mode(self.model))
+            stack.enter_context(active_adapter(self.model, adapter))
+            if not is_merged:  # the adapters' products run only off the merge
+                stack.enter_context(lora_compute(self.model))
+            yield
 
     def counters(self) -> dict[str, float]:
         """Work done over this sampler's calls, as `perf/*` metrics: prompt tokens asked
@@ -486,14 +499,14 @@ class TorchSampler:
         drew the same token and have not finished."""
         temperature = params.temperature if params.temperature > 0 else 1.0
         scaled_BV = logits_BV.float() / temperature
-        finite = torch.isfinite(scaled_BV).all()  # read with the draws: one sync per step
+        finite = torch.isfinite(scaled_BV).all()  # read after the draws: one wait per step
         _mask_to_allowed(scaled_BV, [m[0].constrained for m in nodes])
         logp_BV = torch.log_softmax(scaled_BV, dim=-1)
         forced = [m[0].constrained.forced_token() if m[0].constrained else None for m in nodes]
         free = [b for b, f in enumerate(forced) if f is None]
-        drawn: dict[int, list[int]] = {}
-        logps: dict[int, list[float]] = {}
-        if free:
+        picks: list[list[int]] = []
+        values: list[list[float]] = []
+        if free:  # queued on the device; read back below, after the finiteness check
             free_t = torch.tensor(free, device=logp_BV.device) if len(free) < len(nodes) else None
             logp_FV = logp_BV[free_t] if free_t is not None else logp_BV
             if params.temperature > 0:
@@ -501,14 +514,10 @@ class TorchSampler:
                 picks_FK = draw_inverse_cdf(logp_FV, uniforms, params.top_p)
             else:
                 picks_FK = logp_FV.argmax(dim=-1, keepdim=True).expand(-1, max(map(len, nodes)))
-            logp_FK = logp_FV.gather(1, picks_FK)
-            ok, picks, values = finite.item(), picks_FK.tolist(), logp_FK.tolist()
-            for i, b in enumerate(free):
-                drawn[b] = picks[i][: len(nodes[b])]
-                logps[b] = values[i][: len(nodes[b])]
-        else:
-            ok = finite.item()
-        if not ok:
+            picks, values = picks_FK.tolist(), logp_FV.gather(1, picks_FK).tolist()
+        drawn = {b: picks[i][: len(nodes[b])] for i, b in enumerate(free)}
+        logps = {b: values[i][: len(nodes[b])] for i, b in enumerate(free)}
+        if not finite.item():
             raise NonFiniteLogitsError(
                 "the model produced NaN or infinite logits while sampling: its weights are "
                 "broken (a diverged update, e.g. too high a learning_rate, or a damaged "
@@ -518,10 +527,10 @@ class TorchSampler:
         for b, members in enumerate(nodes):
             fixed = forced[b]
             tokens = [fixed] * len(members) if fixed is not None else drawn[b]
-            values = [0.0] * len(members) if fixed is not None else logps[b]
+            row_logps = [0.0] * len(members) if fixed is not None else logps[b]
             by_token: dict[int, list[_Row]] = {}
             logprob_of: dict[int, float] = {}
-            for row, token, value in zip(members, tokens, values, strict=True):
+            for row, token, value in zip(members, tokens, row_logps, strict=True):
                 by_token.setdefault(int(token), []).append(row)
                 logprob_of[int(token)] = value
             for token, rows in by_token.items():
@@ -579,9 +588,7 @@ class TorchSampler:
         seqs = {i: list(prompts[i]) + list(continuations[i]) for i in todo}
         order = sorted(todo, key=lambda i: seqs[i])
         costs = {i: len(seqs[i]) for i in todo}
-        adapter = active_adapter(self.model, self.adapter)
-        merge = merged(self.model, self.adapter or TRAINED, enabled=self.merge_lora)
-        with merge, eval_mode(self.model), adapter, lora_compute(self.model):
+        with self._computing(self.adapter or TRAINED):
             for chunk in chunk_rows(costs, order, self.max_batch_tokens):
                 values = self._score_chunk(
                     [seqs[i] for i in chunk], [len(prompts[i]) for i in chunk], temperature
