@@ -30,7 +30,13 @@ def save_optimizer(
     extra: dict[str, Any] | None = None,
 ) -> None:
     """Write `optimizer`'s state; `names[i]` names the i-th parameter of its param groups."""
-    state = optimizer.state_dict()
+    save_optimizer_state(optimizer.state_dict(), names, folder, extra)
+
+
+def save_optimizer_state(
+    state: dict[str, Any], names: list[str], folder: Path, extra: dict[str, Any] | None = None
+) -> None:
+    """Write an optimizer's `state_dict()` (or one gathered whole from sharded ranks)."""
     tensors: dict[str, torch.Tensor] = {}
     scalars: dict[str, dict[str, Any]] = {}
     for index, per_param in state["state"].items():

@@ -13,8 +13,8 @@ the one-process learner combines them over micro-batches (token-weighted means; 
 Launch: `torchrun --nproc-per-node N --no-python spiral train ...` (or Ray actors that set
 the same environment variables); `join_from_env()` joins the group (MASTER_ADDR,
 MASTER_PORT, RANK, WORLD_SIZE) and returns the process's `Ranks`, which the training loop
-asks who writes (rank 0) and whether every rank agrees to stop. FSDP, for models that do
-not fit one device, is not built.
+asks who writes (rank 0) and whether every rank agrees to stop. `fsdp=true` shards the
+weights, gradients and optimizer state instead (`sharded.py`, `FullyShardedLearner`).
 """
 
 from __future__ import annotations

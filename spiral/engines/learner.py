@@ -62,6 +62,7 @@ import torch
 
 import spiral.engines.checkpoint_io as checkpoint_io
 import spiral.engines.snapshots as snapshots
+from spiral.algo.losses import combine_diagnostics
 from spiral.algo.regularizers import Regularizer, regularizer_loss, uniform_magnet
 from spiral.engines.averaging import WeightAverage
 from spiral.engines.base import LossFn, Sampler
@@ -429,8 +430,7 @@ class TorchLearner:
         if normaliser is None:
             normaliser = sum(d.weight for d in datums) if self.normalize == "datums" else 1.0
         self.model.train()
-        total_loss, total_tokens = 0.0, 0.0
-        sums: dict[str, float] = {}
+        parts: list[dict[str, float]] = []
         for chunk in self._micro_batches(datums, share_prefix=self.share_prefix):
             batch = [datums[i] for i in chunk]
             fwd = self._batch_forward(batch, every_target=False)
@@ -452,14 +452,19 @@ class TorchLearner:
                 loss = loss + reg_loss
             if loss.requires_grad:  # False only when no position is masked in
                 (loss / normaliser).backward()
-            tokens = float(mask_T.sum())
-            total_loss += float(loss.detach()) / normaliser
-            total_tokens += tokens
-            for key, value in diagnostics.items():
-                sums[key] = sums.get(key, 0.0) + float(value) * tokens
+            parts.append(
+                {
+                    **{k: float(v) for k, v in diagnostics.items()},
+                    "loss": float(loss.detach()) / normaliser,
+                    "num_tokens": float(mask_T.sum()),
+                }
+            )
         # A non-finite loss leaves non-finite gradients: optim_step then skips the update.
-        means = {k: v / total_tokens for k, v in sums.items()} if total_tokens > 0 else {}
-        return {**means, "loss": total_loss, "num_tokens": total_tokens}
+        # Token-weighted means over the micro-batches; ratio_min / ratio_max their extremes.
+        combined = combine_diagnostics(parts)
+        if combined["num_tokens"] <= 0:  # no trained position: no diagnostics to report
+            return {"loss": combined["loss"], "num_tokens": 0.0}
+        return combined
 
     def _regularize(
         self, batch: Sequence[Datum], fwd: _Forward, reg: Regularizer
@@ -646,12 +651,16 @@ class TorchLearner:
         if self.magnet is not None:
             snapshots.save_snapshot(self.model, self.magnet, path / MAGNET)
 
-    def save_trained(self, path: Path) -> None:
-        """The trained weights only (a PEFT adapter folder with LoRA) (pool members are saved by the pool, not here)."""
+    def save_trained(self, path: Path, weights: dict[str, torch.Tensor] | None = None) -> None:
+        """The trained weights only (a PEFT adapter folder with LoRA; pool members are
+        saved by the pool, not here). `weights`: these instead of the model's own, by
+        parameter name (an FSDP learner's, gathered whole)."""
         if _is_peft(self.model):
-            self.model.save_pretrained(str(path), selected_adapters=[snapshots.TRAINED])
+            self.model.save_pretrained(
+                str(path), selected_adapters=[snapshots.TRAINED], state_dict=weights
+            )
         else:
-            self.model.save_pretrained(str(path))
+            self.model.save_pretrained(str(path), state_dict=weights)
 
     def load(self, path: Path) -> None:
         """Restore weights and optimizer state written by `save` into this learner."""

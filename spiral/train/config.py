@@ -97,6 +97,12 @@ class TrainConfig:
         doc="recompute each layer's activations in the backward pass (less memory, more "
         "compute); the learner then runs every row whole (no shared-prefix forward)",
     )
+    fsdp: bool = chz.field(
+        default=False,
+        doc="under torchrun: shard the weights, gradients and optimizer state over the "
+        "ranks (FSDP2) instead of keeping a whole copy on each; sampling gathers the whole "
+        "weights (spiral/engines/sharded.py)",
+    )
     share_prefix: bool = chz.field(
         default=True,
         doc="run a prompt prefix that rows share once (the learner's micro-batches and "

@@ -42,6 +42,12 @@ from spiral.types import Episode
 def check_config(cfg: TrainConfig, ranks: Ranks) -> None:
     """Refuse, with what to do instead, what several ranks cannot run yet."""
     if ranks.world == 1:
+        if cfg.fsdp:
+            raise ConfigError(
+                "fsdp=true shards the model over the processes of a torchrun launch, and "
+                "this is one process: torchrun --nproc-per-node N --no-python spiral train "
+                "... fsdp=true (or leave fsdp off)"
+            )
         return
     if cfg.use_async_actor_learner:
         raise ConfigError(
@@ -54,10 +60,33 @@ def check_config(cfg: TrainConfig, ranks: Ranks) -> None:
             f"sampler_engine={cfg.sampler_engine or cfg.engine}); launch one process for "
             "other engines"
         )
+    if cfg.fsdp:
+        _check_fsdp(cfg)
     if cfg.games_per_step < ranks.world:
         raise ConfigError(
             f"games_per_step={cfg.games_per_step} is fewer than the {ranks.world} ranks: "
             "every rank needs at least one game per step"
+        )
+
+
+def _check_fsdp(cfg: TrainConfig) -> None:
+    """What an FSDP learner cannot do yet (spiral/engines/sharded.py), refused."""
+    swaps = {
+        "fsp_enabled=true (population play keeps pool members over one whole model)": (
+            cfg.fsp_enabled
+        ),
+        f"weight_ema_decay={cfg.weight_ema_decay} (the average swaps whole weights in)": (
+            cfg.weight_ema_decay > 0
+        ),
+        "kl_reference=snapshot (the magnet is a copy of the whole weights)": (
+            cfg.kl_reference == "snapshot"
+        ),
+    }
+    refused = [what for what, on in swaps.items() if on]
+    if refused:
+        raise ConfigError(
+            f"fsdp=true cannot run with {'; '.join(refused)}: turn those off, or run "
+            "data-parallel without fsdp (every rank then holds the whole model)"
         )
 
 

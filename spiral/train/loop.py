@@ -27,6 +27,7 @@ from typing import Any
 from spiral.algo.rae import Baselines
 from spiral.engines.base import Learner
 from spiral.engines.distributed import DataParallelLearner, Ranks
+from spiral.engines.sharded import gather_on_every_rank
 from spiral.errors import SpiralError
 from spiral.report.console import format_eval, format_progress
 from spiral.report.run_info import write_run_info
@@ -209,6 +210,7 @@ def train(
     def checkpoint(next_step: int, final: bool = False) -> Path:
         if isinstance(learner, DataParallelLearner):
             learner.check_in_sync()
+        gather_on_every_rank(learner, optimizer=True)  # FSDP: rank 0 writes whole tensors
         path = ckpt_dir
         if ranks.main:
             extra = population.to_json() if population is not None else {}
@@ -230,6 +232,7 @@ def train(
                 if cfg.kl_reference == "snapshot" and step % cfg.kl_magnet_interval == 0:
                     learner.refresh_magnet()
                 if cfg.eval_every and step % cfg.eval_every == 0:
+                    gather_on_every_rank(learner)  # FSDP: rank 0 evaluates alone
                     found = evaluate(learner, step, population)
                     sinks.log(found, step)
                     log(format_eval(step, found))
@@ -256,6 +259,7 @@ def train(
                         return RunResult(run_dir, step + 1, metrics, interrupted=True)
             step = cfg.num_steps
             if cfg.eval_every:
+                gather_on_every_rank(learner)
                 final_eval = evaluate(learner, step, population)
                 sinks.log(final_eval, step)
                 log(format_eval(step, final_eval))

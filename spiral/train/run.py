@@ -63,7 +63,8 @@ def main(argv: Sequence[str]) -> int:
         return 2
     setup = shared_setup(setup, ranks)
     if ranks.main:
-        world = f", {ranks.world} data-parallel ranks" if ranks.world > 1 else ""
+        kind = "fully sharded (FSDP)" if cfg.fsdp else "data-parallel"
+        world = f", {ranks.world} {kind} ranks" if ranks.world > 1 else ""
         print(
             f"run folder: {setup.run_dir}  ({cfg.num_steps} steps, "
             f"{cfg.games_per_step} games/step{world})"

@@ -82,7 +82,7 @@ def build_setup(cfg: TrainConfig) -> RunSetup:
 
 def make_learner_factory(cfg: TrainConfig, ranks: Ranks | None = None) -> Callable[[], Learner]:
     """Builds the run's learner from the engine registry; under torchrun (`ranks` of
-    more than one process) wrapped to learn data-parallel."""
+    more than one process) wrapped to learn data-parallel (`fsdp`: sharded)."""
 
     def build() -> Learner:
         from spiral.engines import registry
@@ -116,7 +116,11 @@ def make_learner_factory(cfg: TrainConfig, ranks: Ranks | None = None) -> Callab
                 kv_cache_gb=cfg.vllm_kv_cache_gb,
                 max_model_len=cfg.vllm_max_model_len,
             )
-        if ranks is not None and ranks.world > 1:
+        if ranks is not None and ranks.world > 1 and cfg.fsdp:
+            from spiral.engines.sharded import FullyShardedLearner
+
+            learner = FullyShardedLearner(learner)
+        elif ranks is not None and ranks.world > 1:
             from spiral.engines.distributed import DataParallelLearner
 
             learner = DataParallelLearner(learner)

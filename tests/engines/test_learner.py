@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
+from spiral.algo.losses import get_loss
 from spiral.engines.base import Learner, SamplingParams
 from spiral.engines.learner import TorchLearner
 from spiral.engines.loading import ModelConfig
@@ -54,6 +56,19 @@ def test_gradient_does_not_depend_on_micro_batching(tiny_llama: Path, rank: int)
         assert torch.allclose(whole[name], split[name], atol=1e-5), name
     assert abs(one["loss"] - many["loss"]) < 1e-5
     assert one["num_tokens"] == many["num_tokens"] == sum(sum(d.mask) for d in datums)
+    # The library loss's diagnostics too: means stay means, and the extremes of the ratio
+    # stay extremes (they were once averaged over micro-batches).
+    loss = get_loss("importance_sampling")
+    datums = [  # off-policy rows, so that the ratio differs between rows
+        dataclasses.replace(d, sampler_logprobs=tuple(x + 0.1 * i for x in d.sampler_logprobs))
+        for i, d in enumerate(datums)
+    ]
+    many = learner.forward_backward(datums, loss)
+    learner.micro_batch_tokens, learner.share_prefix = 10**6, True
+    one = learner.forward_backward(datums, loss)
+    assert one.keys() == many.keys() >= {"ratio_min", "ratio_max", "ratio_mean"}
+    for key in one:
+        assert many[key] == pytest.approx(one[key], rel=1e-4, abs=1e-6), key
 
 
 @pytest.mark.parametrize("rank", [4, 0])

@@ -94,15 +94,23 @@ def _cfg(model: Path, *extra: str):  # type: ignore[no-untyped-def]
         (("use_async_actor_learner=true",), "num_actors"),
         (("sampler_engine=vllm",), "torch engine only"),
         (("batch_size=2",), "fewer than the 4 ranks"),
+        (("fsdp=true", "fsp_enabled=true"), "fsdp=true cannot run with fsp_enabled"),
+        (("fsdp=true", "weight_ema_decay=0.9"), "cannot run with weight_ema_decay"),
     ],
 )
 def test_what_several_ranks_cannot_run_is_refused(
     tiny_model: Path, extra: tuple[str, ...], says: str
 ) -> None:
     cfg = _cfg(tiny_model, *extra)
-    check_config(cfg, Ranks(0, 1))  # one process runs it
+    if "fsdp=true" not in extra:
+        check_config(cfg, Ranks(0, 1))  # one process runs it
     with pytest.raises(ConfigError, match=says):
         check_config(cfg, Ranks(0, 4))
+
+
+def test_fsdp_in_one_process_says_how_to_launch_it(tiny_model: Path) -> None:
+    with pytest.raises(ConfigError, match="torchrun --nproc-per-node N"):
+        check_config(_cfg(tiny_model, "fsdp=true"), Ranks(0, 1))
 
 
 def _torchrun_cmd(model: Path, run: Path, steps: int, *extra: str) -> list[str]:
@@ -121,7 +129,10 @@ def _torchrun_cmd(model: Path, run: Path, steps: int, *extra: str) -> list[str]:
         f"max_steps={steps}",
         *extra,
     ]
-    return [str(TORCHRUN), "--nproc-per-node", "2", "--no-python", str(SPIRAL), "train", *args]
+    # --standalone: a free port for each launch, so back-to-back launches (a run and its
+    # resume) never meet the previous one's port.
+    launch = [str(TORCHRUN), "--standalone", "--nproc-per-node", "2", "--no-python"]
+    return [*launch, str(SPIRAL), "train", *args]
 
 
 _ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -133,13 +144,18 @@ def _torchrun(model: Path, run: Path, steps: int, *extra: str) -> subprocess.Com
 
 
 @pytest.mark.skipif(not TORCHRUN.exists(), reason="torchrun is not installed beside python")
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [((), "2 data-parallel ranks"), (("fsdp=true",), "2 fully sharded (FSDP) ranks")],
+    ids=["replicated", "fsdp"],
+)
 def test_torchrun_trains_on_two_ranks_writes_once_and_resumes(
-    tiny_model: Path, tmp_path: Path
+    tiny_model: Path, tmp_path: Path, extra: tuple[str, ...], says: str
 ) -> None:
     run = tmp_path / "run"
-    done = _torchrun(tiny_model, run, steps=3)
+    done = _torchrun(tiny_model, run, 3, *extra)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "2 data-parallel ranks" in done.stdout
+    assert says in done.stdout
     assert done.stdout.count("step 3/3") == 1  # rank 0 alone logs
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     steps = [r for r in rows if "dist/world_size" in r]
@@ -156,8 +172,16 @@ def test_torchrun_trains_on_two_ranks_writes_once_and_resumes(
 
     # Resume on two ranks from step 3 (both read it; their weights are checked equal at
     # the next checkpoint, which raises if a rank diverged).
+    # A checkpoint of either kind is a plain one: one process resumes from it.
+    from spiral.engines.learner import TorchLearner
+    from spiral.engines.loading import ModelConfig
+
+    alone = TorchLearner(ModelConfig(model=str(tiny_model), lora_rank=4, device="cpu"))
+    alone.load(run / "checkpoints" / "step_000003" / "learner")
+    assert alone.version == 3
+
     shutil.rmtree(run / "checkpoints" / "step_000003")
-    again = _torchrun(tiny_model, run, steps=4)
+    again = _torchrun(tiny_model, run, 4, *extra)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "resumed from" in again.stdout and "step_000002 at step 2" in again.stdout
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]

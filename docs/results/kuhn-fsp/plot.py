@@ -25,12 +25,31 @@ for i, (name, path) in enumerate(RUNS.items()):
     rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
     ev = [r for r in rows if P + "exploitability_t1" in r]
     steps = [r["step"] for r in ev]
-    top.plot(steps, [r[P + "exploitability_t1"] for r in ev], "-o", ms=3, color=f"C{i}", label=f"{name} live")
+    top.plot(
+        steps,
+        [r[P + "exploitability_t1"] for r in ev],
+        "-o",
+        ms=3,
+        color=f"C{i}",
+        label=f"{name} live",
+    )
     av = [r for r in ev if P + "averaged/exploitability_t1" in r]
-    top.plot([r["step"] for r in av], [r[P + "averaged/exploitability_t1"] for r in av], "--", color=f"C{i}", label=f"{name} averaged")
+    top.plot(
+        [r["step"] for r in av],
+        [r[P + "averaged/exploitability_t1"] for r in av],
+        "--",
+        color=f"C{i}",
+        label=f"{name} averaged",
+    )
     pa = [r for r in ev if P + "pool_average/exploitability_t1" in r]
     if pa:
-        top.plot([r["step"] for r in pa], [r[P + "pool_average/exploitability_t1"] for r in pa], ":", color=f"C{i}", label=f"{name} pool average")
+        top.plot(
+            [r["step"] for r in pa],
+            [r[P + "pool_average/exploitability_t1"] for r in pa],
+            ":",
+            color=f"C{i}",
+            label=f"{name} pool average",
+        )
     value = [(r[P + "value_vs_nash_seat0_t1"] + r[P + "value_vs_nash_seat1_t1"]) / 2 for r in ev]
     bottom.plot(steps, value, "-o", ms=3, color=f"C{i}", label=f"{name} live")
 top.axhline(0.10, color="grey", lw=0.8, ls=":")

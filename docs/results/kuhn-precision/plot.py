@@ -23,11 +23,30 @@ fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
 for i, (name, path) in enumerate(RUNS.items()):
     rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
     ev = [r for r in rows if P + "exploitability_t1" in r]
-    top.plot([r["step"] for r in ev], [r[P + "exploitability_t1"] for r in ev], "-o", ms=3, color=f"C{i}", label=f"{name} live")
+    top.plot(
+        [r["step"] for r in ev],
+        [r[P + "exploitability_t1"] for r in ev],
+        "-o",
+        ms=3,
+        color=f"C{i}",
+        label=f"{name} live",
+    )
     av = [r for r in ev if P + "averaged/exploitability_t1" in r]
-    top.plot([r["step"] for r in av], [r[P + "averaged/exploitability_t1"] for r in av], "--", color=f"C{i}", label=f"{name} averaged")
+    top.plot(
+        [r["step"] for r in av],
+        [r[P + "averaged/exploitability_t1"] for r in av],
+        "--",
+        color=f"C{i}",
+        label=f"{name} averaged",
+    )
     steps = [r for r in rows if "time/total" in r]
-    bottom.plot([r["step"] for r in steps], [r["time/total"] for r in steps], color=f"C{i}", lw=0.8, label=name)
+    bottom.plot(
+        [r["step"] for r in steps],
+        [r["time/total"] for r in steps],
+        color=f"C{i}",
+        lw=0.8,
+        label=name,
+    )
 top.set(ylabel="exact exploitability (T=1)", ylim=(0, 0.5))
 bottom.set(xlabel="step", ylabel="seconds per step", ylim=(0, 30))
 top.legend(fontsize=7)

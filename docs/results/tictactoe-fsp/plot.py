@@ -47,7 +47,9 @@ for i, (name, path) in enumerate(RUNS.items()):
     for seat, style in ((0, "-o"), (1, "--s")):
         for ax, kind in ((win_ax, "random"), (opt_ax, "optimal")):
             key = f"eval/{G}/{kind}/seat{seat}/"
-            ys = [r[key + "win_rate"] + (r[key + "draw_rate"] if kind == "optimal" else 0) for r in ev]
+            ys = [
+                r[key + "win_rate"] + (r[key + "draw_rate"] if kind == "optimal" else 0) for r in ev
+            ]
             ns = [100] * len(ys)
             lo, hi = zip(*(wilson(y, n) for y, n in zip(ys, ns))) if ys else ((), ())
             ax.plot(steps, ys, style, ms=3, color=f"C{i}", label=f"{name} seat {seat}")
@@ -61,8 +63,16 @@ for i, (name, path) in enumerate(RUNS.items()):
         for b in buckets:
             vals = [r[full] for r in train if r["step"] // 10 == b]
             means.append(sum(vals) / len(vals))
-        split_ax.plot(mid, means, style, color=f"C{i}", label=f"{name} {key.replace('/win_rate', ' wins')}")
-    ent_ax.plot([r["step"] for r in train], [r["train/entropy"] for r in train], color=f"C{i}", lw=0.8, label=name)
+        split_ax.plot(
+            mid, means, style, color=f"C{i}", label=f"{name} {key.replace('/win_rate', ' wins')}"
+        )
+    ent_ax.plot(
+        [r["step"] for r in train],
+        [r["train/entropy"] for r in train],
+        color=f"C{i}",
+        lw=0.8,
+        label=name,
+    )
 EXPLOIT = HERE / "exploitability.json"  # {"base": report, run: {step: report}}
 if EXPLOIT.exists():
     found = json.loads(EXPLOIT.read_text())
@@ -80,8 +90,13 @@ if LEAGUE.exists():
     ratings = json.loads(LEAGUE.read_text())["ratings"]
     members = sorted((int(k.split("_")[1]), v) for k, v in ratings.items() if k.startswith("step_"))
     league_ax.errorbar(
-        [m[0] for m in members], [m[1]["mu"] for m in members],
-        yerr=[2 * m[1]["sigma"] for m in members], fmt="o", ms=3, color="C1", label="pool member (mu +- 2 sigma)",
+        [m[0] for m in members],
+        [m[1]["mu"] for m in members],
+        yerr=[2 * m[1]["sigma"] for m in members],
+        fmt="o",
+        ms=3,
+        color="C1",
+        label="pool member (mu +- 2 sigma)",
     )
     cur = ratings["policy"]
     league_ax.axhline(cur["mu"], color="C1", lw=0.8, label=f"current policy ({cur['mu']:.1f})")
@@ -90,7 +105,12 @@ win_ax.axhline(0.9678, color="grey", lw=0.8, ls=":")
 win_ax.axhline(0.7775, color="grey", lw=0.8, ls="-.")
 win_ax.set(title="win rate vs random (perfect player: 0.97 / 0.78)", ylabel="win rate", ylim=(0, 1))
 opt_ax.set(title="draw-or-win rate vs minimax (perfect: 1)", ylabel="rate", ylim=(0, 1))
-split_ax.set(title="outcomes, 10-step means (FSP: the policy's, per seat)", xlabel="step", ylabel="share of games", ylim=(0, 1))
+split_ax.set(
+    title="outcomes, 10-step means (FSP: the policy's, per seat)",
+    xlabel="step",
+    ylabel="share of games",
+    ylim=(0, 1),
+)
 ent_ax.set(title="policy entropy over the legal moves", xlabel="step", ylabel="nats")
 for ax in axes.flat:
     ax.legend(fontsize=6)

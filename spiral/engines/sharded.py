@@ -1,0 +1,335 @@
+"""Fully sharded data-parallel learning (FSDP2, `torch.distributed.fsdp.fully_shard`).
+
+`FullyShardedLearner` wraps a `TorchLearner` on every rank of a process group, as
+`DataParallelLearner` does, but each rank keeps only its shard (1/N) of every weight, of
+the gradients and of AdamW's moments: the memory of a full fine-tuning (weights,
+gradients and two moments: 16 bytes a parameter in fp32) is divided by the number of
+ranks. Each decoder layer and the model's root are sharded; a layer's weights are
+gathered whole just before it runs and freed after (forward and backward), and the
+gradients are reduce-scattered as the backward leaves each layer.
+
+What that asks of the loop, and how this learner gives it:
+
+- **Every rank makes the same calls.** Gathering a layer is a collective, so every rank
+  must run the same number of forwards and backwards. Each rank trains its share of the
+  rows (`datums[rank::world]`, the whole batch's normaliser, as `DataParallelLearner`),
+  packed into micro-batches with one forward each (no shared-prefix pair); ranks with
+  fewer micro-batches run idle ones (one token divided by an infinite normaliser: a
+  forward and a backward whose gradient is zero) until all have run as many as the busiest rank.
+- **Summed gradients.** FSDP averages over ranks by default; here the divide factor is 1,
+  so the reduced gradient is exactly the one-process gradient of the whole batch (every
+  rank divides its rows by the whole batch's normaliser), and clipping and AdamW see the
+  same numbers as one process would (tested to 1e-5 with two gloo processes).
+- **Sampling and rank 0's work on whole weights.** The ranks play different games, so
+  they make different numbers of forwards: before sampling, every rank gathers the whole
+  model once (`gather`, collective) and keeps it whole until the next learning step frees
+  it again (a local operation). The loop calls `gather_on_every_rank` before rank 0
+  evaluates or writes a checkpoint alone; for a checkpoint it also gathers the optimizer's
+  moments, which rank 0 then writes in the one-process format: a checkpoint of an FSDP
+  run is a plain checkpoint (read by one process, by `spiral export`, or by FSDP again).
+- **Resume.** The weights and optimizer state are loaded whole into the inner learner
+  first (`load`, every rank reads the same files) and sharded at the first use after.
+
+Memory: sampling holds the whole weights on every rank (as data parallelism does); what
+is sharded for the whole run are the gradients and the optimizer state, and the weights
+outside sampling. A model whose weights alone do not fit one device needs its sampler
+elsewhere (vLLM on its own devices) and is not served by this class yet.
+
+Not supported here (refused by the config check, with what to do): population play
+(pool members are adapters or weight files over one unsharded model), weight averaging
+(`weight_ema_decay`) and the snapshot magnet (`kl_reference=snapshot`), which swap or
+copy whole weights in place, and the merged-adapter sampler (it writes merged weights
+into the base layers; off under FSDP).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from spiral.algo.losses import combine_diagnostics
+from spiral.algo.regularizers import Regularizer
+from spiral.engines import checkpoint_io
+from spiral.engines.base import LearnerWrapper, LossFn
+from spiral.types import Datum
+
+
+def _layer_classes(model: Any) -> set[str]:
+    """The class names transformers marks as not to be split (the decoder layers)."""
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model  # PEFT
+    for module in (model, inner):
+        names = getattr(module, "_no_split_modules", None)
+        if names:
+            return set(names)
+    raise ValueError(
+        f"{type(model).__name__} names no decoder-layer class (_no_split_modules); FSDP "
+        "needs one to shard layer by layer"
+    )
+
+
+def shard_model(model: Any) -> list[Any]:
+    """Shard each decoder layer and the root of `model` in place (FSDP2); return the
+    sharded modules, root last. Gradients are summed over ranks (divide factor 1, with
+    sum-only collectives, which gloo needs); the root keeps its weights (embeddings,
+    norm, output head) gathered after a forward, since the learner applies the output
+    head after the model's forward."""
+    from torch.distributed.fsdp import fully_shard
+
+    classes = _layer_classes(model)
+    layers = [m for m in model.modules() if type(m).__name__ in classes]
+    if not layers:
+        raise ValueError(f"no module of {sorted(classes)} in {type(model).__name__}")
+    sharded = [fully_shard(layer) for layer in layers]
+    sharded.append(fully_shard(model, reshard_after_forward=False))
+    for module in sharded:
+        module.set_gradient_divide_factor(1.0)
+        module.set_force_sum_reduction_for_comms(True)
+    return sharded
+
+
+def _idle_row(token: int) -> Datum:
+    """One trained token: run with an infinite normaliser, a forward and a backward
+    through every layer (so that the ranks' collectives match) whose gradient is zero."""
+    return Datum(
+        input_ids=(token,),
+        target_ids=(token,),
+        sampler_logprobs=(0.0,),
+        advantages=(0.0,),
+        mask=(1.0,),
+    )
+
+
+class FullyShardedLearner(LearnerWrapper):
+    """A TorchLearner whose weights, gradients and optimizer state are sharded over the
+    ranks of a process group (FSDP2); see the module's docstring."""
+
+    def __init__(self, inner: Any, group: Any = None) -> None:
+        if not dist.is_initialized():
+            raise RuntimeError("FullyShardedLearner needs torch.distributed initialised")
+        self.inner = inner
+        self.group = group
+        self.rank = dist.get_rank(group)
+        self.world = dist.get_world_size(group)
+        # One forward per micro-batch (the shared-prefix pair would make the number of
+        # forwards depend on the rows), and no merged adapter (it writes into the base).
+        inner.share_prefix = False
+        inner.merge_lora = False
+        self._modules: list[Any] = []  # the sharded modules, once sharded
+        self._whole = False  # weights gathered on this rank (and on every other)
+        # The weights and optimizer state gathered whole for a checkpoint (rank 0 writes).
+        self._checkpoint: tuple[dict[str, torch.Tensor], dict[str, Any]] | None = None
+
+    # ----- sharding -------------------------------------------------------------------
+    def _shard(self) -> None:
+        """Shard the model at its first use, after any `load`; AdamW's state, if loaded,
+        is re-made over the sharded parameters (each rank keeps its shard of it)."""
+        if self._modules:
+            return
+        loaded = self._optimizer_names_state()
+        self.inner._optimizer = None
+        self._modules = shard_model(self.inner.model)
+        if loaded is not None:
+            params = dict(self.inner._named_trainable())
+            index = {name: i for i, name in enumerate(params)}
+            optimizer = self.inner._get_optimizer()
+            state = {
+                index[name]: {key: self._local(value, params[name]) for key, value in per.items()}
+                for name, per in loaded["state"].items()
+            }
+            groups = [
+                {**g, "params": [index[n] for n in g["params"]]} for g in loaded["param_groups"]
+            ]
+            optimizer.load_state_dict({"state": state, "param_groups": groups})
+
+    def _optimizer_names_state(self) -> dict[str, Any] | None:
+        """The inner optimizer's state keyed by parameter name (None before any)."""
+        optimizer = self.inner._optimizer
+        if optimizer is None:
+            return None
+        names = [n for n, _ in self.inner._named_trainable()]
+        state = optimizer.state_dict()
+        return {
+            "state": {names[i]: dict(per) for i, per in state["state"].items()},
+            "param_groups": [
+                {**g, "params": [names[i] for i in g["params"]]} for g in state["param_groups"]
+            ],
+        }
+
+    @staticmethod
+    def _local(value: Any, param: Any) -> Any:
+        """A whole state tensor shaped like `param`, as this rank's shard of it."""
+        from torch.distributed.tensor import DTensor, distribute_tensor
+
+        if (
+            isinstance(param, DTensor)
+            and isinstance(value, torch.Tensor)
+            and value.shape == param.shape
+        ):
+            # Every rank holds the whole tensor (read from the same file): cut locally.
+            return distribute_tensor(
+                value.to(param.device), param.device_mesh, param.placements, src_data_rank=None
+            )
+        return value
+
+    # ----- whole weights for sampling and rank 0's work ------------------------------
+    def gather(self, optimizer: bool = False) -> None:
+        """Every rank's weights whole until the next learning step (collective: every
+        rank must call it, at the same point). `optimizer`: also the optimizer's state,
+        gathered whole for rank 0 to write in `save`."""
+        self._shard()
+        if not self._whole:
+            for module in self._modules:
+                module.set_reshard_after_forward(False, recurse=False)
+                module.unshard()
+            self._whole = True
+        if optimizer:
+            self._checkpoint = (self._whole_weights(), self._whole_optimizer_state())
+
+    def _whole_weights(self) -> dict[str, torch.Tensor]:
+        """The trained weights gathered whole (collective), by parameter name."""
+        from torch.distributed.tensor import DTensor
+
+        return {
+            name: (p.full_tensor() if isinstance(p, DTensor) else p).detach().clone()
+            for name, p in self.inner._named_trainable()
+        }
+
+    def _release(self) -> None:
+        """Free the gathered weights (local): from now on each layer is gathered only
+        while it runs."""
+        self._shard()
+        self._checkpoint = None
+        if not self._whole:
+            return
+        for module in self._modules:
+            module.reshard()
+            if module is not self._modules[-1]:  # the root keeps its weights after a forward
+                module.set_reshard_after_forward(True, recurse=False)
+        self._whole = False
+
+    def _whole_optimizer_state(self) -> dict[str, Any]:
+        """AdamW's state with every sharded tensor gathered whole (collective, in the
+        parameters' order on every rank), keyed by parameter name."""
+        from torch.distributed.tensor import DTensor
+
+        named = self._optimizer_names_state()
+        if named is None:
+            named = {"state": {}, "param_groups": []}
+        whole: dict[str, dict[str, Any]] = {}
+        for name, _ in self.inner._named_trainable():
+            per = named["state"].get(name, {})
+            whole[name] = {
+                key: (value.full_tensor() if isinstance(value, DTensor) else value)
+                for key, value in sorted(per.items())
+            }
+        named["state"] = {n: v for n, v in whole.items() if v}
+        return named
+
+    def sampler(self) -> Any:
+        self.gather()
+        return self.inner.sampler()
+
+    def logprobs(self, datums: Sequence[Datum]) -> list[list[float]]:
+        self.gather()
+        return list(self.inner.logprobs(datums))
+
+    # ----- learning -------------------------------------------------------------------
+    def forward_backward(
+        self,
+        datums: Sequence[Datum],
+        loss_fn: LossFn,
+        regularizer: Regularizer | None = None,
+        normaliser: float | None = None,
+    ) -> dict[str, float]:
+        if not datums:
+            raise ValueError("forward_backward got no datums")
+        self._release()
+        if normaliser is None:
+            whole = self.inner.normalize == "datums"
+            normaliser = sum(d.weight for d in datums) if whole else 1.0
+        mine = list(datums[self.rank :: self.world])
+        chunks = self.inner._micro_batches(mine, share_prefix=False) if mine else []
+        count = torch.tensor([len(chunks)], dtype=torch.int64)
+        dist.all_reduce(count, op=dist.ReduceOp.MAX, group=self.group)
+        idle = [_idle_row(int(datums[0].input_ids[0]))]
+        parts = []
+        for i in range(int(count.item())):
+            # A packed micro-batch is packed again into exactly itself by the inner learner.
+            if i < len(chunks):
+                batch = [mine[j] for j in chunks[i]]
+                parts.append(self.inner.forward_backward(batch, loss_fn, regularizer, normaliser))
+            else:  # the same calls as a real micro-batch; loss / inf: zero gradient
+                self.inner.forward_backward(idle, loss_fn, regularizer, math.inf)
+        return self._combine(combine_diagnostics(parts) if parts else {})
+
+    def optim_step(self, learning_rate: float) -> dict[str, float]:
+        self._release()  # a step after no forward_backward (the whole batch filtered)
+        return dict(self.inner.optim_step(learning_rate))
+
+    def _combine(self, local: dict[str, float]) -> dict[str, float]:
+        gathered: list[dict[str, float]] = [{} for _ in range(self.world)]
+        dist.all_gather_object(gathered, local, group=self.group)
+        return combine_diagnostics(gathered)
+
+    # ----- checkpoints ----------------------------------------------------------------
+    def save(self, path: Path) -> None:
+        """Write a plain (one-process) checkpoint: rank 0 alone calls it, after every rank
+        called `gather(optimizer=True)`."""
+        if self._checkpoint is None:
+            raise RuntimeError(
+                "FullyShardedLearner.save needs the whole weights and optimizer state: call "
+                "gather(optimizer=True) on every rank first (gather_on_every_rank)"
+            )
+        weights, state = self._checkpoint
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        self.inner.save_trained(path, weights)
+        self.inner.tokenizer.save_pretrained(str(path))
+        names = [n for n, _ in self.inner._named_trainable()]
+        extra = {"version": self.inner.version, "temperature": self.inner.temperature}
+        index = {name: i for i, name in enumerate(names)}
+        checkpoint_io.save_optimizer_state(
+            {
+                "state": {index[n]: per for n, per in state["state"].items()},
+                "param_groups": [
+                    {**g, "params": [index[n] for n in g["params"]]} for g in state["param_groups"]
+                ],
+            },
+            names,
+            path,
+            extra,
+        )
+
+    def load(self, path: Path) -> None:
+        """Resume: every rank reads the checkpoint whole, before the model is sharded."""
+        if self._modules:
+            raise RuntimeError(
+                "FullyShardedLearner.load after the model was sharded: load a checkpoint "
+                "before the first step (the loop's resume does)"
+            )
+        self.inner.load(path)
+
+    def take_snapshot(self, name: str, folder: Any) -> None:
+        raise NotImplementedError("population play under FSDP is not supported (fsdp=false)")
+
+    def trained_state(self) -> dict[str, Any]:
+        raise NotImplementedError("the async loop does not run under torchrun")
+
+    def export_merged(self, path: Path) -> None:
+        raise NotImplementedError(
+            "export from the run's checkpoint folder in one process: spiral export <checkpoint>"
+        )
+
+
+def gather_on_every_rank(learner: Any, optimizer: bool = False) -> None:
+    """Before rank 0 evaluates or writes a checkpoint alone: an FSDP learner gathers its
+    weights (and, for a checkpoint, the optimizer state) on every rank, so that rank 0
+    then runs its forwards without its peers. Every rank must call it; a no-op for any
+    other learner."""
+    if isinstance(learner, FullyShardedLearner):
+        learner.gather(optimizer=optimizer)
