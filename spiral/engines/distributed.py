@@ -102,16 +102,43 @@ def join_from_env() -> Ranks:
     return Ranks(rank, world)
 
 
-class DataParallelLearner(LearnerWrapper):
-    """A TorchLearner whose rows are shared out over the ranks of a process group."""
+class RankedLearner(LearnerWrapper):
+    """A TorchLearner on one rank of a process group: each rank trains every world-th
+    row of a batch (`shard`) divided by the whole batch's normaliser (`normaliser`), and
+    the ranks' diagnostics are combined as one learner's (`combine`)."""
 
     def __init__(self, inner: Any, group: Any = None) -> None:
         if not dist.is_initialized():
-            raise RuntimeError("DataParallelLearner needs torch.distributed initialised")
+            raise RuntimeError(f"{type(self).__name__} needs torch.distributed initialised")
         self.inner = inner
         self.group = group
         self.rank = dist.get_rank(group)
         self.world = dist.get_world_size(group)
+
+    def shard(self, datums: Sequence[Datum]) -> list[Datum]:
+        """This rank's rows: every world-th row from its rank on."""
+        return list(datums[self.rank :: self.world])
+
+    def normaliser(self, datums: Sequence[Datum], given: float | None) -> float:
+        """The whole batch's normaliser (the inner learner's rule), unless `given`."""
+        if not datums:
+            raise ValueError("forward_backward got no datums")
+        if given is not None:
+            return given
+        return sum(d.weight for d in datums) if self.inner.normalize == "datums" else 1.0
+
+    def combine(self, local: dict[str, float]) -> dict[str, float]:
+        """The ranks' diagnostics as one learner's (`combine_diagnostics`)."""
+        gathered: list[dict[str, float]] = [{} for _ in range(self.world)]
+        dist.all_gather_object(gathered, local, group=self.group)
+        return combine_diagnostics(gathered)
+
+
+class DataParallelLearner(RankedLearner):
+    """A TorchLearner whose rows are shared out over the ranks of a process group."""
+
+    def __init__(self, inner: Any, group: Any = None) -> None:
+        super().__init__(inner, group)
         self._pending = False  # rows seen since the last optim_step (same on every rank)
         self.broadcast_weights()
 
@@ -150,10 +177,6 @@ class DataParallelLearner(LearnerWrapper):
                 "ranks no longer apply the same update (report this with the run folder)"
             )
 
-    def shard(self, datums: Sequence[Datum]) -> list[Datum]:
-        """This rank's rows: every world-th row from its rank on."""
-        return list(datums[self.rank :: self.world])
-
     def forward_backward(
         self,
         datums: Sequence[Datum],
@@ -161,15 +184,11 @@ class DataParallelLearner(LearnerWrapper):
         regularizer: Regularizer | None = None,
         normaliser: float | None = None,
     ) -> dict[str, float]:
-        if not datums:
-            raise ValueError("forward_backward got no datums")
-        if normaliser is None:
-            whole = self.inner.normalize == "datums"
-            normaliser = sum(d.weight for d in datums) if whole else 1.0
+        normaliser = self.normaliser(datums, normaliser)
         self._pending = True
         mine = self.shard(datums)
         local = self.inner.forward_backward(mine, loss_fn, regularizer, normaliser) if mine else {}
-        return self._combine(local)
+        return self.combine(local)
 
     def optim_step(self, learning_rate: float) -> dict[str, float]:
         """Sum the gradients over the ranks (one flat all-reduce), then the inner learner
@@ -191,9 +210,3 @@ class DataParallelLearner(LearnerWrapper):
                 grad.copy_(flat[offset : offset + grad.numel()].view_as(grad))
                 offset += grad.numel()
         return self.inner.optim_step(learning_rate)
-
-    def _combine(self, local: dict[str, float]) -> dict[str, float]:
-        """The ranks' diagnostics as one learner's (`combine_diagnostics`)."""
-        gathered: list[dict[str, float]] = [{} for _ in range(self.world)]
-        dist.all_gather_object(gathered, local, group=self.group)
-        return combine_diagnostics(gathered)

@@ -55,7 +55,8 @@ import torch.distributed as dist
 from spiral.algo.losses import combine_diagnostics
 from spiral.algo.regularizers import Regularizer
 from spiral.engines import checkpoint_io
-from spiral.engines.base import LearnerWrapper, LossFn
+from spiral.engines.base import LossFn
+from spiral.engines.distributed import RankedLearner
 from spiral.types import Datum
 
 
@@ -104,17 +105,12 @@ def _idle_row(token: int) -> Datum:
     )
 
 
-class FullyShardedLearner(LearnerWrapper):
+class FullyShardedLearner(RankedLearner):
     """A TorchLearner whose weights, gradients and optimizer state are sharded over the
     ranks of a process group (FSDP2); see the module's docstring."""
 
     def __init__(self, inner: Any, group: Any = None) -> None:
-        if not dist.is_initialized():
-            raise RuntimeError("FullyShardedLearner needs torch.distributed initialised")
-        self.inner = inner
-        self.group = group
-        self.rank = dist.get_rank(group)
-        self.world = dist.get_world_size(group)
+        super().__init__(inner, group)
         # One forward per micro-batch (the shared-prefix pair would make the number of
         # forwards depend on the rows), and no merged adapter (it writes into the base).
         inner.share_prefix = False
@@ -246,13 +242,9 @@ class FullyShardedLearner(LearnerWrapper):
         regularizer: Regularizer | None = None,
         normaliser: float | None = None,
     ) -> dict[str, float]:
-        if not datums:
-            raise ValueError("forward_backward got no datums")
+        normaliser = self.normaliser(datums, normaliser)
         self._release()
-        if normaliser is None:
-            whole = self.inner.normalize == "datums"
-            normaliser = sum(d.weight for d in datums) if whole else 1.0
-        mine = list(datums[self.rank :: self.world])
+        mine = self.shard(datums)
         chunks = self.inner._micro_batches(mine, share_prefix=False) if mine else []
         count = torch.tensor([len(chunks)], dtype=torch.int64)
         dist.all_reduce(count, op=dist.ReduceOp.MAX, group=self.group)
@@ -265,16 +257,11 @@ class FullyShardedLearner(LearnerWrapper):
                 parts.append(self.inner.forward_backward(batch, loss_fn, regularizer, normaliser))
             else:  # the same calls as a real micro-batch; loss / inf: zero gradient
                 self.inner.forward_backward(idle, loss_fn, regularizer, math.inf)
-        return self._combine(combine_diagnostics(parts) if parts else {})
+        return self.combine(combine_diagnostics(parts) if parts else {})
 
     def optim_step(self, learning_rate: float) -> dict[str, float]:
         self._release()  # a step after no forward_backward (the whole batch filtered)
         return dict(self.inner.optim_step(learning_rate))
-
-    def _combine(self, local: dict[str, float]) -> dict[str, float]:
-        gathered: list[dict[str, float]] = [{} for _ in range(self.world)]
-        dist.all_gather_object(gathered, local, group=self.group)
-        return combine_diagnostics(gathered)
 
     # ----- checkpoints ----------------------------------------------------------------
     def save(self, path: Path) -> None:
