@@ -4,18 +4,26 @@
 `DataParallelLearner` does, but each rank keeps only its shard (1/N) of every weight, of
 the gradients and of AdamW's moments: the memory of a full fine-tuning (weights,
 gradients and two moments: 16 bytes a parameter in fp32) is divided by the number of
-ranks. Each decoder layer and the model's root are sharded; a layer's weights are
-gathered whole just before it runs and freed after (forward and backward), and the
-gradients are reduce-scattered as the backward leaves each layer.
+ranks. Each decoder layer and the model's root are sharded (`shard_model`).
 
 What that asks of the loop, and how this learner gives it:
 
-- **Every rank makes the same calls.** Gathering a layer is a collective, so every rank
-  must run the same number of forwards and backwards. Each rank trains its share of the
-  rows (`datums[rank::world]`, the whole batch's normaliser, as `DataParallelLearner`),
-  packed into micro-batches with one forward each (no shared-prefix pair); ranks with
-  fewer micro-batches run idle ones (one token divided by an infinite normaliser: a
-  forward and a backward whose gradient is zero) until all have run as many as the busiest rank.
+- **Every rank makes the same calls.** Gathering a layer and reducing its gradient are
+  collectives, so the ranks must make them in step although each trains its own share of
+  the rows (`datums[rank::world]`, the whole batch's normaliser, as `DataParallelLearner`).
+  Two ways, chosen by `share_prefix`:
+  - `share_prefix=true` (default): the learner's shared-prefix forwards make the number
+    of forwards depend on the rows, so the weights stay whole through the learning step
+    (gathered once), the rank's micro-batches run with no collective and their gradients
+    accumulate whole on the rank (gradient sync off); then every rank runs one idle
+    micro-batch with sync on, which reduce-scatters each layer's accumulated gradient
+    once. Memory during learning: whole weights and whole gradients, as data parallelism;
+    the optimizer state stays sharded.
+  - `share_prefix=false`: each layer is gathered only while it runs (least memory); one
+    forward per micro-batch, and ranks with fewer micro-batches run idle ones until all
+    have run as many as the busiest rank (counts agreed by one all-reduce).
+  An idle micro-batch is one token divided by an infinite normaliser: the same forward
+  and backward as a real one, with a zero gradient.
 - **Summed gradients.** FSDP averages over ranks by default; here the divide factor is 1,
   so the reduced gradient is exactly the one-process gradient of the whole batch (every
   rank divides its rows by the whole batch's normaliser), and clipping and AdamW see the
@@ -31,9 +39,10 @@ What that asks of the loop, and how this learner gives it:
   first (`load`, every rank reads the same files) and sharded at the first use after.
 
 Memory: sampling holds the whole weights on every rank (as data parallelism does); what
-is sharded for the whole run are the gradients and the optimizer state, and the weights
-outside sampling. A model whose weights alone do not fit one device needs its sampler
-elsewhere (vLLM on its own devices) and is not served by this class yet.
+is sharded for the whole run is the optimizer state, and the gradients and weights
+outside sampling (and, with `share_prefix=false`, outside each layer's turn in learning).
+A model whose weights alone do not fit one device needs its sampler elsewhere (vLLM on
+its own devices) and is not served by this class yet.
 
 Not supported here (refused by the config check, with what to do): population play
 (pool members are adapters or weight files over one unsharded model), weight averaging
@@ -111,10 +120,11 @@ class FullyShardedLearner(RankedLearner):
 
     def __init__(self, inner: Any, group: Any = None) -> None:
         super().__init__(inner, group)
-        # One forward per micro-batch (the shared-prefix pair would make the number of
-        # forwards depend on the rows), and no merged adapter (it writes into the base).
-        inner.share_prefix = False
-        inner.merge_lora = False
+        # Prefix sharing makes the number of forwards depend on the rows: with it the
+        # weights stay whole through the learning step (`_learn_whole`); without it
+        # each layer is gathered only while it runs, one forward per micro-batch.
+        self.whole_for_learning = bool(inner.share_prefix)
+        inner.merge_lora = False  # the merged adapter writes into the base layers
         self._modules: list[Any] = []  # the sharded modules, once sharded
         self._whole = False  # weights gathered on this rank (and on every other)
         # The weights and optimizer state gathered whole for a checkpoint (rank 0 writes).
@@ -243,12 +253,14 @@ class FullyShardedLearner(RankedLearner):
         normaliser: float | None = None,
     ) -> dict[str, float]:
         normaliser = self.normaliser(datums, normaliser)
-        self._release()
         mine = self.shard(datums)
+        idle = [_idle_row(int(datums[0].input_ids[0]))]
+        if self.whole_for_learning:
+            return self._learn_whole(mine, idle, loss_fn, regularizer, normaliser)
+        self._release()
         chunks = self.inner._micro_batches(mine, share_prefix=False) if mine else []
         count = torch.tensor([len(chunks)], dtype=torch.int64)
         dist.all_reduce(count, op=dist.ReduceOp.MAX, group=self.group)
-        idle = [_idle_row(int(datums[0].input_ids[0]))]
         parts = []
         for i in range(int(count.item())):
             # A packed micro-batch is packed again into exactly itself by the inner learner.
@@ -258,6 +270,34 @@ class FullyShardedLearner(RankedLearner):
             else:  # the same calls as a real micro-batch; loss / inf: zero gradient
                 self.inner.forward_backward(idle, loss_fn, regularizer, math.inf)
         return self.combine(combine_diagnostics(parts) if parts else {})
+
+    def _learn_whole(
+        self,
+        mine: list[Datum],
+        idle: list[Datum],
+        loss_fn: LossFn,
+        regularizer: Regularizer | None,
+        normaliser: float,
+    ) -> dict[str, float]:
+        """Prefix sharing on: the weights stay whole through this rank's micro-batches
+        (any number of forwards each, no collective) and their gradients accumulate
+        whole on the rank; then one idle micro-batch on every rank, with gradient sync
+        on, reduce-scatters every layer's accumulated gradient once."""
+        self.gather()
+        for module in self._modules:
+            module.set_reshard_after_backward(False, recurse=False)
+            module.set_requires_gradient_sync(False, recurse=False)
+        try:
+            local = (
+                self.inner.forward_backward(mine, loss_fn, regularizer, normaliser) if mine else {}
+            )
+        finally:
+            for module in self._modules:
+                module.set_requires_gradient_sync(True, recurse=False)
+        self.inner.forward_backward(idle, loss_fn, regularizer, math.inf)
+        for module in self._modules:
+            module.set_reshard_after_backward(True, recurse=False)
+        return self.combine(local)
 
     def optim_step(self, learning_rate: float) -> dict[str, float]:
         self._release()  # a step after no forward_backward (the whole batch filtered)

@@ -1,8 +1,10 @@
 """FSDP over two gloo processes: the one-process gradient and update (to 1e-5), ranks
 with unequal micro-batch counts, sampling different amounts per rank in between, a
 checkpoint written by rank 0 equal to the one-process checkpoint, and a resume from it
-that continues as one process does; LoRA, full fine-tuning, and LoRA with gradient
-checkpointing (each layer's forward runs again in the backward: gathered again)."""
+that continues as one process does; LoRA, full fine-tuning, LoRA with gradient
+checkpointing (each layer's forward runs again in the backward: gathered again), and LoRA
+with prefix sharing (the weights stay whole through the learning step, gradients are
+reduce-scattered once at its end)."""
 
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ def _learner(model: str, kind: str):  # type: ignore[no-untyped-def]
         gradient_checkpointing=kind == "lora-checkpointing",
         seed=0,
     )
-    return TorchLearner(cfg, micro_batch_tokens=BUDGET, share_prefix=False)
+    return TorchLearner(cfg, micro_batch_tokens=BUDGET, share_prefix=kind == "lora-shared-prefix")
 
 
 def _two_steps(learner, grads: dict[str, torch.Tensor]) -> list[dict[str, float]]:  # type: ignore[no-untyped-def]
@@ -54,6 +56,10 @@ def _whole(learner, grad: bool = False) -> dict[str, torch.Tensor]:  # type: ign
     """The trained weights (or their gradients), gathered whole from FSDP's shards."""
     from torch.distributed.tensor import DTensor
 
+    from spiral.engines.sharded import FullyShardedLearner
+
+    if isinstance(learner, FullyShardedLearner):
+        learner._release()  # the sharded parameters (not whole copies) hold the gradients
     inner = getattr(learner, "inner", learner)
     found = {n: p.grad if grad else p for n, p in inner._named_trainable()}
     return {
@@ -100,7 +106,7 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
 
 
-@pytest.mark.parametrize("kind", ["lora", "full", "lora-checkpointing"])
+@pytest.mark.parametrize("kind", ["lora", "full", "lora-checkpointing", "lora-shared-prefix"])
 def test_fsdp_on_two_gloo_ranks_learns_saves_and_resumes_as_one_process(
     tiny_model: Path, tmp_path: Path, kind: str
 ) -> None:
