@@ -1,7 +1,9 @@
 """Kuhn, the preset's own loss (`importance_sampling`, unclipped ratios): the sync loop's
-runs on file (seed 0, and seeds 1 and 2 from session 14) vs the async actor-learner with a staleness bound of 2 (seeds 0, 1 and 2) and
-of 1. `python plot_is.py` -> `is-sync-vs-async.png`: exploitability of the live weights
-(top) and the largest importance ratio of each step's tokens (bottom, log scale)."""
+runs on file (seed 0, seeds 1 and 2 from session 14, seed 3 from session 15) vs the async
+actor-learner with a staleness bound of 2 (seeds 0-3) and of 1. `python plot_is.py` -> `is-sync-vs-async.png`: exploitability of the live weights
+(top) and the largest importance ratio of each step's tokens (bottom, log scale; before
+session 15 the learner reported the token-weighted mean of its micro-batches' largest
+ratios, a lower bound of the largest)."""
 
 from __future__ import annotations
 
@@ -21,9 +23,11 @@ RUNS = {
     "sync (fp32, session 8)": HERE.parent / "kuhn-precision" / "fp32-before.metrics.jsonl",
     "sync, seed 1 (session 14)": HERE / "sync-is-s1.metrics.jsonl",
     "sync, seed 2 (session 14)": HERE / "sync-is-s2.metrics.jsonl",
+    "sync, seed 3 (session 15)": HERE / "sync-is-s3.metrics.jsonl",
     "async, bound 2, seed 0": HERE / "async-is-st2.metrics.jsonl",
     "async, bound 2, seed 1": HERE / "async-is-st2-s1.metrics.jsonl",
     "async, bound 2, seed 2": HERE / "async-is-st2-s2.metrics.jsonl",
+    "async, bound 2, seed 3 (session 15)": HERE / "async-is-st2-s3.metrics.jsonl",
     "async, bound 1, seed 0": HERE / "async-is-st1.metrics.jsonl",
 }
 fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
