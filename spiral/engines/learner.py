@@ -452,13 +452,11 @@ class TorchLearner:
                 loss = loss + reg_loss
             if loss.requires_grad:  # False only when no position is masked in
                 (loss / normaliser).backward()
-            parts.append(
-                {
-                    **{k: float(v) for k, v in diagnostics.items()},
-                    "loss": float(loss.detach()) / normaliser,
-                    "num_tokens": float(mask_T.sum()),
-                }
-            )
+            tokens = float(mask_T.sum())
+            # A micro-batch with no trained token has no ratios to report (its
+            # placeholders must not become the step's extremes).
+            shown = {k: float(v) for k, v in diagnostics.items()} if tokens > 0 else {}
+            parts.append({**shown, "loss": float(loss.detach()) / normaliser, "num_tokens": tokens})
         # A non-finite loss leaves non-finite gradients: optim_step then skips the update.
         # Token-weighted means over the micro-batches; ratio_min / ratio_max their extremes.
         combined = combine_diagnostics(parts)

@@ -30,8 +30,8 @@ What that asks of the loop, and how this learner gives it:
   same numbers as one process would (tested to 1e-5 with two gloo processes).
 - **Sampling and rank 0's work on whole weights.** The ranks play different games, so
   they make different numbers of forwards: before sampling, every rank gathers the whole
-  model once (`gather`, collective) and keeps it whole until the next learning step frees
-  it again (a local operation). The loop calls `gather_on_every_rank` before rank 0
+  model once (`gather`, collective) and keeps it whole until the optimizer step frees it
+  again (a local operation; with `share_prefix=false` the learning step frees it first). The loop calls `gather_on_every_rank` before rank 0
   evaluates or writes a checkpoint alone; for a checkpoint it also gathers the optimizer's
   moments, which rank 0 then writes in the one-process format: a checkpoint of an FSDP
   run is a plain checkpoint (read by one process, by `spiral export`, or by FSDP again).
@@ -41,8 +41,11 @@ What that asks of the loop, and how this learner gives it:
 Memory: sampling holds the whole weights on every rank (as data parallelism does); what
 is sharded for the whole run is the optimizer state, and the gradients and weights
 outside sampling (and, with `share_prefix=false`, outside each layer's turn in learning).
-A model whose weights alone do not fit one device needs its sampler elsewhere (vLLM on
-its own devices) and is not served by this class yet.
+A checkpoint gathers the weights and AdamW's moments one tensor at a time; rank 0 keeps
+CPU copies until it has written them. With full fine-tuning, a KL towards the reference
+model (`kl_reference=reference`, `kl_coef > 0`) keeps a whole unsharded copy of the base
+model on every rank. A model whose weights alone do not fit one device needs its sampler
+elsewhere (vLLM on its own devices) and is not served by this class yet.
 
 Not supported here (refused by the config check, with what to do): population play
 (pool members are adapters or weight files over one unsharded model), weight averaging
@@ -131,7 +134,7 @@ class FullyShardedLearner(RankedLearner):
         self._checkpoint: tuple[dict[str, torch.Tensor], dict[str, Any]] | None = None
 
     # ----- sharding -------------------------------------------------------------------
-    def _shard(self) -> None:
+    def _shard_model_once(self) -> None:
         """Shard the model at its first use, after any `load`; AdamW's state, if loaded,
         is re-made over the sharded parameters (each rank keeps its shard of it)."""
         if self._modules:
@@ -139,6 +142,7 @@ class FullyShardedLearner(RankedLearner):
         loaded = self._optimizer_names_state()
         self.inner._optimizer = None
         self._modules = shard_model(self.inner.model)
+        self.inner._get_optimizer()  # over the sharded parameters (each rank its shard)
         if loaded is not None:
             params = dict(self.inner._named_trainable())
             index = {name: i for i, name in enumerate(params)}
@@ -187,28 +191,32 @@ class FullyShardedLearner(RankedLearner):
         """Every rank's weights whole until the next learning step (collective: every
         rank must call it, at the same point). `optimizer`: also the optimizer's state,
         gathered whole for rank 0 to write in `save`."""
-        self._shard()
+        self._shard_model_once()
         if not self._whole:
             for module in self._modules:
                 module.set_reshard_after_forward(False, recurse=False)
                 module.unshard()
             self._whole = True
         if optimizer:
-            self._checkpoint = (self._whole_weights(), self._whole_optimizer_state())
+            checkpoint = (self._whole_weights(), self._whole_optimizer_state())
+            self._checkpoint = checkpoint if self.rank == 0 else None
 
     def _whole_weights(self) -> dict[str, torch.Tensor]:
-        """The trained weights gathered whole (collective), by parameter name."""
+        """The trained weights, whole, as CPU copies by parameter name (called while
+        whole: the module's parameters are the gathered ones)."""
         from torch.distributed.tensor import DTensor
 
-        return {
-            name: (p.full_tensor() if isinstance(p, DTensor) else p).detach().clone()
-            for name, p in self.inner._named_trainable()
-        }
+        found: dict[str, torch.Tensor] = {}
+        for name, param in self.inner._named_trainable():
+            whole = param.full_tensor() if isinstance(param, DTensor) else param
+            if self.rank == 0:
+                found[name] = whole.detach().to("cpu", copy=True)
+        return found
 
     def _release(self) -> None:
         """Free the gathered weights (local): from now on each layer is gathered only
         while it runs."""
-        self._shard()
+        self._shard_model_once()
         self._checkpoint = None
         if not self._whole:
             return
@@ -229,10 +237,13 @@ class FullyShardedLearner(RankedLearner):
         whole: dict[str, dict[str, Any]] = {}
         for name, _ in self.inner._named_trainable():
             per = named["state"].get(name, {})
+            # One tensor at a time; every rank takes part, rank 0 keeps a CPU copy.
             whole[name] = {
-                key: (value.full_tensor() if isinstance(value, DTensor) else value)
+                key: (value.full_tensor().cpu() if isinstance(value, DTensor) else value)
                 for key, value in sorted(per.items())
             }
+            if self.rank != 0:
+                whole[name] = {}
         named["state"] = {n: v for n, v in whole.items() if v}
         return named
 
@@ -253,7 +264,9 @@ class FullyShardedLearner(RankedLearner):
         normaliser: float | None = None,
     ) -> dict[str, float]:
         normaliser = self.normaliser(datums, normaliser)
-        mine = self.shard(datums)
+        # A row with no trained position adds nothing, and a micro-batch of such rows
+        # would skip its backward (and its collectives) on this rank alone.
+        mine = [d for d in self.shard(datums) if any(m > 0 for m in d.mask)]
         idle = [_idle_row(int(datums[0].input_ids[0]))]
         if self.whole_for_learning:
             return self._learn_whole(mine, idle, loss_fn, regularizer, normaliser)
@@ -291,12 +304,13 @@ class FullyShardedLearner(RankedLearner):
             local = (
                 self.inner.forward_backward(mine, loss_fn, regularizer, normaliser) if mine else {}
             )
+            for module in self._modules:
+                module.set_requires_gradient_sync(True, recurse=False)
+            self.inner.forward_backward(idle, loss_fn, regularizer, math.inf)
         finally:
             for module in self._modules:
                 module.set_requires_gradient_sync(True, recurse=False)
-        self.inner.forward_backward(idle, loss_fn, regularizer, math.inf)
-        for module in self._modules:
-            module.set_reshard_after_backward(True, recurse=False)
+                module.set_reshard_after_backward(True, recurse=False)
         return self.combine(local)
 
     def optim_step(self, learning_rate: float) -> dict[str, float]:
@@ -315,6 +329,7 @@ class FullyShardedLearner(RankedLearner):
         weights, state = self._checkpoint
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
+        self._checkpoint = None  # written once; the next checkpoint gathers afresh
         self.inner.save_trained(path, weights)
         self.inner.tokenizer.save_pretrained(str(path))
         names = [n for n, _ in self.inner._named_trainable()]

@@ -30,6 +30,7 @@ SHAPE_KEYS = ("model_name", "lora_rank", "lora_alpha")
 SAFE_KEYS = frozenset(
     {
         "max_steps",
+        "fsdp",  # how the ranks hold the model; the checkpoints are the same
         "num_train_datapoints",
         "eval_every",
         "eval_games",

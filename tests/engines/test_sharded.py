@@ -9,6 +9,7 @@ reduce-scattered once at its end)."""
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,8 @@ import torch.multiprocessing as mp
 from safetensors.torch import load_file
 
 from spiral.engines.base import SamplingParams
-from tests.engines.test_distributed import LOSS, REG, _datums
+
+from .test_distributed import LOSS, REG, _datums
 
 # 8 tokens a micro-batch: rank 0's rows (input lengths 4, 3, 2) need two micro-batches,
 # rank 1's (3, 4) one, so rank 1 must run an idle one to keep the collectives matched.
@@ -48,8 +50,20 @@ def _two_steps(learner, grads: dict[str, torch.Tensor]) -> list[dict[str, float]
     rank = getattr(learner, "rank", 0)
     sampler = learner.sampler()
     sampler.sample([[3, 4, 5]] * (1 + 2 * rank), SamplingParams(max_tokens=2 + 3 * rank, seed=rank))
-    found += [learner.forward_backward(_datums()[1:], LOSS, REG), learner.optim_step(1e-2)]
+    # One row: rank 1 has none of it and runs only the idle micro-batch.
+    found += [learner.forward_backward(_datums()[:1], LOSS, REG), learner.optim_step(1e-2)]
     return found
+
+
+def _is_sharded(learner) -> bool:  # type: ignore[no-untyped-def]
+    """Every trained weight and AdamW moment is held as this rank's shard only."""
+    from torch.distributed.tensor import DTensor
+
+    learner._release()
+    optimizer = learner.inner._get_optimizer()
+    held = [p for _, p in learner.inner._named_trainable()]
+    held += [optimizer.state[p]["exp_avg"] for p in held]
+    return all(isinstance(t, DTensor) and t.to_local().numel() < t.numel() for t in held)
 
 
 def _whole(learner, grad: bool = False) -> dict[str, torch.Tensor]:  # type: ignore[no-untyped-def]
@@ -74,16 +88,21 @@ def _rank(rank: int, world: int, model: str, kind: str, init: str, out: str) -> 
     from spiral.engines.sharded import FullyShardedLearner, gather_on_every_rank
 
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    # A collective that one rank misses fails the test in two minutes, not gloo's 30.
+    dist.init_process_group(
+        "gloo", init_method=init, rank=rank, world_size=world, timeout=timedelta(seconds=120)
+    )
     try:
         learner = FullyShardedLearner(_learner(model, kind))
         chunks = learner.inner._micro_batches(_datums()[rank::world], share_prefix=False)
         grads: dict[str, torch.Tensor] = {}
         metrics = _two_steps(learner, grads)
+        sharded = _is_sharded(learner)
         weights = _whole(learner)
         gather_on_every_rank(learner, optimizer=True)
-        if rank == 0:
+        if rank == 0:  # rank 0 alone writes and samples (an evaluation), no collective
             learner.save(Path(out) / "ckpt")
+            learner.sampler().sample([[3, 4]] * 3, SamplingParams(max_tokens=4, seed=0))
         dist.barrier()
         resumed = FullyShardedLearner(_learner(model, kind))
         resumed.load(Path(out) / "ckpt")
@@ -93,7 +112,7 @@ def _rank(rank: int, world: int, model: str, kind: str, init: str, out: str) -> 
             {"grads": grads, "weights": weights, "resumed": _whole(resumed)},
             Path(out) / f"rank{rank}.pt",
         )
-        found = {"metrics": metrics, "micro_batches": len(chunks)}
+        found = {"metrics": metrics, "micro_batches": len(chunks), "sharded": sharded}
         (Path(out) / f"rank{rank}.json").write_text(json.dumps(found))
     finally:
         dist.destroy_process_group()
@@ -125,7 +144,9 @@ def test_fsdp_on_two_gloo_ranks_learns_saves_and_resumes_as_one_process(
     resumed = _whole(single)
 
     found = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(world)]
-    assert [f["micro_batches"] for f in found] == [2, 1]  # the idle micro-batch ran
+    # Rank 1 had fewer micro-batches than rank 0 (it ran an idle one to match them).
+    assert [f["micro_batches"] for f in found] == [2, 1]
+    assert [f["sharded"] for f in found] == [True, True]
     for rank in range(world):
         got = torch.load(tmp_path / f"rank{rank}.pt")
         assert got["grads"].keys() == grads.keys() == weights.keys()

@@ -96,6 +96,10 @@ def _cfg(model: Path, *extra: str):  # type: ignore[no-untyped-def]
         (("batch_size=2",), "fewer than the 4 ranks"),
         (("fsdp=true", "fsp_enabled=true"), "fsdp=true cannot run with fsp_enabled"),
         (("fsdp=true", "weight_ema_decay=0.9"), "cannot run with weight_ema_decay"),
+        (
+            ("fsdp=true", "kl_reference=snapshot", "kl_magnet_interval=10"),
+            "cannot run with kl_reference=snapshot",
+        ),
     ],
 )
 def test_what_several_ranks_cannot_run_is_refused(
@@ -111,6 +115,16 @@ def test_what_several_ranks_cannot_run_is_refused(
 def test_fsdp_in_one_process_says_how_to_launch_it(tiny_model: Path) -> None:
     with pytest.raises(ConfigError, match="torchrun --nproc-per-node N"):
         check_config(_cfg(tiny_model, "fsdp=true"), Ranks(0, 1))
+
+
+def test_a_run_resumes_with_or_without_fsdp(tiny_model: Path) -> None:
+    """Its checkpoints are the same either way, and folders from before the key exist."""
+    from spiral.train.resume import check_resume_config
+
+    plain, sharded = _cfg(tiny_model).to_json(), _cfg(tiny_model, "fsdp=true").to_json()
+    older = {k: v for k, v in plain.items() if k != "fsdp"}
+    for saved, new in ((plain, sharded), (sharded, plain), (older, sharded)):
+        check_resume_config(saved, new, same_run=True)
 
 
 def _torchrun_cmd(model: Path, run: Path, steps: int, *extra: str) -> list[str]:
