@@ -1,6 +1,6 @@
 """Kuhn, the preset's own loss (`importance_sampling`, unclipped ratios): the sync loop's
 runs on file (seed 0, seeds 1 and 2 from session 14, seed 3 from session 15) vs the async
-actor-learner with a staleness bound of 2 (seeds 0-3) and of 1. `python plot_is.py` -> `is-sync-vs-async.png`: exploitability of the live weights
+actor-learner with a staleness bound of 2 (seeds 0-4) and of 1. `python plot_is.py` -> `is-sync-vs-async.png`: exploitability of the live weights
 (top) and the largest importance ratio of each step's tokens (bottom, log scale; before
 session 15 the learner reported the token-weighted mean of its micro-batches' largest
 ratios, a lower bound of the largest)."""
@@ -28,6 +28,7 @@ RUNS = {
     "async, bound 2, seed 1": HERE / "async-is-st2-s1.metrics.jsonl",
     "async, bound 2, seed 2": HERE / "async-is-st2-s2.metrics.jsonl",
     "async, bound 2, seed 3 (session 15)": HERE / "async-is-st2-s3.metrics.jsonl",
+    "async, bound 2, seed 4 (session 15)": HERE / "async-is-st2-s4.metrics.jsonl",
     "async, bound 1, seed 0": HERE / "async-is-st1.metrics.jsonl",
 }
 fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
@@ -37,10 +38,10 @@ for i, (name, path) in enumerate(RUNS.items()):
     rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
     style = "-o" if name.startswith("async") else ":o"
     ev = [r for r in rows if P in r]
-    top.plot([r["step"] for r in ev], [r[P] for r in ev], style, ms=3, color=f"C{i}", label=name)
+    top.plot([r["step"] for r in ev], [r[P] for r in ev], style, ms=3, color=plt.cm.tab20(i), label=name)
     tr = [r for r in rows if "train/ratio_max" in r]
     bottom.semilogy(
-        [r["step"] for r in tr], [r["train/ratio_max"] for r in tr], color=f"C{i}", lw=0.8
+        [r["step"] for r in tr], [r["train/ratio_max"] for r in tr], color=plt.cm.tab20(i), lw=0.8
     )
 top.axhline(1 / 3, color="grey", lw=0.5, ls=":")
 top.set(ylabel="exact exploitability (T=1), live weights", ylim=(0, 0.5))
