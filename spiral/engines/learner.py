@@ -459,10 +459,7 @@ class TorchLearner:
             parts.append({**shown, "loss": float(loss.detach()) / normaliser, "num_tokens": tokens})
         # A non-finite loss leaves non-finite gradients: optim_step then skips the update.
         # Token-weighted means over the micro-batches; ratio_min / ratio_max their extremes.
-        combined = combine_diagnostics(parts)
-        if combined["num_tokens"] <= 0:  # no trained position: no diagnostics to report
-            return {"loss": combined["loss"], "num_tokens": 0.0}
-        return combined
+        return combine_diagnostics(parts)
 
     def _regularize(
         self, batch: Sequence[Datum], fwd: _Forward, reg: Regularizer

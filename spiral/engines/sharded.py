@@ -123,52 +123,37 @@ class FullyShardedLearner(RankedLearner):
 
     def __init__(self, inner: Any, group: Any = None) -> None:
         super().__init__(inner, group)
-        # Prefix sharing makes the number of forwards depend on the rows: with it the
-        # weights stay whole through the learning step (`_learn_whole`); without it
-        # each layer is gathered only while it runs, one forward per micro-batch.
-        self.whole_for_learning = bool(inner.share_prefix)
         inner.merge_lora = False  # the merged adapter writes into the base layers
         self._modules: list[Any] = []  # the sharded modules, once sharded
         self._whole = False  # weights gathered on this rank (and on every other)
         # The weights and optimizer state gathered whole for a checkpoint (rank 0 writes).
         self._checkpoint: tuple[dict[str, torch.Tensor], dict[str, Any]] | None = None
 
+    @property
+    def whole_for_learning(self) -> bool:
+        """Prefix sharing makes the number of forwards depend on the rows: with it the
+        weights stay whole through the learning step (`_learn_whole`); without it each
+        layer is gathered only while it runs, one forward per micro-batch."""
+        return bool(self.inner.share_prefix)
+
     # ----- sharding -------------------------------------------------------------------
     def _shard_model_once(self) -> None:
         """Shard the model at its first use, after any `load`; AdamW's state, if loaded,
-        is re-made over the sharded parameters (each rank keeps its shard of it)."""
+        is re-made over the sharded parameters (each rank keeps its shard of it). The
+        parameters keep their names and order, so the optimizer's indices still hold."""
         if self._modules:
             return
-        loaded = self._optimizer_names_state()
+        loaded = self.inner._optimizer.state_dict() if self.inner._optimizer else None
         self.inner._optimizer = None
         self._modules = shard_model(self.inner.model)
-        self.inner._get_optimizer()  # over the sharded parameters (each rank its shard)
+        optimizer = self.inner._get_optimizer()  # over the sharded parameters
         if loaded is not None:
-            params = dict(self.inner._named_trainable())
-            index = {name: i for i, name in enumerate(params)}
-            optimizer = self.inner._get_optimizer()
+            params = [p for _, p in self.inner._named_trainable()]
             state = {
-                index[name]: {key: self._local(value, params[name]) for key, value in per.items()}
-                for name, per in loaded["state"].items()
+                i: {key: self._local(value, params[i]) for key, value in per.items()}
+                for i, per in loaded["state"].items()
             }
-            groups = [
-                {**g, "params": [index[n] for n in g["params"]]} for g in loaded["param_groups"]
-            ]
-            optimizer.load_state_dict({"state": state, "param_groups": groups})
-
-    def _optimizer_names_state(self) -> dict[str, Any] | None:
-        """The inner optimizer's state keyed by parameter name (None before any)."""
-        optimizer = self.inner._optimizer
-        if optimizer is None:
-            return None
-        names = [n for n, _ in self.inner._named_trainable()]
-        state = optimizer.state_dict()
-        return {
-            "state": {names[i]: dict(per) for i, per in state["state"].items()},
-            "param_groups": [
-                {**g, "params": [names[i] for i in g["params"]]} for g in state["param_groups"]
-            ],
-        }
+            optimizer.load_state_dict({"state": state, "param_groups": loaded["param_groups"]})
 
     @staticmethod
     def _local(value: Any, param: Any) -> Any:
@@ -227,25 +212,21 @@ class FullyShardedLearner(RankedLearner):
         self._whole = False
 
     def _whole_optimizer_state(self) -> dict[str, Any]:
-        """AdamW's state with every sharded tensor gathered whole (collective, in the
-        parameters' order on every rank), keyed by parameter name."""
+        """AdamW's `state_dict()` with every sharded tensor gathered whole (collective,
+        one tensor at a time, in the same order on every rank); rank 0 keeps CPU copies,
+        the other ranks none."""
         from torch.distributed.tensor import DTensor
 
-        named = self._optimizer_names_state()
-        if named is None:
-            named = {"state": {}, "param_groups": []}
-        whole: dict[str, dict[str, Any]] = {}
-        for name, _ in self.inner._named_trainable():
-            per = named["state"].get(name, {})
-            # One tensor at a time; every rank takes part, rank 0 keeps a CPU copy.
-            whole[name] = {
+        state = self.inner._get_optimizer().state_dict()
+        whole: dict[int, dict[str, Any]] = {}
+        for index, per in sorted(state["state"].items()):
+            gathered = {
                 key: (value.full_tensor().cpu() if isinstance(value, DTensor) else value)
                 for key, value in sorted(per.items())
             }
-            if self.rank != 0:
-                whole[name] = {}
-        named["state"] = {n: v for n, v in whole.items() if v}
-        return named
+            if self.rank == 0:
+                whole[index] = gathered
+        return {"state": whole, "param_groups": state["param_groups"]}
 
     def sampler(self) -> Any:
         self.gather()
@@ -334,18 +315,7 @@ class FullyShardedLearner(RankedLearner):
         self.inner.tokenizer.save_pretrained(str(path))
         names = [n for n, _ in self.inner._named_trainable()]
         extra = {"version": self.inner.version, "temperature": self.inner.temperature}
-        index = {name: i for i, name in enumerate(names)}
-        checkpoint_io.save_optimizer_state(
-            {
-                "state": {index[n]: per for n, per in state["state"].items()},
-                "param_groups": [
-                    {**g, "params": [index[n] for n in g["params"]]} for g in state["param_groups"]
-                ],
-            },
-            names,
-            path,
-            extra,
-        )
+        checkpoint_io.save_optimizer_state(state, names, path, extra)
 
     def load(self, path: Path) -> None:
         """Resume: every rank reads the checkpoint whole, before the model is sharded."""

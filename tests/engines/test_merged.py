@@ -16,7 +16,14 @@ from spiral.engines.merged import _SLOT, MAX_MERGED, merged
 from spiral.engines.sampler import TorchSampler
 from spiral.engines.snapshots import TRAINED, drop_snapshot, take_snapshot
 
-from .conftest import PROMPT_TEXTS, agreement_constraints, chat_prompts, max_gap, to_datum
+from .conftest import (
+    PROMPT_TEXTS,
+    agreement_constraints,
+    chat_prompts,
+    is_loss,
+    max_gap,
+    to_datum,
+)
 
 
 def _model(path: Path, dtype: str = "float32"):
@@ -147,7 +154,5 @@ def test_the_learner_frees_the_trained_merge_when_it_learns(tiny_llama: Path) ->
     completions = learner.sampler().sample(prompts, SamplingParams(max_tokens=4, seed=1))
     assert TRAINED in learner.model.__dict__[_SLOT]
     datums = [to_datum(p, c) for p, c in zip(prompts, completions, strict=True)]
-    from .conftest import is_loss
-
     learner.forward_backward(datums, is_loss)
     assert TRAINED not in learner.model.__dict__[_SLOT]
