@@ -36,6 +36,7 @@ from spiral.train.presets import PRESETS
 from spiral.types import DTypeName
 
 LrSchedule = Literal["constant", "linear", "cosine", "step"]
+LrStaleness = Literal["constant", "inverse"]
 
 
 # One error type for a bad command line, whichever command (spiral.args).
@@ -196,6 +197,12 @@ class TrainConfig:
         default=0.1,
         doc="lr_schedule=step: the lower rate as a fraction of learning_rate",
         validator=positive,
+    )
+    lr_staleness: LrStaleness = chz.field(
+        default="constant",
+        doc="async loop: constant | inverse (each step's learning rate times the mean of "
+        "1 / max(1, staleness) over its trained tokens: rows two versions behind count half; "
+        "staleness-aware async SGD, spiral/algo/staleness.py)",
     )
     loss_fn: LossName = chz.field(
         default="importance_sampling",
@@ -487,6 +494,12 @@ class TrainConfig:
             raise ConfigError(
                 "lr_schedule=step needs lr_step_at > 0, the first step at the lower rate "
                 "(e.g. lr_step_at=60 lr_step_factor=0.1)"
+            )
+        if self.lr_staleness != "constant" and not self.use_async_actor_learner:
+            raise ConfigError(
+                f"lr_staleness={self.lr_staleness} scales the step by the staleness of the "
+                "async loop's games; the sync loop trains on games its current weights "
+                "played: add use_async_actor_learner=true or drop lr_staleness"
             )
         if not 0.0 < self.top_p <= 1.0:
             raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}")

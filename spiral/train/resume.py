@@ -11,6 +11,9 @@
   the learner follows on resume) may change. Starting a NEW run folder from a checkpoint
   (`load_checkpoint_path=` with a fresh `log_path=`) is fine-tuning, not resuming: only
   the shape keys must match.
+- **Keys newer than the run folder** (a key added to Spiral after the run was saved) count
+  as their default: the run trained with the behaviour the default names, so a folder
+  from before the key resumes as long as the key is left at its default.
 """
 
 from __future__ import annotations
@@ -73,7 +76,9 @@ def remove_partial_writes(ckpt_dir: Path) -> int:
 
 
 def check_resume_config(saved: dict[str, Any], new: dict[str, Any], same_run: bool) -> None:
-    """Raise ConfigError naming the first key whose change the resume cannot honour."""
+    """Raise ConfigError naming the first key whose change the resume cannot honour.
+    A key missing from `saved` (added to Spiral after the run) counts as its default."""
+    saved = {**TrainConfig().to_json(), **saved}
     for key in SHAPE_KEYS:
         if key in saved and saved[key] != new.get(key):
             raise ConfigError(

@@ -23,6 +23,7 @@ from spiral.algo.losses import combine_diagnostics, get_loss
 from spiral.algo.merge import center_by_prompt, merge_identical, split_minibatches
 from spiral.algo.rae import Baselines, rae_advantages
 from spiral.algo.regularizers import Regularizer
+from spiral.algo.staleness import staleness_lr_scale
 from spiral.algo.stats import episode_metrics
 from spiral.engines.base import Learner, SamplingParams
 from spiral.report.run_info import reset_peak_rss, window_peak_rss_mb
@@ -157,7 +158,9 @@ def learn(
 
 
 def update(cfg: TrainConfig, learner: Learner, datums: list[Datum], step: int) -> dict[str, float]:
-    """`num_substeps` optimizer steps, one per minibatch; metrics averaged over them."""
+    """`num_substeps` optimizer steps, one per minibatch; metrics averaged over them.
+    With `lr_staleness=inverse` each step's learning rate is scaled by its rows' staleness
+    (`staleness_lr_scale`: two versions behind count half)."""
     loss_fn = functools.partial(get_loss(cfg.loss_fn), clip=cfg.ppo_clip)
     entropy_coef, kl_coef = cfg.entropy_coef_at(step), cfg.kl_coef_at(step)
     reg = Regularizer(
@@ -170,7 +173,11 @@ def update(cfg: TrainConfig, learner: Learner, datums: list[Datum], step: int) -
     per_substep: list[dict[str, float]] = []
     for minibatch in minibatches:
         metrics = forward_backward_by_staleness(learner, minibatch, loss_fn, reg)
-        metrics.update(learner.optim_step(cfg.learning_rate_at(step)))
+        scale = 1.0
+        if cfg.lr_staleness == "inverse":
+            scale = staleness_lr_scale(minibatch, learner.version)
+            metrics["lr_staleness_scale"] = scale
+        metrics.update(learner.optim_step(cfg.learning_rate_at(step) * scale))
         per_substep.append(metrics)
     return {
         **mean_metrics(per_substep),

@@ -57,6 +57,8 @@ def test_make_train_uses_a_known_preset() -> None:
         (["preset=nope"], "embedded-tictactoe"),
         (["lora_rank"], "key=value"),
         (["use_llm_obs_wrappers=True,False"], "one per env"),
+        (["lr_staleness=inverse"], "add use_async_actor_learner=true"),
+        (["use_async_actor_learner=true", "lr_staleness=half"], "constant, inverse"),
     ],
 )
 def test_bad_config_says_what_to_do(args: list[str], message: str) -> None:

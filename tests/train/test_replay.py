@@ -161,3 +161,22 @@ def test_async_without_ray_says_how_to_get_it(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray now raises ImportError
     with pytest.raises(SpiralError, match=r"pip install 'spiral-selfplay\[ray\]'"):
         ray_module()
+
+
+def test_inverse_lr_staleness_scales_the_optimizer_step(tiny_learner: object) -> None:
+    from spiral.train.config import parse_config
+    from spiral.train.step import update
+
+    learner = tiny_learner
+    learner.version = 3  # type: ignore[attr-defined]
+    # Two rows of 4 trained tokens: one a version behind (x1), one two behind (x1/2).
+    datums = [_datum((3, 4, 5, 6, 7), 1.0, version=2), _datum((3, 4, 9, 10, 11), -0.5, version=1)]
+    args = ["use_async_actor_learner=true", "learning_rate=0.01", "loss_fn=importance_sampling"]
+    plain = update(parse_config(args), learner, datums, step=0)  # type: ignore[arg-type]
+    assert plain["lr"] == 0.01 and "lr_staleness_scale" not in plain
+    learner.version = 3  # type: ignore[attr-defined]
+    scaled = update(parse_config([*args, "lr_staleness=inverse"]), learner, datums, step=0)  # type: ignore[arg-type]
+    assert scaled["lr_staleness_scale"] == pytest.approx(0.75)
+    assert scaled["lr"] == pytest.approx(0.0075)
+    groups = learner._get_optimizer().param_groups  # type: ignore[attr-defined]
+    assert all(g["lr"] == pytest.approx(0.0075) for g in groups)

@@ -17,6 +17,7 @@ from spiral.report.sinks import read_jsonl
 from spiral.train.checkpoint import latest_checkpoint, load_loop_state
 from spiral.train.config import ConfigError, parse_config
 from spiral.train.loop import RunResult, train
+from spiral.train.resume import check_resume_config
 from spiral.train.setup import build_setup, make_learner_factory
 
 from .test_e2e import _assert_rows_close, tiny_args, tiny_model  # noqa: F401  (fixture)
@@ -134,3 +135,16 @@ def test_resume_allows_extending_and_cleans_killed_writes(
     assert not killed.exists()
     assert json.loads((run / "config.json").read_text())["max_steps"] == 3
     assert load_loop_state(latest_checkpoint(run / "checkpoints")).step == 3
+
+
+def _parse(model: Path, *extra: str):  # type: ignore[no-untyped-def]
+    return parse_config([f"model_name={model}", "env_ids=TicTacToe-v0", *extra])
+
+
+def test_a_key_newer_than_the_run_folder_counts_as_its_default(tiny_model: Path) -> None:  # noqa: F811
+    new = _parse(tiny_model, "use_async_actor_learner=true").to_json()
+    older = {k: v for k, v in new.items() if k != "lr_staleness"}
+    check_resume_config(older, new, same_run=True)  # the default: what the run did
+    changed = _parse(tiny_model, "use_async_actor_learner=true", "lr_staleness=inverse")
+    with pytest.raises(ConfigError, match="lr_staleness=constant to continue"):
+        check_resume_config(older, changed.to_json(), same_run=True)

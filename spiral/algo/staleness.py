@@ -1,0 +1,36 @@
+"""How far to trust a step whose rows were sampled by older weights (the async loop).
+
+A delayed gradient is a gradient of where the policy was, applied where it is: with a
+large step the delay makes the update overshoot and oscillate (delayed gradient descent
+is stable only for step sizes that shrink as the delay grows). Staleness-aware
+asynchronous SGD (Zhang, Gupta, Lian and Liu, IJCAI 2016) divides each gradient's step
+size by its staleness. One optimizer step here combines rows of several stalenesses, so
+
+    scale = sum_rows tokens * 1 / max(1, age)  /  sum_rows tokens
+
+with `age` = versions between the weights that sampled the row and the learner's, and
+`tokens` = the row's trained tokens (its mask's sum) times its `weight` (the rows it stands for). A step on
+fresh rows (age 0, the sync loop) or one version behind (age 1, the least the async loop
+can have once it overlaps) keeps the full learning rate; two versions behind, half.
+With plain SGD this equals giving every row its own step size lr / max(1, age); with Adam,
+which normalises the gradient's scale away, it is applied to the learning rate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from spiral.types import Datum
+
+
+def staleness_lr_scale(datums: Sequence[Datum], version: int) -> float:
+    """The factor for the learning rate of a step on `datums` at learner `version`: the
+    trained-token-weighted mean of 1 / max(1, age). Rows of unknown version (-1) count as
+    fresh; 1.0 when no row has a trained token."""
+    total = scaled = 0.0
+    for d in datums:
+        tokens = d.weight * sum(d.mask)
+        age = version - d.policy_version if d.policy_version >= 0 else 0
+        total += tokens
+        scaled += tokens / max(1, age)
+    return scaled / total if total > 0 else 1.0
