@@ -14,6 +14,15 @@ fresh rows (age 0, the sync loop) or one version behind (age 1, the least the as
 can have once it overlaps) keeps the full learning rate; two versions behind, half.
 With plain SGD this equals giving every row its own step size lr / max(1, age); with Adam,
 which normalises the gradient's scale away, it is applied to the learning rate.
+
+The staleness counts versions, not how far the policy moved in them: early in a run one
+update at a high learning rate moves it further (an approx_kl of 2 after the Kuhn
+preset's first step) than ten late ones. `kl_lr_scale` measures the distance itself: the
+batch's approx_kl between the sampler's log-probs and the learner's (computed in the
+forward pass the step needs anyway) and, above a target, shrinks the step in proportion,
+a trust region around the weights that played (the adaptive learning rate some PPO codes
+use, applied within the step). On fresh rows approx_kl is the sampler/learner numerics
+gap (below 0.01 here), so a target above it leaves the sync loop alone.
 """
 
 from __future__ import annotations
@@ -34,3 +43,11 @@ def staleness_lr_scale(datums: Sequence[Datum], version: int) -> float:
         total += tokens
         scaled += tokens / max(1, age)
     return scaled / total if total > 0 else 1.0
+
+
+def kl_lr_scale(approx_kl: float, target: float) -> float:
+    """min(1, target / approx_kl): the factor for a step whose rows' sampler is `approx_kl`
+    from the learner's weights; 1.0 when `target` is 0 (off)."""
+    if target <= 0 or approx_kl <= target:
+        return 1.0
+    return target / approx_kl

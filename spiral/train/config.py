@@ -204,6 +204,13 @@ class TrainConfig:
         "1 / max(1, staleness) over its trained tokens: rows two versions behind count half; "
         "staleness-aware async SGD, spiral/algo/staleness.py)",
     )
+    lr_kl_target: float = chz.field(
+        default=0.0,
+        doc="a step whose rows' approx_kl (sampler vs learner: how far the weights moved "
+        "since the rows were played) exceeds this gets learning rate x target / approx_kl; "
+        "0 = off. For stale rows (async); fresh rows sit below 0.01",
+        validator=non_negative,
+    )
     loss_fn: LossName = chz.field(
         default="importance_sampling",
         doc="importance_sampling (unclipped, the original) | ppo (clipped) | "

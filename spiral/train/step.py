@@ -23,7 +23,7 @@ from spiral.algo.losses import combine_diagnostics, get_loss
 from spiral.algo.merge import center_by_prompt, merge_identical, split_minibatches
 from spiral.algo.rae import Baselines, rae_advantages
 from spiral.algo.regularizers import Regularizer
-from spiral.algo.staleness import staleness_lr_scale
+from spiral.algo.staleness import kl_lr_scale, staleness_lr_scale
 from spiral.algo.stats import episode_metrics
 from spiral.engines.base import Learner, SamplingParams
 from spiral.report.run_info import reset_peak_rss, window_peak_rss_mb
@@ -160,7 +160,8 @@ def learn(
 def update(cfg: TrainConfig, learner: Learner, datums: list[Datum], step: int) -> dict[str, float]:
     """`num_substeps` optimizer steps, one per minibatch; metrics averaged over them.
     With `lr_staleness=inverse` each step's learning rate is scaled by its rows' staleness
-    (`staleness_lr_scale`: two versions behind count half)."""
+    (`staleness_lr_scale`: two versions behind count half), with `lr_kl_target` by how
+    far the weights moved since the rows were played (`kl_lr_scale`)."""
     loss_fn = functools.partial(get_loss(cfg.loss_fn), clip=cfg.ppo_clip)
     entropy_coef, kl_coef = cfg.entropy_coef_at(step), cfg.kl_coef_at(step)
     reg = Regularizer(
@@ -177,6 +178,10 @@ def update(cfg: TrainConfig, learner: Learner, datums: list[Datum], step: int) -
         if cfg.lr_staleness == "inverse":
             scale = staleness_lr_scale(minibatch, learner.version)
             metrics["lr_staleness_scale"] = scale
+        if cfg.lr_kl_target > 0:
+            kl_scale = kl_lr_scale(metrics.get("approx_kl", 0.0), cfg.lr_kl_target)
+            metrics["lr_kl_scale"] = kl_scale
+            scale *= kl_scale
         metrics.update(learner.optim_step(cfg.learning_rate_at(step) * scale))
         per_substep.append(metrics)
     return {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from spiral.algo.staleness import staleness_lr_scale
+from spiral.algo.staleness import kl_lr_scale, staleness_lr_scale
 from spiral.types import Datum
 
 
@@ -33,3 +33,10 @@ def test_fresh_and_one_behind_keep_the_learning_rate() -> None:
     assert staleness_lr_scale([_row(4, 3), _row(3, 1)], version=4) == 1.0
     assert staleness_lr_scale([_row(2, 1)], version=4) == 0.5
     assert staleness_lr_scale([], version=4) == 1.0
+
+
+def test_kl_scale_shrinks_steps_beyond_the_target_only() -> None:
+    assert kl_lr_scale(0.5, target=0.05) == pytest.approx(0.1)
+    assert kl_lr_scale(0.05, target=0.05) == 1.0
+    assert kl_lr_scale(0.004, target=0.05) == 1.0
+    assert kl_lr_scale(2.0, target=0.0) == 1.0  # off

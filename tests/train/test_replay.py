@@ -180,3 +180,22 @@ def test_inverse_lr_staleness_scales_the_optimizer_step(tiny_learner: object) ->
     assert scaled["lr"] == pytest.approx(0.0075)
     groups = learner._get_optimizer().param_groups  # type: ignore[attr-defined]
     assert all(g["lr"] == pytest.approx(0.0075) for g in groups)
+
+
+def test_lr_kl_target_shrinks_a_step_on_rows_far_from_the_weights(tiny_learner: object) -> None:
+    from spiral.train.config import parse_config
+    from spiral.train.step import update
+
+    learner = tiny_learner
+    learner.version = 0  # type: ignore[attr-defined]
+    # The rows' sampler log-probs (-1.0, -1.1, ...) are far from the tiny model's (~ -6):
+    # approx_kl well above the target.
+    datums = [_datum((3, 4, 5, 6, 7), 1.0, version=0)]
+    args = ["learning_rate=0.01", "lr_kl_target=0.05"]
+    metrics = update(parse_config(args), learner, datums, step=0)  # type: ignore[arg-type]
+    assert metrics["approx_kl"] > 0.05
+    assert metrics["lr_kl_scale"] == pytest.approx(0.05 / metrics["approx_kl"])
+    assert metrics["lr"] == pytest.approx(0.01 * 0.05 / metrics["approx_kl"])
+    near = parse_config(["learning_rate=0.01", f"lr_kl_target={metrics['approx_kl'] * 10}"])
+    again = update(near, learner, datums, step=0)  # type: ignore[arg-type]
+    assert again["lr_kl_scale"] == 1.0 and again["lr"] == 0.01
