@@ -9,9 +9,10 @@ size by its staleness. One optimizer step here combines rows of several stalenes
     scale = sum_rows tokens * 1 / max(1, age)  /  sum_rows tokens
 
 with `age` = versions between the weights that sampled the row and the learner's, and
-`tokens` = the row's trained tokens (its mask's sum) times its `weight` (the rows it stands for). A step on
-fresh rows (age 0, the sync loop) or one version behind (age 1, the least the async loop
-can have once it overlaps) keeps the full learning rate; two versions behind, half.
+`tokens` = the row's trained tokens (its mask's sum) times its `weight` (the rows it
+stands for). A step on fresh rows (age 0, the sync loop) or one version behind (age 1,
+the least the async loop can have once it overlaps) keeps the full learning rate; two
+versions behind, half.
 With plain SGD this equals giving every row its own step size lr / max(1, age); with Adam,
 which normalises the gradient's scale away, it is applied to the learning rate.
 
