@@ -13,7 +13,9 @@
   the shape keys must match.
 - **Keys newer than the run folder** (a key added to Spiral after the run was saved) count
   as their default: the run trained with the behaviour the default names, so a folder
-  from before the key resumes as long as the key is left at its default.
+  from before the key resumes as long as the key is left at its default. This holds
+  because a new key's default is always the behaviour from before the key (the rule for
+  adding one: `lr_staleness=constant`, `lr_kl_target=0`, `fsdp=false`).
 """
 
 from __future__ import annotations
