@@ -23,7 +23,8 @@ batch's approx_kl between the sampler's log-probs and the learner's (computed in
 forward pass the step needs anyway) and, above a target, shrinks the step in proportion,
 a trust region around the weights that played (the adaptive learning rate some PPO codes
 use, applied within the step). On fresh rows approx_kl is the sampler/learner numerics
-gap (below 0.01 here), so a target above it leaves the sync loop alone.
+gap (at most 0.016 in the Kuhn sync runs on file), so a target above it leaves the
+sync loop alone.
 """
 
 from __future__ import annotations
