@@ -34,6 +34,12 @@ from collections.abc import Sequence
 from spiral.types import Datum
 
 
+def row_age(datum: Datum, version: int) -> int:
+    """Versions between the weights that sampled `datum` and the learner's `version`;
+    0 for a row of unknown version (-1), counted as fresh."""
+    return version - datum.policy_version if datum.policy_version >= 0 else 0
+
+
 def staleness_lr_scale(datums: Sequence[Datum], version: int) -> float:
     """The factor for the learning rate of a step on `datums` at learner `version`: the
     trained-token-weighted mean of 1 / max(1, age). Rows of unknown version (-1) count as
@@ -41,9 +47,8 @@ def staleness_lr_scale(datums: Sequence[Datum], version: int) -> float:
     total = scaled = 0.0
     for d in datums:
         tokens = d.weight * sum(d.mask)
-        age = version - d.policy_version if d.policy_version >= 0 else 0
         total += tokens
-        scaled += tokens / max(1, age)
+        scaled += tokens / max(1, row_age(d, version))
     return scaled / total if total > 0 else 1.0
 
 

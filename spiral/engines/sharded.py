@@ -31,10 +31,11 @@ What that asks of the loop, and how this learner gives it:
 - **Sampling and rank 0's work on whole weights.** The ranks play different games, so
   they make different numbers of forwards: before sampling, every rank gathers the whole
   model once (`gather`, collective) and keeps it whole until the optimizer step frees it
-  again (a local operation; with `share_prefix=false` the learning step frees it first). The loop calls `gather_on_every_rank` before rank 0
-  evaluates or writes a checkpoint alone; for a checkpoint it also gathers the optimizer's
-  moments, which rank 0 then writes in the one-process format: a checkpoint of an FSDP
-  run is a plain checkpoint (read by one process, by `spiral export`, or by FSDP again).
+  again (a local operation; with `share_prefix=false` the learning step frees it first).
+  The loop calls `gather_on_every_rank` before rank 0 evaluates or writes a checkpoint
+  alone; for a checkpoint it also gathers the optimizer's moments, which rank 0 then
+  writes in the one-process format: a checkpoint of an FSDP run is a plain checkpoint
+  (read by one process, by `spiral export`, or by FSDP again).
 - **Resume.** The weights and optimizer state are loaded whole into the inner learner
   first (`load`, every rank reads the same files) and sharded at the first use after.
 

@@ -23,7 +23,7 @@ from spiral.algo.losses import combine_diagnostics, get_loss
 from spiral.algo.merge import center_by_prompt, merge_identical, split_minibatches
 from spiral.algo.rae import Baselines, rae_advantages
 from spiral.algo.regularizers import Regularizer
-from spiral.algo.staleness import kl_lr_scale, staleness_lr_scale
+from spiral.algo.staleness import kl_lr_scale, row_age, staleness_lr_scale
 from spiral.algo.stats import episode_metrics
 from spiral.engines.base import Learner, SamplingParams
 from spiral.report.run_info import reset_peak_rss, window_peak_rss_mb
@@ -211,8 +211,7 @@ def forward_backward_by_staleness(
         return {}
     groups: dict[int, list[Datum]] = {}
     for d in datums:
-        age = learner.version - d.policy_version if d.policy_version >= 0 else 0
-        groups.setdefault(age, []).append(d)
+        groups.setdefault(row_age(d, learner.version), []).append(d)
     if len(groups) == 1:
         (age, rows), *_ = groups.items()
         metrics = learner.forward_backward(rows, loss_fn, reg)
