@@ -174,14 +174,7 @@ def update(cfg: TrainConfig, learner: Learner, datums: list[Datum], step: int) -
     per_substep: list[dict[str, float]] = []
     for minibatch in minibatches:
         metrics = forward_backward_by_staleness(learner, minibatch, loss_fn, reg)
-        scale = 1.0
-        if cfg.lr_staleness == "inverse":
-            scale = staleness_lr_scale(minibatch, learner.version)
-            metrics["lr_staleness_scale"] = scale
-        if cfg.lr_kl_target > 0:
-            kl_scale = kl_lr_scale(metrics.get("approx_kl", 0.0), cfg.lr_kl_target)
-            metrics["lr_kl_scale"] = kl_scale
-            scale *= kl_scale
+        scale = lr_scale(cfg, minibatch, learner.version, metrics)
         metrics.update(learner.optim_step(cfg.learning_rate_at(step) * scale))
         per_substep.append(metrics)
     return {
@@ -190,6 +183,22 @@ def update(cfg: TrainConfig, learner: Learner, datums: list[Datum], step: int) -
         "entropy_coef": entropy_coef,
         "kl_coef": kl_coef,
     }
+
+
+def lr_scale(
+    cfg: TrainConfig, datums: list[Datum], version: int, metrics: dict[str, float]
+) -> float:
+    """The factor for one optimizer step's learning rate from the stale-row levers
+    (`lr_staleness`, `lr_kl_target`; 1.0 with both off); each records its factor in
+    `metrics` (`lr_staleness_scale`, `lr_kl_scale`), which hold the step's approx_kl."""
+    scale = 1.0
+    if cfg.lr_staleness == "inverse":
+        metrics["lr_staleness_scale"] = staleness_lr_scale(datums, version)
+        scale *= metrics["lr_staleness_scale"]
+    if cfg.lr_kl_target > 0:
+        metrics["lr_kl_scale"] = kl_lr_scale(metrics.get("approx_kl", 0.0), cfg.lr_kl_target)
+        scale *= metrics["lr_kl_scale"]
+    return scale
 
 
 def mean_metrics(rows: list[dict[str, float]]) -> dict[str, float]:
