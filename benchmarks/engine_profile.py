@@ -32,9 +32,9 @@ import torch
 
 from spiral.engines.base import SamplingParams
 from spiral.engines.learner import TorchLearner
-from spiral.engines.loading import ModelConfig
+from spiral.engines.loading import ModelConfig, cache_keyword
 from spiral.engines.prefill import prefill
-from spiral.engines.sampler import _Row, cache_keyword
+from spiral.engines.sampler import _Row
 from spiral.engines.tiny import make_shaped_model
 
 

@@ -9,7 +9,10 @@ Keys (rates in tokens/s):
 - `sample/prefill_tokens_per_s`: prompt tokens / prefill time, counting the shared prefix
   once per row as the caller sees it (the effective rate with prefix reuse);
   `sample/prefill_computed_tokens_per_s`: tokens actually run through the model / time.
-- `sample/decode_tokens_per_s`: generated tokens / decode-loop time.
+- `sample/decode_tokens_per_s`: generated tokens / decode-loop time (the sampler as it
+  runs: `decode.py`'s packed step where it applies);
+  `sample/decode_tokens_per_s_model_forward`: the same call decoded by the model's own
+  forward (`packed_decode=False`), and `sample/speedup_packed_decode` their ratio.
 - `sample/speedup_vs_hf_generate`: generated tokens per second of our batched sampler
   (prefill + decode) over a loop of per-request `model.generate` calls with KV cache;
   `sample/speedup_prefix_reuse`: the same sampler with vs without prefix reuse.
@@ -242,6 +245,9 @@ def run_engine_benchmark(
         _time_sampler(sampler, others, new_tokens)
         _time_sampler(plain, others, new_tokens)
     stats, reuse_s, completions = _time_sampler(sampler, prompts, new_tokens)
+    sampler.packed_decode = False
+    forward_stats, _, _ = _time_sampler(sampler, prompts, new_tokens)
+    sampler.packed_decode = True
     _, plain_s, plain_completions = _time_sampler(plain, prompts, new_tokens)
     hf_s, hf_tokens = _time_hf_generate(learner.model, prompts, new_tokens, sampler.pad_id)
     bytes_per_step = decode_bytes_per_step(learner.model, batch, prompt_tokens + new_tokens / 2)
@@ -253,6 +259,14 @@ def run_engine_benchmark(
             "sample/prefill_tokens_per_s": stats["prompt_tokens"] / stats["prefill_s"],
             "sample/prefill_computed_tokens_per_s": stats["prefill_tokens"] / stats["prefill_s"],
             "sample/decode_tokens_per_s": stats["decode_tokens"] / stats["decode_s"],
+            "sample/decode_tokens_per_s_model_forward": (
+                forward_stats["decode_tokens"] / forward_stats["decode_s"]
+            ),
+            "sample/speedup_packed_decode": (
+                stats["decode_tokens"]
+                / stats["decode_s"]
+                / (forward_stats["decode_tokens"] / forward_stats["decode_s"])
+            ),
             "sample/decode_bytes_per_step": bytes_per_step,
             "sample/decode_bound_tokens_per_s": bound,
             "sample/decode_share_of_bound": stats["decode_tokens"] / stats["decode_s"] / bound,

@@ -67,6 +67,7 @@ from spiral.algo.regularizers import Regularizer, regularizer_loss, uniform_magn
 from spiral.engines.averaging import WeightAverage
 from spiral.engines.base import LossFn, Sampler
 from spiral.engines.constrained import answer_masks
+from spiral.engines.decode import drop_packed
 from spiral.engines.full_members import FullMembers, MemberSampler
 from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
 from spiral.engines.manifest import DamagedCheckpointError
@@ -205,6 +206,7 @@ class TorchLearner:
         max_loaded_members: int = 2,
         prefix_cache_mb: float = 0.0,
         merge_lora: bool = True,
+        packed_decode: bool = True,
     ) -> None:
         if normalize not in ("datums", "none"):
             raise ValueError(f"normalize must be 'datums' or 'none', got {normalize!r}")
@@ -223,6 +225,7 @@ class TorchLearner:
         self.share_prefix = share_prefix and not cfg.gradient_checkpointing
         self.prefix_reuse = share_prefix  # the samplers' (checkpointing is the learner's)
         self.merge_lora = merge_lora  # samplers compute with the adapter merged in (merged.py)
+        self.packed_decode = packed_decode  # samplers decode with decode.py's step
         self.share_identical = True  # samplers prefill identical prompts once (benchmarks: off)
         self.prefix_cache_mb = prefix_cache_mb  # each sampler's KV cache across calls
         # Pool members' kept answer distributions (sampler.py), dropped with the member.
@@ -424,9 +427,11 @@ class TorchLearner:
         if not datums:
             raise ValueError("forward_backward got no datums")
         reg = regularizer or Regularizer()
-        # The samplers' merge of the trained adapter (merged.py) is stale after this
-        # step's update anyway: free it before the activations peak.
+        # The samplers' merge of the trained adapter (merged.py) and their packed decode
+        # weights (decode.py) are stale after this step's update anyway: free them before
+        # the activations peak.
         drop_merged(self.model, snapshots.TRAINED)
+        drop_packed(self.model, snapshots.TRAINED)
         if normaliser is None:
             normaliser = sum(d.weight for d in datums) if self.normalize == "datums" else 1.0
         self.model.train()
@@ -564,6 +569,7 @@ class TorchLearner:
             prefix_cache_mb=self.prefix_cache_mb,
             prefix_reuse=self.prefix_reuse,
             merge_lora=self.merge_lora,
+            packed_decode=self.packed_decode,
         )
 
     # ----- the snapshot magnet (kl_reference="snapshot") ------------------------------
@@ -625,6 +631,7 @@ class TorchLearner:
             frozen=self.frozen_answers,
             prefix_reuse=self.prefix_reuse,
             merge_lora=self.merge_lora,
+            packed_decode=self.packed_decode,
         )
 
     # ----- checkpoints ----------------------------------------------------------------

@@ -19,7 +19,9 @@ and the stop rules. One `sample` call:
    that drew the same token form a child node (the KV cache is copied only when a node
    branches). Free text soon branches into one node per row, which is the ordinary
    batched decode; a constrained answer over a few legal moves never has more nodes than
-   moves, so 512 identical Kuhn prompts cost about as much as one.
+   moves, so 512 identical Kuhn prompts cost about as much as one. Each step's forward
+   runs through a `Decoder` (decode.py): our packed step for Llama-shaped models, the
+   model's own forward otherwise.
 
 Adapters (population play): `sample(..., adapters=)` names each row's LoRA adapter (None:
 the sampler's own, by default the trained one). Rows of different adapters never share a
@@ -70,8 +72,8 @@ import torch
 
 from spiral.engines.base import SamplingCancelled, SamplingParams
 from spiral.engines.constrained import ConstrainedRow
+from spiral.engines.decode import Decoder, ModelDecoder, packed_decoder
 from spiral.engines.kv_cache import PrefixCache
-from spiral.engines.loading import cache_keyword
 from spiral.engines.merged import merged
 from spiral.engines.precision import lora_compute
 from spiral.engines.prefill import (
@@ -198,9 +200,11 @@ class TorchSampler:
         frozen: dict[str, dict[Any, Any]] | None = None,
         prefix_cache_mb: float = 0.0,
         merge_lora: bool = True,
+        packed_decode: bool = True,
     ) -> None:
         self.model = model
         self.merge_lora = merge_lora  # compute with the adapter merged in (merged.py)
+        self.packed_decode = packed_decode  # decode.py's own step where it applies
         self.adapter = adapter  # a pool member's LoRA adapter (snapshots.py); None: trained
         # frozen adapter name -> its kept answer distributions (module docstring)
         self.frozen = frozen if frozen is not None else {}
@@ -454,10 +458,9 @@ class TorchSampler:
         stats["prefill_tokens"] += pre.computed_tokens
         t1 = time.perf_counter()
         stats["prefill_s"] += t1 - t0
-        cache, mask_BK, pos_B = pre.cache, pre.mask_BK, pre.next_pos_B
+        decoder: Decoder | None = None  # made when a first token is to be fed
         logits_BV = pre.out.logits[:, -1, :]
         nodes = [list(g.rows) for g in groups]  # node b <-> row b of the cache
-        cache_kw = cache_keyword(self.model)  # once, not per decoded token
         while nodes:
             if params.cancel is not None and params.cancel.is_set():
                 raise SamplingCancelled("sampling was cancelled (SamplingParams.cancel)")
@@ -468,27 +471,25 @@ class TorchSampler:
             if not children:
                 break
             parents = [parent for parent, _, _ in children]
+            device = logits_BV.device
+            if decoder is None:
+                decoder = self._decoder(pre, groups, params, names_B)
             if parents != list(range(len(nodes))):  # a node ended or branched
-                index_t = torch.tensor(parents, device=mask_BK.device)
-                cache.batch_select_indices(index_t)
-                mask_BK, pos_B = mask_BK[index_t], pos_B[index_t]
-                if names_B is not None:
-                    names_B = [names_B[p] for p in parents]
-            ids_B1 = torch.tensor([t for _, t, _ in children], device=mask_BK.device).unsqueeze(1)
+                decoder.select(torch.tensor(parents, device=device))
             nodes = [members for _, _, members in children]
-            mask_BK = torch.cat([mask_BK, torch.ones_like(mask_BK[:, :1])], dim=1)
-            mixing = {"adapter_names": names_B} if names_B is not None else {}
-            out = self.model(
-                input_ids=ids_B1,
-                attention_mask=mask_BK,
-                position_ids=pos_B.unsqueeze(1),
-                use_cache=True,
-                **{cache_kw: cache},
-                **mixing,
-            )
-            pos_B = pos_B + 1
-            logits_BV = out.logits[:, -1, :]
+            logits_BV = decoder.step(torch.tensor([t for _, t, _ in children], device=device))
         stats["decode_s"] += time.perf_counter() - t1
+
+    def _decoder(
+        self, pre: Any, groups: list[_Group], params: SamplingParams, names_B: list[str] | None
+    ) -> Decoder:
+        """The packed decode step where it applies (decode.py), else the model's forward."""
+        if self.packed_decode and names_B is None:
+            room = max(_row_budget(params, g.constraint) for g in groups)
+            packed = packed_decoder(self.model, pre, room, groups[0].adapter)
+            if packed is not None:
+                return packed
+        return ModelDecoder(self.model, pre, names_B)
 
     def _step(
         self, logits_BV: torch.Tensor, nodes: list[list[_Row]], params: SamplingParams

@@ -125,6 +125,7 @@ class FullyShardedLearner(RankedLearner):
     def __init__(self, inner: Any, group: Any = None) -> None:
         super().__init__(inner, group)
         inner.merge_lora = False  # the merged adapter writes into the base layers
+        inner.packed_decode = False  # it would keep (views of) gathered weights past a reshard
         self._modules: list[Any] = []  # the sharded modules, once sharded
         self._whole = False  # weights gathered on this rank (and on every other)
         # The weights and optimizer state gathered whole for a checkpoint (rank 0 writes).

@@ -85,7 +85,7 @@ def _train_tokenizer(corpus: list[str], vocab_size: int, out_dir: Path) -> int:
 def _model_config(
     arch: str, vocab: int, hidden: int, layers: int, ids: dict[str, int], head_dim: int = 16
 ) -> object:
-    from transformers import LlamaConfig, Qwen3Config
+    from transformers import LlamaConfig, Qwen2Config, Qwen3Config
 
     heads = max(1, hidden // head_dim)
     common = dict(
@@ -100,7 +100,7 @@ def _model_config(
         tie_word_embeddings=False,
         **ids,
     )
-    config_cls = {"llama": LlamaConfig, "qwen3": Qwen3Config}[arch]
+    config_cls = {"llama": LlamaConfig, "qwen2": Qwen2Config, "qwen3": Qwen3Config}[arch]
     if arch == "qwen3":
         common["head_dim"] = hidden // heads
     return config_cls(**common)
@@ -108,7 +108,7 @@ def _model_config(
 
 def make_tiny_model(
     path: Path,
-    arch: Literal["llama", "qwen3"] = "llama",
+    arch: Literal["llama", "qwen2", "qwen3"] = "llama",
     hidden: int = 64,
     layers: int = 2,
     seed: int = 0,
@@ -121,8 +121,8 @@ def make_tiny_model(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
-    if arch not in ("llama", "qwen3"):
-        raise ValueError(f"arch must be 'llama' or 'qwen3', got {arch!r}")
+    if arch not in ("llama", "qwen2", "qwen3"):
+        raise ValueError(f"arch must be 'llama', 'qwen2' or 'qwen3', got {arch!r}")
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     vocab = _train_tokenizer(corpus or default_corpus(), vocab_size, path)

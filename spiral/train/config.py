@@ -117,6 +117,14 @@ class TrainConfig:
         "weights (one matrix product a layer instead of three; costs one copy of the "
         "adapted weights, two in population play); false: PEFT's adapter path",
     )
+    packed_decode: bool = chz.field(
+        default=True,
+        doc="the local sampler decodes Llama-shaped models (llama, qwen2, qwen3) with its "
+        "own step: projections concatenated and prepacked for oneDNN on CPUs, the KV "
+        "cache written in place; the same logits as the model's forward (bit for bit in "
+        "bf16 on CPUs), ~1.5x faster decode; false: the model's forward "
+        "(spiral/engines/decode.py)",
+    )
     prefix_cache_mb: float = chz.field(
         default=1024.0,
         doc="the sampler's KV cache of earlier prompts, carried across the calls of one "

@@ -57,6 +57,7 @@ SAFE_KEYS = frozenset(
         "prefix_cache_mb",
         "share_prefix",
         "merge_lora_for_sampling",
+        "packed_decode",
         "temperature",
         "preset",
     }

@@ -107,6 +107,7 @@ def make_learner_factory(cfg: TrainConfig, ranks: Ranks | None = None) -> Callab
             prefix_cache_mb=cfg.prefix_cache_mb,
             share_prefix=cfg.share_prefix,
             merge_lora=cfg.merge_lora_for_sampling,
+            packed_decode=cfg.packed_decode,
         )
         if cfg.sampler_engine and cfg.sampler_engine != cfg.engine:
             learner = registry.sampled_by(

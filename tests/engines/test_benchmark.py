@@ -15,6 +15,7 @@ KEYS = (
     "sample/decode_tokens_per_s",
     "sample/speedup_vs_hf_generate",
     "sample/speedup_prefix_reuse",
+    "sample/speedup_packed_decode",
     "learn/tokens_per_s",
     "learn/tokens_per_s_no_prefix_sharing",
     "learn/speedup_prefix_sharing",

@@ -142,6 +142,7 @@ def test_sharing_and_merging_keys_reach_the_learner_and_its_samplers(tmp_path: P
                 f"model_name={tiny_llama}",
                 f"share_prefix={flag}",
                 f"merge_lora_for_sampling={flag}",
+                f"packed_decode={flag}",
                 "lora_rank=4",
             ]
         )
@@ -149,3 +150,4 @@ def test_sharing_and_merging_keys_reach_the_learner_and_its_samplers(tmp_path: P
         assert learner.share_prefix is expected
         assert learner.sampler().prefix_reuse is expected
         assert learner.sampler().merge_lora is expected
+        assert learner.sampler().packed_decode is expected

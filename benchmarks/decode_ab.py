@@ -1,0 +1,85 @@
+"""Sampling one step of games with `decode.py`'s packed decode step vs the model's own
+forward (`packed_decode=false`), in one process on the same weights and games (so the
+VM's drift cancels out). Arms alternate, `--reps` times, after a warm-up rep of each; the
+packed arm drops its packed weights before each step, as a training step (whose update
+changes the weights) does, so packing is counted. The LoRA adapter is first made non-zero
+by a few learner updates on the warm-up games (PEFT starts it at zero). Checks that both
+arms sampled the same tokens.
+
+    python benchmarks/decode_ab.py --preset embedded-tictactoe --json out.json [key=value ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any
+
+from spiral.algo.assemble import assemble
+from spiral.algo.losses import importance_sampling_loss
+from spiral.algo.merge import merge_identical
+from spiral.algo.rae import Baselines, rae_advantages
+from spiral.engines.decode import drop_packed
+from spiral.train.config import parse_config
+from spiral.train.loop import POLICY, collect
+from spiral.train.setup import build_setup, make_learner_factory
+
+
+def _tokens(episodes: list[Any]) -> list[tuple[int, ...]]:
+    return [t.completion.tokens for e in episodes for t in e.turns if t.completion is not None]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", default="embedded-tictactoe")
+    parser.add_argument("--reps", type=int, default=2)
+    parser.add_argument("--json", default="")
+    parser.add_argument("keys", nargs="*", help="more key=value training keys")
+    args = parser.parse_args()
+    cfg = parse_config([f"preset={args.preset}", "log_path=/dev/null", *args.keys])
+    setup = build_setup(cfg)
+    learner = make_learner_factory(cfg)()
+    learner.temperature = cfg.temperature
+    episodes, _ = collect(cfg, setup, learner, 0)
+    adv, _, _ = rae_advantages(episodes, Baselines({}), trained_agents={POLICY})
+    datums, _ = merge_identical(assemble(episodes, adv)[0])
+    for _ in range(3):
+        learner.forward_backward(datums, importance_sampling_loss)
+        learner.optim_step(cfg.learning_rate_at(0))
+    rows: dict[str, list[float]] = {"model_forward": [], "packed": []}
+    decode: dict[str, list[float]] = {"model_forward": [], "packed": []}
+    same = True
+    for rep in range(args.reps + 1):  # rep 0 warms each arm up and is not kept
+        tokens = {}
+        for arm in ("model_forward", "packed"):
+            learner.packed_decode = arm == "packed"
+            drop_packed(learner.model)
+            start = time.perf_counter()
+            episodes, metrics = collect(cfg, setup, learner, 1 + rep)
+            seconds = time.perf_counter() - start
+            tokens[arm] = _tokens(episodes)
+            if rep > 0:
+                rows[arm].append(seconds)
+                decode[arm].append(metrics.get("perf/decode_tokens", 0.0))
+            print(f"rep {rep} {arm}: sample {seconds:.2f} s", flush=True)
+        same = same and tokens["packed"] == tokens["model_forward"]
+    summary: dict[str, Any] = {
+        "preset": args.preset,
+        "keys": args.keys,
+        "sample_s": rows,
+        "decode_tokens": decode,
+        "sample_s_model_forward": min(rows["model_forward"]),
+        "sample_s_packed": min(rows["packed"]),
+        "same_tokens": same,
+    }
+    summary["speedup"] = summary["sample_s_model_forward"] / summary["sample_s_packed"]
+    print(json.dumps({k: v for k, v in summary.items() if k != "sample_s"}, indent=1))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(summary, f, indent=1)
+            f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
