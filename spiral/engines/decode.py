@@ -55,6 +55,11 @@ from spiral.engines.loading import cache_keyword
 ARCHITECTURES = ("llama", "qwen2", "qwen3")
 _SLOT = "_spiral_packed_decode"
 MAX_PACKED = 2  # adapters kept, as merged.MAX_MERGED: the trained one and the member sampled last
+# Packing takes ~0.2-0.3 s for the embedded model on this project's CPU and our step saves
+# ~20-25 ms a token at 16 rows, so a call that may decode fewer tokens than this uses
+# the model's forward unless the weights are packed already (a make-train Kuhn step,
+# answers of <= 8 tokens, sampled 2% slower when it packed: docs/results.md).
+MIN_ROOM_TO_PACK = 16
 
 
 class Decoder(Protocol):
@@ -204,9 +209,12 @@ def _sources(base: Any) -> list[list[tuple[torch.Tensor, torch.Tensor | None, An
     return out  # type: ignore[return-value]
 
 
-def packed_weights(model: Any, adapter: str, rows: int = 16) -> PackedWeights | None:
+def packed_weights(
+    model: Any, adapter: str, rows: int = 16, make: bool = True
+) -> PackedWeights | None:
     """The model's decode weights as it computes now (module docstring); None where the
-    packed step stands aside. `rows`: the batch the kernels are tuned for."""
+    packed step stands aside, or where they are not packed yet and `make` is False.
+    `rows`: the batch the kernels are tuned for."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     if not _supported(base):
         return None
@@ -220,6 +228,8 @@ def packed_weights(model: Any, adapter: str, rows: int = 16) -> PackedWeights | 
     if kept is not None and kept.key == key:
         slots.move_to_end(adapter)
         return kept
+    if not make:
+        return None
     slots.pop(adapter, None)  # free the old copy before making the new one
     while len(slots) >= MAX_PACKED:
         slots.popitem(last=False)
@@ -352,9 +362,11 @@ class PackedDecoder:
 
 
 def packed_decoder(model: Any, pre: Any, room: int, adapter: str) -> PackedDecoder | None:
-    """A `PackedDecoder` for the prefilled batch `pre`, or None where it stands aside."""
+    """A `PackedDecoder` for the prefilled batch `pre` that may decode `room` tokens, or
+    None where it stands aside or would not pay for packing (`MIN_ROOM_TO_PACK`)."""
     rows = int(pre.mask_BK.shape[0])
-    weights = packed_weights(model, adapter, rows=max(rows, 1))
+    make = room >= MIN_ROOM_TO_PACK
+    weights = packed_weights(model, adapter, rows=max(rows, 1), make=make)
     if weights is None or not pre.cache.layers:
         return None
     return PackedDecoder(weights, pre, room)

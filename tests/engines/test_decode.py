@@ -13,6 +13,7 @@ import torch
 from spiral.engines.base import SamplingParams
 from spiral.engines.decode import (
     _SLOT,
+    MIN_ROOM_TO_PACK,
     ModelDecoder,
     PackedDecoder,
     drop_packed,
@@ -35,9 +36,10 @@ def tiny_qwen2(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_tiny_model(tmp_path_factory.mktemp("tiny") / "qwen2", arch="qwen2")
 
 
-def _loaded(path: Path, dtype: str, lora_rank: int = 0):
+def loaded(path: Path, dtype: str, lora_rank: int = 0, device: str = "cpu"):
     torch.manual_seed(0)
-    model, tok = load_model_and_tokenizer(ModelConfig(str(path), lora_rank=lora_rank, dtype=dtype))
+    cfg = ModelConfig(str(path), lora_rank=lora_rank, dtype=dtype, device=device)
+    model, tok = load_model_and_tokenizer(cfg)
     torch.manual_seed(1)
     with torch.no_grad():
         for name, param in model.named_parameters():
@@ -46,7 +48,7 @@ def _loaded(path: Path, dtype: str, lora_rank: int = 0):
     return model, tok
 
 
-def _run_both(model, tok, steps: int = 6):
+def run_both(model, tok, steps: int = 6):
     """Logits of the model's decoder and the packed one, fed the same tokens, with a
     branch (row 0 repeated) and an ended row after two steps."""
     prompts = chat_prompts(tok, PROMPT_TEXTS)  # different lengths: left padding
@@ -56,13 +58,14 @@ def _run_both(model, tok, steps: int = 6):
             pre = prefill(model, prompts, 0, tok.pad_token_id, None, logits_to_keep=1)
             decoders.append((pre, pre.out.logits[:, -1].float()))
         model_dec = ModelDecoder(model, decoders[0][0], None)
+        packed_weights(model, TRAINED)  # made here: so short a call would not pack them
         packed = packed_decoder(model, decoders[1][0], steps, TRAINED)
         assert isinstance(packed, PackedDecoder)
         ids_B = decoders[0][1].argmax(-1)
         pairs = []
         for step in range(steps):
             if step == 2:  # row 0 branches into two, row 3 ends
-                index_B = torch.tensor([0, 0, 2, 1])
+                index_B = torch.tensor([0, 0, 2, 1], device=model.device)
                 model_dec.select(index_B)
                 packed.select(index_B)
                 ids_B = ids_B[index_B]
@@ -78,8 +81,8 @@ def test_packed_step_is_the_models_forward_bit_for_bit_in_bf16(
     arch: str, tiny_llama: Path, tiny_qwen2: Path, tiny_qwen3: Path
 ) -> None:
     path = {"llama": tiny_llama, "qwen2": tiny_qwen2, "qwen3": tiny_qwen3}[arch]
-    model, tok = _loaded(path, "bfloat16")
-    for a, b in _run_both(model, tok):
+    model, tok = loaded(path, "bfloat16")
+    for a, b in run_both(model, tok):
         assert torch.equal(a, b), (a - b).abs().max()
 
 
@@ -88,8 +91,8 @@ def test_packed_step_agrees_with_the_model_in_fp32(
     arch: str, tiny_llama: Path, tiny_qwen2: Path, tiny_qwen3: Path
 ) -> None:
     path = {"llama": tiny_llama, "qwen2": tiny_qwen2, "qwen3": tiny_qwen3}[arch]
-    model, tok = _loaded(path, "float32")
-    for a, b in _run_both(model, tok):
+    model, tok = loaded(path, "float32")
+    for a, b in run_both(model, tok):
         assert (a - b).abs().max() < 1e-4
 
 
@@ -99,7 +102,7 @@ def test_sampler_completions_are_the_same_with_and_without_it(tiny_llama: Path) 
     learner = TorchLearner(ModelConfig(str(tiny_llama), lora_rank=4, dtype="bfloat16", seed=0))
     tok = learner.tokenizer
     prompts = chat_prompts(tok, PROMPT_TEXTS) * 3
-    params = SamplingParams(max_tokens=10, temperature=1.0, seed=3)
+    params = SamplingParams(max_tokens=MIN_ROOM_TO_PACK, temperature=1.0, seed=3)
     datums = [
         to_datum(p, c)
         for p, c in zip(prompts, learner.sampler().sample(prompts, params), strict=True)
@@ -121,22 +124,38 @@ def model_has_packed(model) -> bool:
     return bool(model.__dict__.get(_SLOT))
 
 
+def test_short_answers_pack_only_weights_packed_already(tiny_llama: Path) -> None:
+    """A call that may decode fewer than MIN_ROOM_TO_PACK tokens does not pay for packing,
+    but uses weights a longer call packed; both sample what the model's forward does."""
+    learner = TorchLearner(ModelConfig(str(tiny_llama), lora_rank=0, dtype="bfloat16", seed=0))
+    prompts = chat_prompts(learner.tokenizer, PROMPT_TEXTS)
+    short = SamplingParams(max_tokens=MIN_ROOM_TO_PACK - 1, temperature=1.0, seed=5)
+    sampler = learner.sampler()
+    first = sampler.sample(prompts, short)
+    assert not model_has_packed(learner.model)
+    sampler.sample(prompts, SamplingParams(max_tokens=MIN_ROOM_TO_PACK, seed=5))
+    assert model_has_packed(learner.model)
+    again = sampler.sample(prompts, short)  # now decoded by the packed step
+    assert [c.tokens for c in again] == [c.tokens for c in first]
+    assert [c.logprobs for c in again] == [c.logprobs for c in first]
+
+
 def test_new_weights_get_newly_packed_weights(tiny_llama: Path) -> None:
     """Full fine-tuning updates weights in place; a merged adapter is a new tensor: both
     change the key, so the packed step never computes with old weights."""
-    model, tok = _loaded(tiny_llama, "float32")
+    model, tok = loaded(tiny_llama, "float32")
     first = packed_weights(model, TRAINED)
     assert first is not None and packed_weights(model, TRAINED) is first  # kept
     with torch.no_grad():
         model.model.layers[0].mlp.down_proj.weight.add_(0.5)  # an optimizer step, in place
     second = packed_weights(model, TRAINED)
     assert second is not None and second is not first
-    for a, b in _run_both(model, tok, steps=2):
+    for a, b in run_both(model, tok, steps=2):
         assert (a - b).abs().max() < 1e-4  # with the updated weight
     drop_packed(model)
     assert not model_has_packed(model)
 
-    lora, tok = _loaded(tiny_llama, "float32", lora_rank=4)
+    lora, tok = loaded(tiny_llama, "float32", lora_rank=4)
     with merged(lora, TRAINED):
         before = packed_weights(lora, TRAINED)
     with torch.no_grad():
@@ -146,12 +165,12 @@ def test_new_weights_get_newly_packed_weights(tiny_llama: Path) -> None:
     with merged(lora, TRAINED):
         after = packed_weights(lora, TRAINED)
         assert after is not None and after is not before
-        for a, b in _run_both(lora, tok, steps=2):
+        for a, b in run_both(lora, tok, steps=2):
             assert (a - b).abs().max() < 1e-4
 
 
 def test_it_stands_aside_where_it_would_compute_something_else(tiny_llama: Path) -> None:
-    lora, tok = _loaded(tiny_llama, "float32", lora_rank=4)
+    lora, tok = loaded(tiny_llama, "float32", lora_rank=4)
     # an active adapter that is not merged would be ignored: refused
     assert packed_weights(lora, TRAINED) is None
     # an architecture it does not know
@@ -160,16 +179,17 @@ def test_it_stands_aside_where_it_would_compute_something_else(tiny_llama: Path)
     gpt2 = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=64))
     assert packed_weights(gpt2, TRAINED) is None
     # a sliding-window layer
-    model, _ = _loaded(tiny_llama, "float32")
+    model, _ = loaded(tiny_llama, "float32")
     model.model.layers[1].self_attn.sliding_window = 8
     assert packed_weights(model, TRAINED) is None
 
 
 def test_a_full_cache_is_an_error_not_a_wrong_answer(tiny_llama: Path) -> None:
-    model, tok = _loaded(tiny_llama, "float32")
+    model, tok = loaded(tiny_llama, "float32")
     prompts = chat_prompts(tok, PROMPT_TEXTS[:2])
     with eval_mode(model):
         pre = prefill(model, prompts, 0, tok.pad_token_id, None, logits_to_keep=1)
+        packed_weights(model, TRAINED)
         decoder = packed_decoder(model, pre, 1, TRAINED)
         assert decoder is not None
         ids_B = torch.tensor([5, 6])

@@ -47,6 +47,19 @@ def test_bf16_sampler_and_learner_agree_on_cuda(tiny_qwen3: Path, rank: int) -> 
     assert max_gap(learner, sample_agreement_datums(learner, 1, 0.8)) < BF16_TOLERANCE
 
 
+def test_packed_decode_agrees_with_the_models_forward_on_cuda(tiny_qwen3: Path) -> None:
+    """decode.py's step on the GPU (plain products over concatenated weights, sdpa):
+    the model's logits to bf16 rounding, through a branch and an ended row (on a CPU in
+    bf16 it is bit for bit, test_decode.py)."""
+    from .test_decode import loaded, run_both
+
+    model, tok = loaded(tiny_qwen3, "bfloat16", device=DEVICE)
+    for a, b in run_both(model, tok):
+        scale = float(a.abs().max())
+        torch.testing.assert_close(b, a, rtol=0.0, atol=0.03 * scale)
+        assert (a.argmax(-1) == b.argmax(-1)).float().mean() >= 0.75
+
+
 def test_gradient_checkpointing_on_cuda_gives_the_same_gradient(tiny_qwen3: Path) -> None:
     grads = []
     for checkpointing in (False, True):
