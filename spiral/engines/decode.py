@@ -36,7 +36,8 @@ model in bf16). They are made on first use from the weights the model holds then
 source weight's storage and version counter, with the sources pinned so that an address
 cannot be reused by other weights: a sampler made after an update, or after a merge of
 new adapter weights, gets newly packed weights (tested). `drop_packed(model, adapter)`
-frees them; the learner does when it learns, as it frees the merge.
+frees them; the learner does when it learns, as it frees the merge. A call that may
+decode fewer than `MIN_ROOM_TO_PACK` tokens does not pack (it uses weights packed already).
 """
 
 from __future__ import annotations
