@@ -11,19 +11,13 @@ arms sampled the same tokens.
 
 from __future__ import annotations
 
-import argparse
-import json
 import time
 from typing import Any
 
-from spiral.algo.assemble import assemble
-from spiral.algo.losses import importance_sampling_loss
-from spiral.algo.merge import merge_identical
-from spiral.algo.rae import Baselines, rae_advantages
+from ab_setup import ab_args, preset_learner, report
+
 from spiral.engines.decode import drop_packed
-from spiral.train.config import parse_config
-from spiral.train.loop import POLICY, collect
-from spiral.train.setup import build_setup, make_learner_factory
+from spiral.train.loop import collect
 
 
 def _tokens(episodes: list[Any]) -> list[tuple[int, ...]]:
@@ -31,22 +25,8 @@ def _tokens(episodes: list[Any]) -> list[tuple[int, ...]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--preset", default="embedded-tictactoe")
-    parser.add_argument("--reps", type=int, default=2)
-    parser.add_argument("--json", default="")
-    parser.add_argument("keys", nargs="*", help="more key=value training keys")
-    args = parser.parse_args()
-    cfg = parse_config([f"preset={args.preset}", "log_path=/dev/null", *args.keys])
-    setup = build_setup(cfg)
-    learner = make_learner_factory(cfg)()
-    learner.temperature = cfg.temperature
-    episodes, _ = collect(cfg, setup, learner, 0)
-    adv, _, _ = rae_advantages(episodes, Baselines({}), trained_agents={POLICY})
-    datums, _ = merge_identical(assemble(episodes, adv)[0])
-    for _ in range(3):
-        learner.forward_backward(datums, importance_sampling_loss)
-        learner.optim_step(cfg.learning_rate_at(0))
+    args = ab_args(__doc__ or "", "embedded-tictactoe", 2)
+    cfg, setup, learner, _ = preset_learner(args, updates=3)
     rows: dict[str, list[float]] = {"model_forward": [], "packed": []}
     decode: dict[str, list[float]] = {"model_forward": [], "packed": []}
     same = True
@@ -74,11 +54,7 @@ def main() -> None:
         "same_tokens": same,
     }
     summary["speedup"] = summary["sample_s_model_forward"] / summary["sample_s_packed"]
-    print(json.dumps({k: v for k, v in summary.items() if k != "sample_s"}, indent=1))
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(summary, f, indent=1)
-            f.write("\n")
+    report(summary, args.json, hide="sample_s")
 
 
 if __name__ == "__main__":

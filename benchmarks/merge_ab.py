@@ -10,39 +10,19 @@ few learner updates on the warm-up games (PEFT starts it at zero).
 
 from __future__ import annotations
 
-import argparse
-import json
 import time
 from typing import Any
 
-from spiral.algo.assemble import assemble
-from spiral.algo.losses import importance_sampling_loss
-from spiral.algo.merge import merge_identical
-from spiral.algo.rae import Baselines, rae_advantages
+from ab_setup import ab_args, preset_learner, report
+
 from spiral.engines.merged import _lora_layers, drop_merged, merged_weights
 from spiral.engines.snapshots import TRAINED
-from spiral.train.config import parse_config
-from spiral.train.loop import POLICY, collect
-from spiral.train.setup import build_setup, make_learner_factory
+from spiral.train.loop import collect
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--preset", default="embedded-kuhn")
-    parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--json", default="")
-    parser.add_argument("keys", nargs="*", help="more key=value training keys")
-    args = parser.parse_args()
-    cfg = parse_config([f"preset={args.preset}", "log_path=/dev/null", *args.keys])
-    setup = build_setup(cfg)
-    learner = make_learner_factory(cfg)()
-    learner.temperature = cfg.temperature
-    episodes, _ = collect(cfg, setup, learner, 0)
-    adv, _, _ = rae_advantages(episodes, Baselines({}), trained_agents={POLICY})
-    datums, _ = merge_identical(assemble(episodes, adv)[0])
-    for _ in range(3):
-        learner.forward_backward(datums, importance_sampling_loss)
-        learner.optim_step(cfg.learning_rate_at(0))
+    args = ab_args(__doc__ or "", "embedded-kuhn", 3)
+    cfg, setup, learner, _ = preset_learner(args, updates=3)
     layers = _lora_layers(learner.model, TRAINED)
     start = time.perf_counter()
     merged_weights(learner.model, TRAINED, layers or [])
@@ -68,11 +48,7 @@ def main() -> None:
         "sample_s_merged": min(rows["merged"]),
     }
     summary["speedup"] = summary["sample_s_adapter"] / summary["sample_s_merged"]
-    print(json.dumps({k: v for k, v in summary.items() if k != "sample_s"}, indent=1))
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(summary, f, indent=1)
-            f.write("\n")
+    report(summary, args.json, hide="sample_s")
 
 
 if __name__ == "__main__":

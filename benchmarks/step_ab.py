@@ -15,25 +15,20 @@ Usage:
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import json
 import time
 from collections.abc import Iterator
 from typing import Any
 
+from ab_setup import ab_args, preset_learner, report
+
 import spiral.engines.learner as learner_module
 import spiral.engines.sampler as sampler_module
-from spiral.algo.assemble import assemble
 from spiral.algo.losses import importance_sampling_loss
-from spiral.algo.merge import merge_identical
-from spiral.algo.rae import Baselines, rae_advantages
 from spiral.engines.attention import NAME
 from spiral.engines.learner import Regularizer
 from spiral.engines.precision import lora_compute
-from spiral.train.config import parse_config
-from spiral.train.loop import POLICY, collect
-from spiral.train.setup import build_setup, make_learner_factory
+from spiral.train.loop import collect
 
 
 @contextlib.contextmanager
@@ -52,19 +47,8 @@ def _arm(learner: Any, after: bool) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--preset", default="embedded-kuhn")
-    parser.add_argument("--reps", type=int, default=2)
-    parser.add_argument("--json", default="")
-    parser.add_argument("keys", nargs="*", help="more key=value training keys")
-    args = parser.parse_args()
-    cfg = parse_config([f"preset={args.preset}", "log_path=/dev/null", *args.keys])
-    setup = build_setup(cfg)
-    learner = make_learner_factory(cfg)()
-    learner.temperature = cfg.temperature
-    episodes, _ = collect(cfg, setup, learner, 0)  # warm-up, and the rows both arms learn on
-    adv, _, _ = rae_advantages(episodes, Baselines({}), trained_agents={POLICY})
-    datums, _ = merge_identical(assemble(episodes, adv)[0])
+    args = ab_args(__doc__ or "", "embedded-kuhn", 2)
+    cfg, setup, learner, datums = preset_learner(args)  # the rows both arms learn on
     reg = Regularizer(cfg.entropy_coef, 0.0, "uniform", "reverse")
     rows: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
     for rep in range(args.reps + 1):  # rep 0 warms each arm up and is not kept
@@ -92,11 +76,7 @@ def main() -> None:
         after = min(r[key] for r in rows["after"])
         summary[f"{key}_before"], summary[f"{key}_after"] = before, after
         summary[f"{key}_speedup"] = before / after
-    print(json.dumps({k: v for k, v in summary.items() if k != "runs"}, indent=1))
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(summary, f, indent=1)
-            f.write("\n")
+    report(summary, args.json, hide="runs")
 
 
 if __name__ == "__main__":

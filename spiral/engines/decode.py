@@ -52,6 +52,7 @@ import torch.nn.functional as F
 
 from spiral.engines.attention import matmul_attention
 from spiral.engines.loading import cache_keyword
+from spiral.engines.merged import drop_slot
 
 ARCHITECTURES = ("llama", "qwen2", "qwen3")
 _SLOT = "_spiral_packed_decode"
@@ -273,12 +274,7 @@ def packed_weights(
 
 def drop_packed(model: Any, adapter: str | None = None) -> None:
     """Free the packed decode weights of `adapter` (None: of every adapter)."""
-    slots = model.__dict__.get(_SLOT)
-    if slots is not None:
-        if adapter is None:
-            slots.clear()
-        else:
-            slots.pop(adapter, None)
+    drop_slot(model, _SLOT, adapter)
 
 
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:

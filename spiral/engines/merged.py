@@ -112,7 +112,13 @@ def merged_weights(model: Any, adapter: str, layers: list[Any]) -> list[torch.Te
 
 def drop_merged(model: Any, adapter: str | None = None) -> None:
     """Free the cached merge of `adapter` (None: of every adapter)."""
-    slots = model.__dict__.get(_SLOT)
+    drop_slot(model, _SLOT, adapter)
+
+
+def drop_slot(model: Any, slot: str, adapter: str | None) -> None:
+    """Drop `adapter`'s entry (None: every entry) of a per-adapter cache kept on the model
+    under `slot` (this module's merges, decode.py's packed weights)."""
+    slots = model.__dict__.get(slot)
     if slots is not None:
         if adapter is None:
             slots.clear()

@@ -76,24 +76,20 @@ def run_both(model, tok, steps: int = 6):
     return pairs
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
 @pytest.mark.parametrize("arch", ["llama", "qwen2", "qwen3"])
-def test_packed_step_is_the_models_forward_bit_for_bit_in_bf16(
-    arch: str, tiny_llama: Path, tiny_qwen2: Path, tiny_qwen3: Path
+def test_packed_step_is_the_models_forward(
+    arch: str, dtype: str, tiny_llama: Path, tiny_qwen2: Path, tiny_qwen3: Path
 ) -> None:
+    """Bit for bit in bf16 on a CPU (the same kernels and formulas); to rounding in fp32
+    (the concatenated products sum in another order)."""
     path = {"llama": tiny_llama, "qwen2": tiny_qwen2, "qwen3": tiny_qwen3}[arch]
-    model, tok = loaded(path, "bfloat16")
+    model, tok = loaded(path, dtype)
     for a, b in run_both(model, tok):
-        assert torch.equal(a, b), (a - b).abs().max()
-
-
-@pytest.mark.parametrize("arch", ["llama", "qwen2", "qwen3"])
-def test_packed_step_agrees_with_the_model_in_fp32(
-    arch: str, tiny_llama: Path, tiny_qwen2: Path, tiny_qwen3: Path
-) -> None:
-    path = {"llama": tiny_llama, "qwen2": tiny_qwen2, "qwen3": tiny_qwen3}[arch]
-    model, tok = loaded(path, "float32")
-    for a, b in run_both(model, tok):
-        assert (a - b).abs().max() < 1e-4
+        if dtype == "bfloat16":
+            assert torch.equal(a, b), (a - b).abs().max()
+        else:
+            assert (a - b).abs().max() < 1e-4
 
 
 def test_sampler_completions_are_the_same_with_and_without_it(tiny_llama: Path) -> None:
