@@ -1,41 +1,48 @@
 """Sampling one make-train Kuhn step with prompts tokenized per copy (old) vs once per
-distinct text (LLMPolicy.prompts, session 17); arms alternating, best of 3; asserts the
-same prompt ids. Run from the repository root."""
+distinct text (`LLMPolicy.prompts`, session 17); arms alternating, best of 3 after a
+warm-up rep; asserts the same prompt ids. Run from the repository root:
 
-import sys, time
+    python docs/results/engine-s17/tokenize_once_ab.py
+"""
 
-sys.argv = ["x"]
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
 sys.path.insert(0, "benchmarks")
-from ab_setup import ab_args, preset_learner
-from spiral.train.loop import collect
-from spiral.agents import llm_policy as lp
-from spiral.prompts.render import build_prompt, encode
+from ab_setup import preset_learner  # noqa: E402
 
-args = ab_args("x", "embedded-kuhn", 1)
-cfg, setup, learner, _ = preset_learner(args)
-new = lp.LLMPolicy.prompts
+from spiral.agents import llm_policy  # noqa: E402
+from spiral.prompts.render import build_prompt, encode  # noqa: E402
+from spiral.train.loop import collect  # noqa: E402
 
 
-def old(self, states):
+def per_copy(self: Any, states: Any) -> tuple[list[str], list[list[int]]]:
     tok = self.sampler.tokenizer
     texts = [build_prompt(s, s.current_player(), self.spec_for(s), tok) for s in states]
     return texts, [encode(t, tok) for t in texts]
 
 
-res = {"old": [], "new": []}
-toks = {}
-for rep in range(4):
-    for arm, fn in (("old", old), ("new", new)):
-        lp.LLMPolicy.prompts = fn
-        t = time.perf_counter()
-        eps, _ = collect(cfg, setup, learner, 1)
-        dt = time.perf_counter() - t
-        toks[arm] = [tt.prompt_ids for e in eps for tt in e.turns]
-        if rep:
-            res[arm].append(dt)
-    assert toks["old"] == toks["new"]
-print(
-    {k: [round(x, 2) for x in v] for k, v in res.items()},
-    "best old/new",
-    round(min(res["old"]) / min(res["new"]), 3),
-)
+def main() -> None:
+    args = type("Args", (), {"preset": "embedded-kuhn", "keys": []})()
+    cfg, setup, learner, _ = preset_learner(args)
+    arms = {"old": per_copy, "new": llm_policy.LLMPolicy.prompts}
+    seconds: dict[str, list[float]] = {"old": [], "new": []}
+    for rep in range(4):  # rep 0 warms up
+        ids = {}
+        for arm, prompts in arms.items():
+            llm_policy.LLMPolicy.prompts = prompts  # type: ignore[method-assign]
+            start = time.perf_counter()
+            episodes, _ = collect(cfg, setup, learner, 1)
+            if rep:
+                seconds[arm].append(time.perf_counter() - start)
+            ids[arm] = [t.prompt_ids for e in episodes for t in e.turns]
+        assert ids["old"] == ids["new"]
+    best = {arm: min(v) for arm, v in seconds.items()}
+    print(seconds, "best old/new", round(best["old"] / best["new"], 3))
+
+
+if __name__ == "__main__":
+    main()
