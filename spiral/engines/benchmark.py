@@ -252,24 +252,20 @@ def run_engine_benchmark(
     hf_s, hf_tokens = _time_hf_generate(learner.model, prompts, new_tokens, sampler.pad_id)
     bytes_per_step = decode_bytes_per_step(learner.model, batch, prompt_tokens + new_tokens / 2)
     bound = batch * result["machine/memory_bandwidth"] / bytes_per_step
+    decode_rate = stats["decode_tokens"] / stats["decode_s"]
+    forward_rate = forward_stats["decode_tokens"] / forward_stats["decode_s"]
     ours_rate = sum(len(c.tokens) for c in completions) / reuse_s
     plain_rate = sum(len(c.tokens) for c in plain_completions) / plain_s
     result.update(
         {
             "sample/prefill_tokens_per_s": stats["prompt_tokens"] / stats["prefill_s"],
             "sample/prefill_computed_tokens_per_s": stats["prefill_tokens"] / stats["prefill_s"],
-            "sample/decode_tokens_per_s": stats["decode_tokens"] / stats["decode_s"],
-            "sample/decode_tokens_per_s_model_forward": (
-                forward_stats["decode_tokens"] / forward_stats["decode_s"]
-            ),
-            "sample/speedup_packed_decode": (
-                stats["decode_tokens"]
-                / stats["decode_s"]
-                / (forward_stats["decode_tokens"] / forward_stats["decode_s"])
-            ),
+            "sample/decode_tokens_per_s": decode_rate,
+            "sample/decode_tokens_per_s_model_forward": forward_rate,
+            "sample/speedup_packed_decode": decode_rate / forward_rate,
             "sample/decode_bytes_per_step": bytes_per_step,
             "sample/decode_bound_tokens_per_s": bound,
-            "sample/decode_share_of_bound": stats["decode_tokens"] / stats["decode_s"] / bound,
+            "sample/decode_share_of_bound": decode_rate / bound,
             "sample/generated_tokens": float(sum(len(c.tokens) for c in completions)),
             "sample/seconds": reuse_s,
             "sample/seconds_no_prefix_reuse": plain_s,

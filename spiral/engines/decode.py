@@ -219,6 +219,10 @@ def packed_weights(
     """The model's decode weights as it computes now (module docstring); None where the
     packed step stands aside, or where they are not packed yet and `make` is False.
     `rows`: the batch the kernels are tuned for."""
+    slots: OrderedDict[str, PackedWeights] = model.__dict__.setdefault(_SLOT, OrderedDict())
+    kept = slots.get(adapter)
+    if kept is None and not make:  # nothing to look at: skip reading every weight's key
+        return None
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     if not _supported(base):
         return None
@@ -227,8 +231,6 @@ def packed_weights(
         return None
     params = [p for parts in sources for _, _, p in parts]
     key = tuple((p.data_ptr(), p._version) for p in params)
-    slots: OrderedDict[str, PackedWeights] = model.__dict__.setdefault(_SLOT, OrderedDict())
-    kept = slots.get(adapter)
     if kept is not None and kept.key == key:
         slots.move_to_end(adapter)
         return kept
@@ -363,9 +365,9 @@ class PackedDecoder:
 def packed_decoder(model: Any, pre: Any, room: int, adapter: str) -> PackedDecoder | None:
     """A `PackedDecoder` for the prefilled batch `pre` that may decode `room` tokens, or
     None where it stands aside or would not pay for packing (`MIN_ROOM_TO_PACK`)."""
+    if not pre.cache.layers:
+        return None
     rows = int(pre.mask_BK.shape[0])
     make = room >= MIN_ROOM_TO_PACK
     weights = packed_weights(model, adapter, rows=max(rows, 1), make=make)
-    if weights is None or not pre.cache.layers:
-        return None
-    return PackedDecoder(weights, pre, room)
+    return PackedDecoder(weights, pre, room) if weights is not None else None
