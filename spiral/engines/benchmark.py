@@ -23,6 +23,17 @@ Keys (rates in tokens/s):
 - `sample/decode_share_of_bound`: decode tokens/s over the memory-bandwidth bound
   `batch x machine/memory_bandwidth / sample/decode_bytes_per_step` (every weight and
   each row's KV read once per step; `decode_bytes_per_step`).
+- The roofline beside it: `sample/decode_compute_bound_tokens_per_s` is
+  `batch x machine/matmul_flops / sample/decode_flops_per_step` (`decode_flops_per_step`),
+  and `sample/decode_share_of_roofline` is decode tokens/s over the smaller of the two
+  bounds. Where the rows times the FLOPs each weight byte feeds exceed the machine's
+  FLOPs per byte of bandwidth (16 bf16 rows on a two-core CPU), decode is bound by
+  compute, and the bandwidth bound cannot be reached whatever the software does.
+- `sample/decode_products_share_of_bound`: one step's matrix products alone (the packed
+  step's prepacked linears, `decode.py`, on random inputs of `batch` rows; median of 5)
+  as a share of the bandwidth bound: the most any decode of these kernels can reach,
+  with norms, rotary, attention and sampling taking no time at all. Absent where the
+  packed step stands aside for the model.
 - `machine/memory_bandwidth`: bytes/s of a reduction over a 1 GiB buffer (best of 5).
 - `memory/peak_bytes`: the most memory the run held: on CUDA the allocator's peak
   (`torch.cuda.max_memory_allocated`), on a CPU the process's peak resident set.
@@ -30,6 +41,12 @@ Keys (rates in tokens/s):
   `learn/share_of_matmul_peak`: `learn/model_flops_per_s` / that peak, where model
   FLOPs = tokens x (4 with LoRA, 6 with full fine-tuning) x non-embedding parameters,
   from the run without prefix sharing (where every counted token is really computed).
+- `learn/matmul_time_fraction` (CPUs only): the share of that run's operator time spent
+  in matrix products (`aten::mm`, `bmm`, `addmm`, `baddbmm`; torch's profiler over one
+  more call), and `learn/share_of_matmul_peak_matmuls_only` = `share_of_matmul_peak` /
+  that fraction: the share the learner would reach if everything but its products
+  (norms, activations, attention, LoRA's adds, the loss, autograd's bookkeeping) took
+  no time.
 Timings on a shared machine vary with its load; compare runs on the same machine only.
 On CUDA every timed workload first runs once untimed at full size (the sampler on other
 prompts of the same shape, so its prefix cache does not serve the timed call): the first
@@ -113,6 +130,71 @@ def decode_bytes_per_step(model: Any, rows: int, context: float) -> float:
     kv_heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
     kv_per_token = 2 * cfg.num_hidden_layers * kv_heads * head_dim * head.element_size()
     return float(weights + rows * context * kv_per_token)
+
+
+def decode_flops_per_step(model: Any, rows: int, context: float) -> float:
+    """Floating-point operations of one decode step: per row 2 per weight of every linear
+    layer (the head's included, the embedding lookup and the norms not) and, per layer,
+    4 x query heads x head dim x `context` for the attention's two products."""
+    linear = sum(
+        m.weight.numel()
+        for name, m in model.named_modules()
+        # a PEFT model's LoRA factors are merged in for sampling: not products of their own
+        if isinstance(m, torch.nn.Linear)
+        and not any(p.startswith("lora_") for p in name.split("."))
+    )
+    head = model.get_output_embeddings()
+    if not isinstance(head, torch.nn.Linear):
+        linear += head.weight.numel()
+    cfg = model.config
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    attention = 4 * cfg.num_hidden_layers * cfg.num_attention_heads * head_dim * context
+    return float(rows * (2 * linear + attention))
+
+
+def _time_decode_products(model: Any, rows: int, reps: int = 5) -> float | None:
+    """Seconds one decode step's matrix products take alone (module docstring), median of
+    `reps`; None where the packed step stands aside for this model."""
+    from contextlib import nullcontext
+
+    from spiral.engines.decode import drop_packed, packed_weights
+
+    name = "benchmark-products"
+    base_weights = model.disable_adapter() if hasattr(model, "disable_adapter") else nullcontext()
+    with base_weights:  # the shapes the merged adapter would have
+        weights = packed_weights(model, name, rows=rows)
+    if weights is None:
+        return None
+    try:
+        cfg, device = model.config, model.device
+        dtype = model.get_output_embeddings().weight.dtype
+        hidden = torch.randn(rows, cfg.hidden_size, device=device, dtype=dtype)
+        attn = torch.randn(rows, weights.heads * weights.head_dim, device=device, dtype=dtype)
+        inner = torch.randn(rows, cfg.intermediate_size, device=device, dtype=dtype)
+        times = []
+        with torch.inference_mode():
+            for _ in range(reps + 1):
+                _sync(device)
+                start = time.perf_counter()
+                for layer in weights.layers:
+                    layer.qkv(hidden), layer.o(attn), layer.gate_up(hidden), layer.down(inner)
+                weights.head(hidden)
+                _sync(device)
+                times.append(time.perf_counter() - start)
+        return sorted(times[1:])[reps // 2]  # the first call warms up
+    finally:
+        drop_packed(model, name)
+
+
+def _matmul_time_fraction(learner: TorchLearner, datums: list[Datum]) -> float:
+    """Share of one forward_backward's operator time (self CPU time) in matrix products."""
+    products = {"aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm"}
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        learner.forward_backward(datums, _benchmark_loss)
+    learner.model.zero_grad(set_to_none=True)
+    events = prof.key_averages()
+    total = sum(e.self_cpu_time_total for e in events)
+    return sum(e.self_cpu_time_total for e in events if e.key in products) / total
 
 
 def _prompts(
@@ -199,6 +281,11 @@ def _time_learner(learner: TorchLearner, datums: list[Datum], lora_rank: int) ->
         _sync(device)
         learn_s[share] = time.perf_counter() - start
     learner.model.zero_grad(set_to_none=True)
+    profiled = {}
+    if device.type == "cpu":
+        learner.share_prefix = False
+        profiled["learn/matmul_time_fraction"] = _matmul_time_fraction(learner, datums)
+    learner.share_prefix = True
     params = float(sum(p.numel() for p in learner.model.parameters()))
     # Work per token: forward 2N + input-gradient backward 2N over the N non-embedding
     # weights (an embedding lookup is not a matmul; the tied head runs only on trained
@@ -212,6 +299,7 @@ def _time_learner(learner: TorchLearner, datums: list[Datum], lora_rank: int) ->
         "learn/seconds": learn_s[True],
         "learn/model_flops_per_s": flops_per_token * tokens / learn_s[False],
         "model/parameters": params,
+        **profiled,
     }
 
 
@@ -252,6 +340,9 @@ def run_engine_benchmark(
     hf_s, hf_tokens = _time_hf_generate(learner.model, prompts, new_tokens, sampler.pad_id)
     bytes_per_step = decode_bytes_per_step(learner.model, batch, prompt_tokens + new_tokens / 2)
     bound = batch * result["machine/memory_bandwidth"] / bytes_per_step
+    flops_per_step = decode_flops_per_step(learner.model, batch, prompt_tokens + new_tokens / 2)
+    compute_bound = batch * result["machine/matmul_flops"] / flops_per_step
+    products_s = _time_decode_products(learner.model, batch)
     decode_rate = stats["decode_tokens"] / stats["decode_s"]
     forward_rate = forward_stats["decode_tokens"] / forward_stats["decode_s"]
     ours_rate = sum(len(c.tokens) for c in completions) / reuse_s
@@ -266,6 +357,9 @@ def run_engine_benchmark(
             "sample/decode_bytes_per_step": bytes_per_step,
             "sample/decode_bound_tokens_per_s": bound,
             "sample/decode_share_of_bound": decode_rate / bound,
+            "sample/decode_flops_per_step": flops_per_step,
+            "sample/decode_compute_bound_tokens_per_s": compute_bound,
+            "sample/decode_share_of_roofline": decode_rate / min(bound, compute_bound),
             "sample/generated_tokens": float(sum(len(c.tokens) for c in completions)),
             "sample/seconds": reuse_s,
             "sample/seconds_no_prefix_reuse": plain_s,
@@ -275,10 +369,17 @@ def run_engine_benchmark(
         }
     )
 
+    if products_s is not None:
+        result["sample/decode_products_share_of_bound"] = batch / products_s / bound
+
     result.update(_time_learner(learner, _learner_datums(prompts, completions), lora_rank))
     result["learn/share_of_matmul_peak"] = (
         result["learn/model_flops_per_s"] / result["machine/matmul_flops"]
     )
+    if "learn/matmul_time_fraction" in result:
+        result["learn/share_of_matmul_peak_matmuls_only"] = (
+            result["learn/share_of_matmul_peak"] / result["learn/matmul_time_fraction"]
+        )
     result["memory/peak_bytes"] = peak_memory_bytes(device)
     return result
 

@@ -4,13 +4,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from spiral.engines.benchmark import decode_bytes_per_step, run_engine_benchmark
+from spiral.engines.benchmark import (
+    decode_bytes_per_step,
+    decode_flops_per_step,
+    run_engine_benchmark,
+)
 from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
 
 KEYS = (
     "machine/matmul_flops",
     "machine/memory_bandwidth",
     "sample/decode_share_of_bound",
+    "sample/decode_share_of_roofline",
+    "sample/decode_compute_bound_tokens_per_s",
+    "sample/decode_products_share_of_bound",
     "sample/prefill_tokens_per_s",
     "sample/decode_tokens_per_s",
     "sample/speedup_vs_hf_generate",
@@ -20,6 +27,8 @@ KEYS = (
     "learn/tokens_per_s_no_prefix_sharing",
     "learn/speedup_prefix_sharing",
     "learn/share_of_matmul_peak",
+    "learn/matmul_time_fraction",
+    "learn/share_of_matmul_peak_matmuls_only",
 )
 
 
@@ -32,6 +41,11 @@ def test_engine_benchmark_reports_every_key(tiny_llama: Path) -> None:
     # Ratios only (no timing thresholds): the sampler generated what it was asked for.
     assert result["sample/generated_tokens"] <= 4 * 4
     assert result["model/parameters"] > 0
+    # The roofline's bound is the smaller of the two, so its share is never below the
+    # bandwidth share; the products alone are faster than a whole step.
+    assert result["sample/decode_share_of_roofline"] >= result["sample/decode_share_of_bound"]
+    assert result["sample/decode_products_share_of_bound"] > result["sample/decode_share_of_bound"]
+    assert result["learn/matmul_time_fraction"] < 1.0
 
 
 def test_decode_bytes_per_step_by_hand(tiny_llama: Path) -> None:
@@ -45,3 +59,15 @@ def test_decode_bytes_per_step_by_hand(tiny_llama: Path) -> None:
     assert (
         decode_bytes_per_step(model, rows=3, context=10) == 4 * (74_048 + 64 * vocab) + 3 * 10 * 512
     )
+
+
+def test_decode_flops_per_step_by_hand(tiny_llama: Path) -> None:
+    """The tiny Llama's linear weights: 2 x 36,864 per layer (its 37,120 less the norms),
+    and the head 64 x V; 2 FLOPs a weight a row. Attention: 4 x 2 layers x 4 heads x 16
+    x the context. A LoRA adapter (merged in for sampling) adds no product of its own."""
+    for rank in (0, 8):
+        cfg = ModelConfig(str(tiny_llama), lora_rank=rank, dtype="float32")
+        model, _ = load_model_and_tokenizer(cfg)
+        vocab = model.config.vocab_size
+        expected = 3 * (2 * (73_728 + 64 * vocab) + 4 * 2 * 4 * 16 * 10)
+        assert decode_flops_per_step(model, rows=3, context=10) == expected, rank
