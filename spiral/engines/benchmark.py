@@ -26,9 +26,8 @@ Keys (rates in tokens/s):
 - The roofline beside it: `sample/decode_compute_bound_tokens_per_s` is
   `batch x machine/matmul_flops / sample/decode_flops_per_step` (`decode_flops_per_step`),
   and `sample/decode_share_of_roofline` is decode tokens/s over the smaller of the two
-  bounds. Where the rows times the FLOPs each weight byte feeds exceed the machine's
-  FLOPs per byte of bandwidth (16 bf16 rows on a two-core CPU), decode is bound by
-  compute, and the bandwidth bound cannot be reached whatever the software does.
+  bounds: where a step's FLOPs per byte read exceed the machine's FLOPs per byte of
+  bandwidth, decode is bound by compute and the bandwidth bound cannot be reached.
 - `sample/decode_products_share_of_bound`: one step's matrix products alone (the packed
   step's prepacked linears, `decode.py`, on random inputs of `batch` rows; median of 5)
   as a share of the bandwidth bound: the most any decode of these kernels can reach,
@@ -41,12 +40,12 @@ Keys (rates in tokens/s):
   `learn/share_of_matmul_peak`: `learn/model_flops_per_s` / that peak, where model
   FLOPs = tokens x (4 with LoRA, 6 with full fine-tuning) x non-embedding parameters,
   from the run without prefix sharing (where every counted token is really computed).
-- `learn/matmul_time_fraction` (CPUs only): the share of that run's operator time spent
-  in matrix products (`aten::mm`, `bmm`, `addmm`, `baddbmm`; torch's profiler over one
-  more call), and `learn/share_of_matmul_peak_matmuls_only` = `share_of_matmul_peak` /
-  that fraction: the share the learner would reach if everything but its products
-  (norms, activations, attention, LoRA's adds, the loss, autograd's bookkeeping) took
-  no time.
+- `learn/matmul_time_fraction` (CPUs only): the share of the operator time of one more
+  such call, profiled, spent in matrix products (`aten::mm`, `bmm`, `addmm`, `baddbmm`),
+  and `learn/share_of_matmul_peak_matmuls_only`: the same model FLOPs over the profiled
+  products' own time, as a share of the peak: what the learner would reach if everything
+  but its products (norms, activations, attention, LoRA's adds, the loss, autograd's
+  bookkeeping) took no time.
 Timings on a shared machine vary with its load; compare runs on the same machine only.
 On CUDA every timed workload first runs once untimed at full size (the sampler on other
 prompts of the same shape, so its prefix cache does not serve the timed call): the first
@@ -136,16 +135,16 @@ def decode_flops_per_step(model: Any, rows: int, context: float) -> float:
     """Floating-point operations of one decode step: per row 2 per weight of every linear
     layer (the head's included, the embedding lookup and the norms not) and, per layer,
     4 x query heads x head dim x `context` for the attention's two products."""
-    linear = sum(
-        m.weight.numel()
+    weights = {
+        id(m.weight): m.weight.numel()
         for name, m in model.named_modules()
         # a PEFT model's LoRA factors are merged in for sampling: not products of their own
         if isinstance(m, torch.nn.Linear)
         and not any(p.startswith("lora_") for p in name.split("."))
-    )
-    head = model.get_output_embeddings()
-    if not isinstance(head, torch.nn.Linear):
-        linear += head.weight.numel()
+    }
+    head = model.get_output_embeddings().weight  # a head LoRA wraps is counted once
+    weights.setdefault(id(head), head.numel())
+    linear = sum(weights.values())
     cfg = model.config
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     attention = 4 * cfg.num_hidden_layers * cfg.num_attention_heads * head_dim * context
@@ -159,7 +158,7 @@ def _time_decode_products(model: Any, rows: int, reps: int = 5) -> float | None:
 
     from spiral.engines.decode import drop_packed, packed_weights
 
-    name = "benchmark-products"
+    name = "benchmark-products"  # its own slot (it may push out the least recent one)
     base_weights = model.disable_adapter() if hasattr(model, "disable_adapter") else nullcontext()
     with base_weights:  # the shapes the merged adapter would have
         weights = packed_weights(model, name, rows=rows)
@@ -186,15 +185,17 @@ def _time_decode_products(model: Any, rows: int, reps: int = 5) -> float | None:
         drop_packed(model, name)
 
 
-def _matmul_time_fraction(learner: TorchLearner, datums: list[Datum]) -> float:
-    """Share of one forward_backward's operator time (self CPU time) in matrix products."""
+def _profiled_products(learner: TorchLearner, datums: list[Datum]) -> tuple[float, float]:
+    """One forward_backward under torch's profiler: the seconds of its matrix products
+    (self CPU time) and their share of all operators' self time."""
     products = {"aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm"}
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         learner.forward_backward(datums, _benchmark_loss)
     learner.model.zero_grad(set_to_none=True)
     events = prof.key_averages()
     total = sum(e.self_cpu_time_total for e in events)
-    return sum(e.self_cpu_time_total for e in events if e.key in products) / total
+    in_products = sum(e.self_cpu_time_total for e in events if e.key in products)
+    return in_products / 1e6, in_products / total
 
 
 def _prompts(
@@ -281,17 +282,19 @@ def _time_learner(learner: TorchLearner, datums: list[Datum], lora_rank: int) ->
         _sync(device)
         learn_s[share] = time.perf_counter() - start
     learner.model.zero_grad(set_to_none=True)
-    profiled = {}
-    if device.type == "cpu":
-        learner.share_prefix = False
-        profiled["learn/matmul_time_fraction"] = _matmul_time_fraction(learner, datums)
-    learner.share_prefix = True
     params = float(sum(p.numel() for p in learner.model.parameters()))
     # Work per token: forward 2N + input-gradient backward 2N over the N non-embedding
     # weights (an embedding lookup is not a matmul; the tied head runs only on trained
     # positions), plus 2N weight gradients when the base weights train (lora_rank=0).
     embedding = float(learner.model.get_input_embeddings().weight.numel())
     flops_per_token = (4.0 if lora_rank > 0 else 6.0) * (params - embedding)
+    profiled = {}
+    if device.type == "cpu":
+        learner.share_prefix = False
+        products_s, fraction = _profiled_products(learner, datums)
+        profiled["learn/matmul_time_fraction"] = fraction
+        profiled["learn/model_flops_per_s_of_products"] = flops_per_token * tokens / products_s
+    learner.share_prefix = True
     return {
         "learn/tokens_per_s": tokens / learn_s[True],
         "learn/tokens_per_s_no_prefix_sharing": tokens / learn_s[False],
@@ -376,9 +379,9 @@ def run_engine_benchmark(
     result["learn/share_of_matmul_peak"] = (
         result["learn/model_flops_per_s"] / result["machine/matmul_flops"]
     )
-    if "learn/matmul_time_fraction" in result:
+    if "learn/model_flops_per_s_of_products" in result:
         result["learn/share_of_matmul_peak_matmuls_only"] = (
-            result["learn/share_of_matmul_peak"] / result["learn/matmul_time_fraction"]
+            result.pop("learn/model_flops_per_s_of_products") / result["machine/matmul_flops"]
         )
     result["memory/peak_bytes"] = peak_memory_bytes(device)
     return result
