@@ -35,9 +35,9 @@ Two decoders fit behind it:
 Packed weights are one more copy of the model's linear weights (~270 MB for the embedded
 model in bf16). They are made on first use from the weights the model holds then (under
 `merged.py`'s swap, the merged ones) and kept on the model per adapter, keyed by each
-source weight's storage and version counter, with the sources pinned so that an address
-cannot be reused by other weights: a sampler made after an update, or after a merge of
-new adapter weights, gets newly packed weights (tested). `drop_packed(model, adapter)`
+source weight's and bias's storage and version counter, with the sources pinned so that
+an address cannot be reused by other weights: a sampler made after an update, or after a
+merge of new adapter weights, gets newly packed weights (tested). `drop_packed(model, adapter)`
 frees them; the learner does when it learns, as it frees the merge. A call that may
 decode fewer than `MIN_ROOM_TO_PACK` tokens does not pack (it uses weights packed already).
 """
@@ -140,9 +140,9 @@ class PackedWeights:
     pinned: tuple[torch.Tensor, ...]  # the sources, so their addresses stay theirs
 
 
-def _linear_weight(module: Any) -> tuple[torch.Tensor, torch.Tensor | None, Any] | None:
-    """(weight, bias, the Parameter) a linear computes with now; None where that is not
-    its plain weight (an active unmerged LoRA adapter, a quantized or other layer)."""
+def _plain_linear(module: Any) -> torch.nn.Linear | None:
+    """The `nn.Linear` a layer computes with now; None where its output is not that
+    linear's alone (an active unmerged LoRA adapter, a quantized or other layer)."""
     from peft.tuners.lora import LoraLayer
 
     if isinstance(module, LoraLayer):
@@ -152,8 +152,7 @@ def _linear_weight(module: Any) -> tuple[torch.Tensor, torch.Tensor | None, Any]
         module = module.get_base_layer()
     if type(module) is not torch.nn.Linear or not module.weight.is_floating_point():
         return None
-    bias = module.bias.data if module.bias is not None else None
-    return module.weight.data, bias, module.weight
+    return module
 
 
 def _supported(base: Any) -> bool:
@@ -169,9 +168,10 @@ def _supported(base: Any) -> bool:
     )
 
 
-def _packer(
-    device: torch.device, rows: int
-) -> Callable[[torch.Tensor, torch.Tensor | None], Linear]:
+Pack = Callable[[torch.Tensor, torch.Tensor | None], Linear]
+
+
+def _packer(device: torch.device, rows: int) -> Pack:
     """Make a linear from (weight, bias): oneDNN's prepacked kernel on a CPU, else F.linear."""
     if device.type == "cpu" and torch.backends.mkldnn.is_available():
 
@@ -187,30 +187,53 @@ def _packer(
     return plain
 
 
-def _cat_bias(parts: list[tuple[torch.Tensor, torch.Tensor | None, Any]]) -> torch.Tensor | None:
-    if all(b is None for _, b, _ in parts):
-        return None
-    return torch.cat([b if b is not None else w.new_zeros(w.shape[0]) for w, b, _ in parts])
+def _joined(linears: list[torch.nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The weight and bias of `linears` as one linear (their outputs concatenated); one
+    linear's own tensors, not copies."""
+    if len(linears) == 1:
+        (lin,) = linears
+        return lin.weight.data, lin.bias.data if lin.bias is not None else None
+    weight = torch.cat([lin.weight.data for lin in linears])
+    if all(lin.bias is None for lin in linears):
+        return weight, None
+    return weight, torch.cat(
+        [lin.bias.data if lin.bias is not None else lin.weight.new_zeros(lin.out_features)
+         for lin in linears]
+    )  # fmt: skip
 
 
-def _sources(base: Any) -> list[list[tuple[torch.Tensor, torch.Tensor | None, Any]]] | None:
-    """Per layer the (weight, bias, Parameter) of q, k, v, o, gate, up, down; then the
-    head's as a last one-element list. None where a linear stands aside."""
+def _sources(base: Any) -> list[list[torch.nn.Linear]] | None:
+    """Per layer the linears q, k, v, o, gate, up, down; then the head as a last
+    one-element list. None where one of them stands aside (`_plain_linear`)."""
     out = []
     for layer in base.model.layers:
         a, m = layer.self_attn, layer.mlp
-        parts = [
-            _linear_weight(mod)
-            for mod in (a.q_proj, a.k_proj, a.v_proj, a.o_proj, m.gate_proj, m.up_proj, m.down_proj)
-        ]
-        if any(p is None for p in parts):
+        modules = (a.q_proj, a.k_proj, a.v_proj, a.o_proj, m.gate_proj, m.up_proj, m.down_proj)
+        linears = [_plain_linear(mod) for mod in modules]
+        if any(lin is None for lin in linears):
             return None
-        out.append(parts)
-    head = _linear_weight(base.get_output_embeddings())
+        out.append(linears)
+    head = _plain_linear(base.get_output_embeddings())
     if head is None:
         return None
     out.append([head])
     return out  # type: ignore[return-value]
+
+
+def _packed_layer(module: Any, linears: list[torch.nn.Linear], pack: Pack) -> _Layer:
+    q, k, v, o, gate, up, down = linears
+    attn = module.self_attn
+    return _Layer(
+        input_norm=module.input_layernorm,
+        post_norm=module.post_attention_layernorm,
+        qk_norms=(attn.q_norm, attn.k_norm) if hasattr(attn, "q_norm") else None,
+        act=module.mlp.act_fn,
+        qkv=pack(*_joined([q, k, v])),
+        o=pack(*_joined([o])),
+        gate_up=pack(*_joined([gate, up])),
+        down=pack(*_joined([down])),
+        scaling=float(attn.scaling),
+    )
 
 
 def packed_weights(
@@ -229,7 +252,9 @@ def packed_weights(
     sources = _sources(base)
     if sources is None:
         return None
-    params = [p for parts in sources for _, _, p in parts]
+    params = [
+        p for linears in sources for lin in linears for p in (lin.weight, lin.bias) if p is not None
+    ]
     key = tuple((p.data_ptr(), p._version) for p in params)
     if kept is not None and kept.key == key:
         slots.move_to_end(adapter)
@@ -241,31 +266,17 @@ def packed_weights(
         slots.popitem(last=False)
     cfg = base.config
     pack = _packer(model.device, rows)
-    layers = []
     with torch.no_grad():
-        for module, parts in zip(base.model.layers, sources[:-1], strict=True):
-            q, k, v, o, gate, up, down = parts
-            attn = module.self_attn
-            layers.append(
-                _Layer(
-                    input_norm=module.input_layernorm,
-                    post_norm=module.post_attention_layernorm,
-                    qk_norms=(attn.q_norm, attn.k_norm) if hasattr(attn, "q_norm") else None,
-                    act=module.mlp.act_fn,
-                    qkv=pack(torch.cat([q[0], k[0], v[0]]), _cat_bias([q, k, v])),
-                    o=pack(o[0], o[1]),
-                    gate_up=pack(torch.cat([gate[0], up[0]]), _cat_bias([gate, up])),
-                    down=pack(down[0], down[1]),
-                    scaling=float(attn.scaling),
-                )
-            )
-        (head,) = sources[-1]
+        layers = tuple(
+            _packed_layer(module, linears, pack)
+            for module, linears in zip(base.model.layers, sources[:-1], strict=True)
+        )
         weights = PackedWeights(
             embed=base.model.embed_tokens,
             rotary=base.model.rotary_emb,
-            layers=tuple(layers),
+            layers=layers,
             norm=base.model.norm,
-            head=pack(head[0], head[1]),
+            head=pack(*_joined(sources[-1])),
             heads=cfg.num_attention_heads,
             kv_heads=getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads,
             head_dim=getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads,
