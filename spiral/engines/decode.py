@@ -54,7 +54,7 @@ import torch.nn.functional as F
 
 from spiral.engines.attention import matmul_attention
 from spiral.engines.loading import cache_keyword
-from spiral.engines.merged import drop_slot
+from spiral.engines.merged import drop_merged, drop_slot
 
 ARCHITECTURES = ("llama", "qwen2", "qwen3")
 _SLOT = "_spiral_packed_decode"
@@ -290,6 +290,14 @@ def packed_weights(
 def drop_packed(model: Any, adapter: str | None = None) -> None:
     """Free the packed decode weights of `adapter` (None: of every adapter)."""
     drop_slot(model, _SLOT, adapter)
+
+
+def drop_sampling_weights(model: Any, adapter: str | None = None) -> None:
+    """Free every copy sampling made of `adapter`'s weights (None: of every adapter): its
+    merge (merged.py) and its packed decode weights. For when the adapter changes or
+    goes away."""
+    drop_merged(model, adapter)
+    drop_packed(model, adapter)
 
 
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:

@@ -67,11 +67,10 @@ from spiral.algo.regularizers import Regularizer, regularizer_loss, uniform_magn
 from spiral.engines.averaging import WeightAverage
 from spiral.engines.base import LossFn, Sampler
 from spiral.engines.constrained import answer_masks
-from spiral.engines.decode import drop_packed
+from spiral.engines.decode import drop_sampling_weights
 from spiral.engines.full_members import FullMembers, MemberSampler
 from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
 from spiral.engines.manifest import DamagedCheckpointError
-from spiral.engines.merged import drop_merged
 from spiral.engines.precision import lora_compute
 from spiral.engines.prefill import common_prefix_len, prefill_grouped
 from spiral.engines.sampler import TorchSampler, eval_mode, hidden_to_logits
@@ -430,8 +429,7 @@ class TorchLearner:
         # The samplers' merge of the trained adapter (merged.py) and their packed decode
         # weights (decode.py) are stale after this step's update anyway: free them before
         # the activations peak.
-        drop_merged(self.model, snapshots.TRAINED)
-        drop_packed(self.model, snapshots.TRAINED)
+        drop_sampling_weights(self.model, snapshots.TRAINED)
         if normaliser is None:
             normaliser = sum(d.weight for d in datums) if self.normalize == "datums" else 1.0
         self.model.train()

@@ -95,11 +95,9 @@ def load_snapshot(model: Any, name: str, folder: Path) -> None:
 def drop_snapshot(model: Any, name: str) -> None:
     """Free member `name`'s weights (its folder on disk is left to the caller)."""
     if name in getattr(model, "peft_config", {}) and name != TRAINED:
-        from spiral.engines.decode import drop_packed
-        from spiral.engines.merged import drop_merged
+        from spiral.engines.decode import drop_sampling_weights
 
-        drop_merged(model, name)
-        drop_packed(model, name)
+        drop_sampling_weights(model, name)
         model.delete_adapter(name)
         model.set_adapter(TRAINED)
 
