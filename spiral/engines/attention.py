@@ -64,34 +64,54 @@ def matmul_attention(
 ) -> torch.Tensor:
     """softmax(q k^T * scaling + mask) v with grouped query heads; returns [B, Q, H, D]
     (the layout transformers' attention functions return)."""
-    batch, heads, q_len, dim = query_BHQD.shape
+    batch, heads, q_len, _ = query_BHQD.shape
     kv_heads, k_len = key_BKTD.shape[1], key_BKTD.shape[2]
-    group = heads // kv_heads
-    # Heads h = kv * group + g: a view with each key/value head's queries stacked as rows.
-    q_BKRD = query_BHQD.reshape(batch, kv_heads, group * q_len, dim)
-    scores_BKRT = torch.matmul(q_BKRD.float() * scaling, key_BKTD.float().transpose(-1, -2))
     if mask is None and causal and q_len > 1:
         # sdpa's `is_causal` (upper-left aligned): transformers leaves the mask out only
         # when keys and queries line up, or when the keys past the queries are unused.
         mask = torch.ones(q_len, k_len, dtype=torch.bool, device=query_BHQD.device).tril()
-    if mask is not None:
-        mask_B1RT = _stacked(mask, batch, group, q_len, k_len)
-        if mask_B1RT.dtype == torch.bool:
-            # The lowest finite score, not -inf: a query with no key to see (a pad
-            # position) gets a finite average instead of NaN, which would reach the
-            # gradients through the backward pass even though nothing reads it.
-            scores_BKRT = scores_BKRT.masked_fill(~mask_B1RT, torch.finfo(torch.float32).min)
-        else:  # an additive float mask
-            # clamped as sdpa's own masks are: -inf (or a sum below the lowest float)
-            # would turn a query with no key to see into NaN
-            floor = torch.finfo(torch.float32).min
-            scores_BKRT = (scores_BKRT + mask_B1RT.float()).clamp(min=floor)
+    if mask is None:
+        return grouped_attention(query_BHQD, key_BKTD, value_BKTD, scaling)
+    mask_B1RT = stacked_mask(mask, batch, heads // kv_heads, q_len, k_len)
+    if mask_B1RT.dtype == torch.bool:
+        return grouped_attention(query_BHQD, key_BKTD, value_BKTD, scaling, hidden=~mask_B1RT)
+    return grouped_attention(query_BHQD, key_BKTD, value_BKTD, scaling, additive=mask_B1RT.float())
+
+
+def grouped_attention(
+    query_BHQD: torch.Tensor,
+    key_BKTD: torch.Tensor,
+    value_BKTD: torch.Tensor,
+    scaling: float,
+    hidden: torch.Tensor | None = None,
+    additive: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """`matmul_attention` with its mask already stacked by query head (`stacked_mask`):
+    `hidden` [B|1, 1, group * Q, T] True where a key is hidden, or `additive` (fp32) added
+    to the scores. A decode step that attends with one mask in every layer stacks it once."""
+    batch, heads, q_len, dim = query_BHQD.shape
+    kv_heads = key_BKTD.shape[1]
+    # Heads h = kv * group + g: a view with each key/value head's queries stacked as rows.
+    q_BKRD = query_BHQD.reshape(batch, kv_heads, heads // kv_heads * q_len, dim)
+    scores_BKRT = torch.matmul(q_BKRD.float() * scaling, key_BKTD.float().transpose(-1, -2))
+    floor = torch.finfo(torch.float32).min
+    if hidden is not None:
+        # The lowest finite score, not -inf: a query with no key to see (a pad
+        # position) gets a finite average instead of NaN, which would reach the
+        # gradients through the backward pass even though nothing reads it.
+        scores_BKRT = scores_BKRT.masked_fill(hidden, floor)
+    if additive is not None:
+        # clamped as sdpa's own masks are: -inf (or a sum below the lowest float)
+        # would turn a query with no key to see into NaN
+        scores_BKRT = (scores_BKRT + additive).clamp(min=floor)
     probs_BKRT = torch.softmax(scores_BKRT, dim=-1).to(value_BKTD.dtype)
     out_BKRD = torch.matmul(probs_BKRT, value_BKTD)
     return out_BKRD.reshape(batch, heads, q_len, dim).transpose(1, 2).contiguous()
 
 
-def _stacked(mask: torch.Tensor, batch: int, group: int, q_len: int, k_len: int) -> torch.Tensor:
+def stacked_mask(
+    mask: torch.Tensor, batch: int, group: int, q_len: int, k_len: int
+) -> torch.Tensor:
     """A mask of shape [B|1, 1, Q, T] (or [Q, T]) repeated over the `group` query heads
     stacked as rows: [B|1, 1, group * Q, T]."""
     if mask.dim() == 2:

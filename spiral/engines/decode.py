@@ -52,7 +52,7 @@ from typing import Any, Protocol
 import torch
 import torch.nn.functional as F
 
-from spiral.engines.attention import matmul_attention
+from spiral.engines.attention import grouped_attention, stacked_mask
 from spiral.engines.loading import cache_keyword
 from spiral.engines.merged import drop_merged, drop_slot
 
@@ -352,6 +352,9 @@ class PackedDecoder:
         h_BH = w.embed(ids_B)
         cos, sin = w.rotary(h_BH, self.pos_B.unsqueeze(1))  # [B, 1, dim]
         keep_B11T = self.keep_BT[:, : n + 1].view(rows, 1, 1, n + 1)
+        # every layer attends with this mask: stacked by query head once a step
+        group = heads // kv_heads
+        hidden_B1RT = ~stacked_mask(keep_B11T, rows, group, 1, n + 1) if self.matmul else None
         for i, layer in enumerate(w.layers):
             x_BH = layer.input_norm(h_BH)
             qkv_BND = layer.qkv(x_BH).view(rows, heads + 2 * kv_heads, dim)
@@ -367,7 +370,7 @@ class PackedDecoder:
             q_BH1D = qk_BND[:, :heads].unsqueeze(2)
             k_BKTD, v_BKTD = self.keys[i][:, :, : n + 1], self.values[i][:, :, : n + 1]
             if self.matmul:
-                out_BH = matmul_attention(q_BH1D, k_BKTD, v_BKTD, keep_B11T, layer.scaling, False)
+                out_BH = grouped_attention(q_BH1D, k_BKTD, v_BKTD, layer.scaling, hidden_B1RT)
             else:
                 out_BH = F.scaled_dot_product_attention(
                     q_BH1D, k_BKTD, v_BKTD, attn_mask=keep_B11T, scale=layer.scaling,
