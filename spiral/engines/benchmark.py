@@ -198,6 +198,30 @@ def _profiled_products(learner: TorchLearner, datums: list[Datum]) -> tuple[floa
     return in_products / 1e6, in_products / total
 
 
+def _decode_bounds(
+    model: Any, batch: int, context: float, machine: dict[str, float], decode_rate: float
+) -> dict[str, float]:
+    """`decode_rate` against the bounds of `batch` rows at `context` positions on this
+    machine (its `machine/*` keys): bandwidth, compute, and the products' own time
+    (module docstring)."""
+    bytes_per_step = decode_bytes_per_step(model, batch, context)
+    flops_per_step = decode_flops_per_step(model, batch, context)
+    bound = batch * machine["machine/memory_bandwidth"] / bytes_per_step
+    compute_bound = batch * machine["machine/matmul_flops"] / flops_per_step
+    out = {
+        "sample/decode_bytes_per_step": bytes_per_step,
+        "sample/decode_bound_tokens_per_s": bound,
+        "sample/decode_share_of_bound": decode_rate / bound,
+        "sample/decode_flops_per_step": flops_per_step,
+        "sample/decode_compute_bound_tokens_per_s": compute_bound,
+        "sample/decode_share_of_roofline": decode_rate / min(bound, compute_bound),
+    }
+    products_s = _time_decode_products(model, batch)
+    if products_s is not None:
+        out["sample/decode_products_share_of_bound"] = batch / products_s / bound
+    return out
+
+
 def _prompts(
     vocab: int, special: set[int], batch: int, length: int, shared: int, seed: int
 ) -> list[list[int]]:
@@ -266,8 +290,11 @@ def _benchmark_loss(
     return -(adv_T * torch.exp(new_T - old_T) * mask_T).sum(), {}
 
 
-def _time_learner(learner: TorchLearner, datums: list[Datum], lora_rank: int) -> dict[str, float]:
-    """forward_backward over `datums` with and without prefix sharing; rates and FLOPs."""
+def _time_learner(
+    learner: TorchLearner, datums: list[Datum], lora_rank: int, peak: float
+) -> dict[str, float]:
+    """forward_backward over `datums` with and without prefix sharing; rates, and model
+    FLOPs as a share of the matmul `peak`."""
     device = learner.model.device
     tokens = float(sum(len(d.input_ids) for d in datums))
     learn_s = {}
@@ -287,20 +314,21 @@ def _time_learner(learner: TorchLearner, datums: list[Datum], lora_rank: int) ->
     # weights (an embedding lookup is not a matmul; the tied head runs only on trained
     # positions), plus 2N weight gradients when the base weights train (lora_rank=0).
     embedding = float(learner.model.get_input_embeddings().weight.numel())
-    flops_per_token = (4.0 if lora_rank > 0 else 6.0) * (params - embedding)
+    flops = (4.0 if lora_rank > 0 else 6.0) * (params - embedding) * tokens
     profiled = {}
     if device.type == "cpu":
         learner.share_prefix = False
         products_s, fraction = _profiled_products(learner, datums)
         profiled["learn/matmul_time_fraction"] = fraction
-        profiled["learn/model_flops_per_s_of_products"] = flops_per_token * tokens / products_s
+        profiled["learn/share_of_matmul_peak_matmuls_only"] = flops / products_s / peak
     learner.share_prefix = True
     return {
         "learn/tokens_per_s": tokens / learn_s[True],
         "learn/tokens_per_s_no_prefix_sharing": tokens / learn_s[False],
         "learn/speedup_prefix_sharing": learn_s[False] / learn_s[True],
         "learn/seconds": learn_s[True],
-        "learn/model_flops_per_s": flops_per_token * tokens / learn_s[False],
+        "learn/model_flops_per_s": flops / learn_s[False],
+        "learn/share_of_matmul_peak": flops / learn_s[False] / peak,
         "model/parameters": params,
         **profiled,
     }
@@ -341,11 +369,6 @@ def run_engine_benchmark(
     sampler.packed_decode = True
     _, plain_s, plain_completions = _time_sampler(plain, prompts, new_tokens)
     hf_s, hf_tokens = _time_hf_generate(learner.model, prompts, new_tokens, sampler.pad_id)
-    bytes_per_step = decode_bytes_per_step(learner.model, batch, prompt_tokens + new_tokens / 2)
-    bound = batch * result["machine/memory_bandwidth"] / bytes_per_step
-    flops_per_step = decode_flops_per_step(learner.model, batch, prompt_tokens + new_tokens / 2)
-    compute_bound = batch * result["machine/matmul_flops"] / flops_per_step
-    products_s = _time_decode_products(learner.model, batch)
     decode_rate = stats["decode_tokens"] / stats["decode_s"]
     forward_rate = forward_stats["decode_tokens"] / forward_stats["decode_s"]
     ours_rate = sum(len(c.tokens) for c in completions) / reuse_s
@@ -357,12 +380,9 @@ def run_engine_benchmark(
             "sample/decode_tokens_per_s": decode_rate,
             "sample/decode_tokens_per_s_model_forward": forward_rate,
             "sample/speedup_packed_decode": decode_rate / forward_rate,
-            "sample/decode_bytes_per_step": bytes_per_step,
-            "sample/decode_bound_tokens_per_s": bound,
-            "sample/decode_share_of_bound": decode_rate / bound,
-            "sample/decode_flops_per_step": flops_per_step,
-            "sample/decode_compute_bound_tokens_per_s": compute_bound,
-            "sample/decode_share_of_roofline": decode_rate / min(bound, compute_bound),
+            **_decode_bounds(
+                learner.model, batch, prompt_tokens + new_tokens / 2, result, decode_rate
+            ),
             "sample/generated_tokens": float(sum(len(c.tokens) for c in completions)),
             "sample/seconds": reuse_s,
             "sample/seconds_no_prefix_reuse": plain_s,
@@ -372,17 +392,9 @@ def run_engine_benchmark(
         }
     )
 
-    if products_s is not None:
-        result["sample/decode_products_share_of_bound"] = batch / products_s / bound
-
-    result.update(_time_learner(learner, _learner_datums(prompts, completions), lora_rank))
-    result["learn/share_of_matmul_peak"] = (
-        result["learn/model_flops_per_s"] / result["machine/matmul_flops"]
-    )
-    if "learn/model_flops_per_s_of_products" in result:
-        result["learn/share_of_matmul_peak_matmuls_only"] = (
-            result.pop("learn/model_flops_per_s_of_products") / result["machine/matmul_flops"]
-        )
+    peak = result["machine/matmul_flops"]
+    datums = _learner_datums(prompts, completions)
+    result.update(_time_learner(learner, datums, lora_rank, peak))
     result["memory/peak_bytes"] = peak_memory_bytes(device)
     return result
 
