@@ -73,9 +73,9 @@ bench-trl: $(STAMP)
 	$(BIN)/pip install -q -r benchmarks/requirements-trl.txt
 	$(BIN)/python benchmarks/trl_side_by_side.py --json bench-trl.json
 
-# The pure-Python wheels a lent GPU machine lacks to run benchmarks/gpu-checks.sh (its
-# image, Python 3.12, has torch, transformers, peft, accelerate and pytest; no network);
-# carry .gpu-wheels with the call.
+# Wheels for a GPU machine without network: the pure-Python packages that
+# benchmarks/gpu-checks.sh needs beyond torch, transformers, peft, accelerate and pytest
+# (Python 3.12), downloaded into .gpu-wheels/; copy that folder along with the checkout.
 gpu-wheels: $(STAMP)
 	$(BIN)/pip download -q --no-deps --only-binary=:all: --platform any --python-version 3.12 \
 		-d .gpu-wheels chz openskill

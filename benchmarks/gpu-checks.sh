@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# Issue 13's GPU checks in one call of the device tool, on a lent GPU machine (torch,
-# transformers, peft and accelerate installed; no network, no vLLM):
+# The GPU checks in one script, for a CUDA machine with torch, transformers, peft and
+# accelerate installed (no network or vLLM needed):
 #
-#   make gpu-wheels        # here, once: the few pure-Python wheels the machine lacks
-#   device run, carry=[".gpu-wheels"], command: bash benchmarks/gpu-checks.sh
+#   bash benchmarks/gpu-checks.sh [OUTPUT_DIR]    # default: $OUT, else gpu-checks-out
 #
-# Writes into $OUT: nvidia-smi.txt, pytest-gpu.txt (the `gpu` marker's tests),
+# Pure-Python wheels the machine lacks (chz, openskill) are installed from .gpu-wheels/
+# when that folder exists: `make gpu-wheels` fills it on a machine with network.
+#
+# Writes into OUTPUT_DIR: nvidia-smi.txt, pytest-gpu.txt (the `gpu` marker's tests),
 # bench-engine-<shape>.json (the engine benchmark on random-initialised Qwen3-0.6B and
 # Qwen3-4B shapes, benchmarks/model-shapes/), train-bf16.{console.txt,metrics.jsonl}
 # (a short `spiral train` in bf16 on the Qwen3-0.6B shape). Record the numbers in
 # docs/results.md with the machine named.
 set -uo pipefail
-OUT=${OUT:-/tmp/gpu-checks}
+OUT=${1:-${OUT:-gpu-checks-out}}
 mkdir -p "$OUT"
 PY=${PY:-python3}
 if compgen -G ".gpu-wheels/*.whl" > /dev/null; then

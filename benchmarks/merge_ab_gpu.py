@@ -1,7 +1,8 @@
 """The merged-adapter sampler vs PEFT's adapter path on a CUDA device, one process, arms
 alternating (rep 0 is a warm-up): a random-initialised Qwen3-0.6B shape in bf16, LoRA
 rank 32 with B drawn non-zero, 16 prompts of 256 tokens, 64 new tokens. Writes
-$OUT/merge-gpu.json (on a lent GPU machine: `python3 benchmarks/merge_ab_gpu.py`)."""
+merge-gpu.json into the folder named by the OUT environment variable (default: the current
+folder). Run on a CUDA machine: `python3 benchmarks/merge_ab_gpu.py`."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""One training step's two halves, before and after the session-12 engine changes, in one
-process on the same weights and games (so the VM's drift cancels out):
+"""One training step's two halves, before and after the attention and LoRA-precision
+changes, in one process on the same weights and games (so the VM's drift cancels out):
 
-- before: transformers' `sdpa` attention and PEFT's fp32 LoRA path (the code until
-  session 12);
+- before: transformers' `sdpa` attention and PEFT's fp32 LoRA path (the engine before
+  these changes);
 - after: the `spiral` attention (matmuls on CPUs in bf16, `spiral/engines/attention.py`)
   and the LoRA products in bf16 (`spiral/engines/precision.py`).
 

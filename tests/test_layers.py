@@ -1,8 +1,8 @@
 """Keeps the layers pointing one way: a package imports only packages of a lower rank.
 
-Ranks refine DESIGN.md's list so that the training loop can use evaluation and report
-(see docs/architecture.md): types < games < prompts, algo, report < engines < agents
-< rollout < evaluation < train < cli. Same-rank packages must not import each other.
+The ranks are the table in docs/architecture.md ("Layers and import direction"):
+types < games < prompts, algo, report < engines < agents < rollout < evaluation < train
+< cli. Same-rank packages must not import each other.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Choices:
 - The strategy is the equilibrium family of `kuhn_poker.cc: GetOptimalPolicy(alpha)`,
-  alpha in [0, 1/3] (reference/game-facts.md §3.1). Probabilities are of the "bet-like"
+  alpha in [0, 1/3] (docs/games.md, "Known values"). Probabilities are of the "bet-like"
   move: [bet] when no bet is on the table, [call] when facing one; the rest goes to
   [check] or [fold]. Under it the first mover's value is -1/18 for every alpha.
 - Roles are per hand: the seat that opens the hand plays the table's "P0" rows. In

@@ -4,8 +4,8 @@ Choices:
 - Values are game-theoretic only (+1 win, 0 draw, -1 loss for the side to move), with no
   preference for faster wins. Among the moves that keep the minimax value the agent picks
   uniformly at random (a seeded `random.Random`), because a deterministic solver is a weak
-  evaluator (see reference/game-facts.md finding 5). Against a uniform random opponent
-  this player wins 96.78% as first mover and never loses (game-facts.md §3.3).
+  evaluator (docs/games.md, "TicTacToe" under "Known values"). Against a uniform random
+  opponent this player wins 96.78% as first mover and never loses (same section).
 - The whole game tree has 5,478 positions; `functools.cache` keyed by the board tuple
   solves it once per process in well under a second.
 """

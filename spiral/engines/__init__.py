@@ -1,4 +1,6 @@
-"""engines layer: Sampler / Learner protocols and the local torch backend (see DESIGN.md).
+"""engines layer: Sampler / Learner protocols and the local torch backend.
+
+See docs/architecture.md, "Engines".
 
 Importing `spiral.engines` stays light: the protocols and ModelConfig come without torch;
 the torch classes load on first attribute access (PEP 562 module `__getattr__`).

@@ -1,8 +1,9 @@
 """TorchLearner: forward_backward / optim_step / save / load on a transformers (+PEFT) model.
 
-Mirrors Tinker's training primitives (see spiral-original.md §7.2): datums in the shifted
-layout, a loss function over per-token tensors, gradients accumulated across calls until
-`optim_step`, AdamW with betas (0.9, 0.95) and eps 1e-8, no schedule inside the learner.
+Mirrors Tinker's training primitives (docs/original.md, "Losses and the learner"): datums in
+the shifted layout, a loss function over per-token tensors, gradients accumulated across
+calls until `optim_step`, AdamW with betas (0.9, 0.95) and eps 1e-8, no schedule inside the
+learner.
 
 Choices:
 - Log-probs are log_softmax(logits / temperature) of the targets, in fp32, with the

@@ -8,7 +8,7 @@ hosted Tinker API), with the original Tinker port's datum layout and loss names.
                                        file in the checkpoint folder: the weights stay hosted)
 
 Choices:
-- **The datum** is the original's (spiral-original.md 7.2): `model_input` = prompt +
+- **The datum** is the original's (docs/original.md, "Losses"): `model_input` = prompt +
   completion without its last token, `target_tokens` shifted by one, `logprobs` the
   sampler's, `advantages` zero on prompt positions (the mask). Ours multiplies the
   advantage by mask x weight / normaliser: Tinker sums the loss over tokens and rows, so

@@ -1,5 +1,5 @@
 """evaluation layer: is it any good? Rates with intervals, exact move distributions and
-exact exploitability (see DESIGN.md).
+exact exploitability (docs/architecture.md, "Evaluation").
 
 Import-light on purpose: nothing here imports OpenSpiel or torch at package import;
 `exploitability` loads OpenSpiel only when a function needs it.

@@ -4,7 +4,7 @@ Choices:
 - One betting round per hand over a J < Q < K deck, ante 1, bet 1. Moves are "[check]",
   "[bet]", "[fold]", "[call]". The action tree is check -> {check: showdown, bet -> {fold,
   call: showdown}}, bet -> {fold, call: showdown}.
-- REAL chips (unlike the original, whose pot was always 2; see reference/game-facts.md):
+- REAL chips (unlike the original, whose pot was always 2; see docs/original.md):
   the pot holds both antes plus every bet and call, a fold gives it to the other seat, a
   showdown to the higher card. So a check-down or a fold moves 1 chip net, a called bet 2.
 - KuhnPoker-v1 plays `max_rounds` hands (5). As in the original, PLAYER 1 OPENS HAND 1 and

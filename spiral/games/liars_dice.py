@@ -1,6 +1,6 @@
 """LiarsDice-v1: two players, `num_dice` dice each, bid or call until one player has no dice.
 
-Rules (reference/spiral-original.md §2.2, with the v1 fixes):
+Rules (the original's v1 fixes included; docs/games.md):
 - Each round every player with dice rolls them in secret (from `self.rng`). Players take
   turns to bid `[Bid: q, f]` ("at least q dice across both hands show face f") or `[Call]`
   the previous bid. No faces are wild.

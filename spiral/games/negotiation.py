@@ -1,6 +1,6 @@
 """SimpleNegotiation-v1 (Wood/Gold, fixed values) and -v2 (five resources, random setup).
 
-Rules (reference/spiral-original.md §2.2), as we implement them:
+Rules (docs/games.md), as we implement them:
 - Seats alternate; the game lasts `num_turns` moves in total (10; the original called this
   `max_turns`, a name our base class uses for the truncation guard instead).
 - A move is `[Offer: <give> -> <receive>]`, `[Accept]` or `[Deny]`. An offer stays open

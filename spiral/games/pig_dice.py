@@ -1,6 +1,6 @@
 """PigDice-v1: roll to build a turn total, hold to bank it; first to `winning_score` wins.
 
-Rules (reference/spiral-original.md §2.2):
+Rules (docs/games.md):
 - On your turn, `[roll]` a die (from `self.rng`): 2-6 adds to your turn total and you go
   on (the same seat moves again - normal, not an illegal move); a 1 loses the turn total
   and passes the turn. `[hold]` banks the turn total and passes the turn.

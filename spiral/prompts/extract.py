@@ -3,7 +3,7 @@
 Pure string functions that never raise on any input (a hypothesis test feeds them
 adversarial braces, backslashes and unicode).
 
-Choices, following the original SPIRAL extraction (reference §4) except where noted:
+Choices, following the original SPIRAL extraction (docs/original.md) except where noted:
 - `extract_boxed` returns the content of the LAST `\\boxed{...}`, matching braces. If that
   last `\\boxed` is never closed (a reply cut off mid-answer) the result is None: we do not
   fall back to an earlier box, since the model had moved past it. `\\fbox` is not an

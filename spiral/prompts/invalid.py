@@ -13,8 +13,8 @@ registry:
   invalid moves it detects itself.
 
 The original scored invalid moves from two sources differently: its validator's sentinel
-got -1.5 / +0.5, while moves the environment rejected kept TextArena's -1 / 0 (reference
-§14.16), so the same mistake could cost different amounts. We apply the one declared
+got -1.5 / +0.5, while moves the environment rejected kept TextArena's -1 / 0 (docs/original.md,
+"Invalid moves"), so the same mistake could cost different amounts. We apply the one declared
 policy to every invalid move, whoever detects it.
 """
 

@@ -3,7 +3,7 @@
 One parser per answer format (a registry), each returning a canonical legal move or a
 typed failure. Legality is always the game's own `state.parse_action`, which is case- and
 whitespace-tolerant, so "\\boxed{Check}" is "[check]" (the original's case-sensitive check
-rejected it, reference §14.14).
+rejected it; docs/original.md).
 
 Rules:
 - boxed: the last `\\boxed{...}` (see extract.py), normalised ("4" -> "[4]"), then

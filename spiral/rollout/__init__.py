@@ -1,1 +1,1 @@
-"""rollout layer (see DESIGN.md)."""
+"""rollout layer: play many games at once (docs/architecture.md, "Rollout")."""

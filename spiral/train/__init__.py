@@ -1,1 +1,1 @@
-"""train layer (see DESIGN.md)."""
+"""train layer: config, the step, the loops, checkpoints (docs/architecture.md, "Train")."""

@@ -25,7 +25,7 @@ the update, evaluation, checkpoints, stopping) is the same code. Choices:
   metrics (`staleness/<k>/...`, spiral/train/step.py). With max_staleness 0 actors get no
   work while the learner learns (their games would be stale on arrival): lock-step, the
   sync loop's data on the actors. `async_lockstep_steps` runs a run's first steps so,
-  where the policy moves fastest and a lag costs most (docs/results.md, issue 12).
+  where the policy moves fastest and a lag costs most (docs/results.md, "Async actor-learner").
 - **Faults**: an actor that dies loses its batch in flight (dropped whole, never half
   counted: a batch is returned whole or not at all) and Ray restarts it
   (`actor_max_restarts`); a batch that takes longer than `actor_timeout_s` is abandoned

@@ -1,4 +1,4 @@
-"""Scripted agents against known values (reference/game-facts.md §3.1, §3.3)."""
+"""Scripted agents against known values (docs/games.md, "Known values")."""
 
 from __future__ import annotations
 

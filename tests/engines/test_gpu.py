@@ -2,8 +2,8 @@
 and learner agree, gradient checkpointing leaves the gradient unchanged, `spiral train`
 runs a few bf16 steps, and a model of a real shape (Qwen3) builds on the GPU.
 
-Run by `scripts/gpu-checks.sh` on a lent GPU machine (see that script); here they are
-collected and skipped. `SPIRAL_GPU_TEST_DEVICE=cpu pytest -m gpu tests/engines/test_gpu.py`
+Run on a GPU machine by `benchmarks/gpu-checks.sh` (see that script); without a GPU they
+are collected and skipped. `SPIRAL_GPU_TEST_DEVICE=cpu pytest -m gpu tests/engines/test_gpu.py`
 dry-runs their logic on the CPU."""
 
 from __future__ import annotations

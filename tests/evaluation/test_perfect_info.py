@@ -1,8 +1,8 @@
 """Exact TicTacToe exploitability by search, against numbers known independently.
 
 The uniform random policy's numbers were computed by OpenSpiel's `exploitability.nash_conv`
-on tic_tac_toe (294,778 information states; session 12, this machine), and agree with
-shared/reference/game-facts.md §3.3: a best response to random wins 191/192 as first
+on tic_tac_toe (294,778 information states), and agree with the known values in
+docs/games.md ("TicTacToe"): a best response to random wins 191/192 as first
 mover and nets 93.44% - 0.95% as second; random vs random nets 58.49% - 28.81% for the
 first mover."""
 

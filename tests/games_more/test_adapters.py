@@ -39,7 +39,7 @@ def test_openspiel_random_playouts_are_zero_sum_and_seeded(name: str) -> None:
 
 
 def test_openspiel_tic_tac_toe_random_play_matches_the_known_rates() -> None:
-    # Random vs random: first mover wins 58.49%, draws 12.70%, loses 28.81% (game-facts §3.3).
+    # Random vs random: first mover wins 58.49%, draws 12.70%, loses 28.81% (docs/games.md).
     games = 3000
     results = Counter(
         _play(make("openspiel:tic_tac_toe", seed=s), s).returns()[0] for s in range(games)
@@ -50,7 +50,7 @@ def test_openspiel_tic_tac_toe_random_play_matches_the_known_rates() -> None:
 
 
 def test_openspiel_kuhn_uniform_value_and_uniform_deals() -> None:
-    # Uniform vs uniform, P0's expected payoff is +0.125 (game-facts §3.1); payoffs are
+    # Uniform vs uniform, P0's expected payoff is +0.125 (docs/games.md); payoffs are
     # OpenSpiel's own (+-1, +-2). Each of the 6 deals has probability 1/6.
     games = 6000
     total, deals = 0.0, Counter[tuple[object, object]]()

@@ -1,4 +1,5 @@
-"""extract_boxed / normalize_answer / find_bracketed on the original's edge cases (§4)."""
+"""extract_boxed / normalize_answer / find_bracketed on the original's edge cases
+(docs/original.md)."""
 
 from __future__ import annotations
 

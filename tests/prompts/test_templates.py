@@ -20,7 +20,7 @@ PREAMBLE = "You are playing a two-player zero-sum game. Make valid actions to wi
 
 
 def original_qwen3(observation: str) -> str:
-    """The original SPIRAL `qwen3` game template, written out literally (reference §3)."""
+    """The original SPIRAL `qwen3` game template, written out literally (docs/original.md)."""
     return (
         "<|im_start|>user\nYou are playing a two-player zero-sum game. Make valid actions "
         "to win.\nObservation: " + observation + "\nPlease reason step by step, and put "

@@ -16,18 +16,18 @@ import matplotlib.pyplot as plt  # noqa: E402
 HERE = Path(__file__).parent
 P = "eval/KuhnPokerSingle-v0/"
 RUNS = {
-    "sync, importance_sampling (session 8)": HERE.parent
+    "sync, importance_sampling (bf16)": HERE.parent
     / "kuhn-precision"
     / "bf16-after.metrics.jsonl",
     "sync, ppo": HERE / "sync-ppo.metrics.jsonl",
     "async, lag 1, ppo": HERE / "async-lag1.metrics.jsonl",
     "async, lag 2, ppo": HERE / "async-lag2.metrics.jsonl",
     "async, lag 2, truncated IS": HERE / "async-lag2-tis.metrics.jsonl",
-    "sync, ppo, seed 1": HERE / "sync-ppo-s1.metrics.jsonl",
-    "async, lag 2, ppo, seed 1": HERE / "async-lag2-s1.metrics.jsonl",
+    "sync, ppo, seed 1": HERE / "sync-ppo-seed1.metrics.jsonl",
+    "async, lag 2, ppo, seed 1": HERE / "async-lag2-seed1.metrics.jsonl",
     "async, lag 2, ppo, 30 lock-step steps (stopped at 61)": HERE
     / "async-lag2-lockstep30.metrics.jsonl",
-    "sync, ppo, seed 2 (stopped at 57)": HERE / "sync-ppo-s2.metrics.jsonl",
+    "sync, ppo, seed 2 (stopped at 57)": HERE / "sync-ppo-seed2.metrics.jsonl",
 }
 fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 7.5), sharex=True)
 for i, (name, path) in enumerate(RUNS.items()):

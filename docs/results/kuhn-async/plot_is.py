@@ -1,8 +1,8 @@
 """Kuhn, the preset's own loss (`importance_sampling`, unclipped ratios): the sync loop's
-runs on file (seed 0, seeds 1 and 2 from session 14, seed 3 from session 15) vs the async
+runs on file (seeds 0-3) vs the async
 actor-learner with a staleness bound of 2 (seeds 0-4) and of 1. `python plot_is.py` -> `is-sync-vs-async.png`: exploitability of the live weights
-(top) and the largest importance ratio of each step's tokens (bottom, log scale; before
-session 15 the learner reported the token-weighted mean of its micro-batches' largest
+(top) and the largest importance ratio of each step's tokens (bottom, log scale; until
+ratio_max was fixed the learner reported the token-weighted mean of its micro-batches' largest
 ratios, a lower bound of the largest)."""
 
 from __future__ import annotations
@@ -18,17 +18,17 @@ import matplotlib.pyplot as plt  # noqa: E402
 HERE = Path(__file__).parent
 P = "eval/KuhnPokerSingle-v0/exploitability_t1"
 RUNS = {
-    "sync (make train, session 5)": HERE.parent / "kuhn-make-train-s5" / "metrics.jsonl",
-    "sync (bf16, session 8)": HERE.parent / "kuhn-precision" / "bf16-after.metrics.jsonl",
-    "sync (fp32, session 8)": HERE.parent / "kuhn-precision" / "fp32-before.metrics.jsonl",
-    "sync, seed 1 (session 14)": HERE / "sync-is-s1.metrics.jsonl",
-    "sync, seed 2 (session 14)": HERE / "sync-is-s2.metrics.jsonl",
-    "sync, seed 3 (session 15)": HERE / "sync-is-s3.metrics.jsonl",
+    "sync (make train)": HERE.parent / "kuhn-make-train" / "metrics.jsonl",
+    "sync (bf16)": HERE.parent / "kuhn-precision" / "bf16-after.metrics.jsonl",
+    "sync (fp32)": HERE.parent / "kuhn-precision" / "fp32-before.metrics.jsonl",
+    "sync, seed 1": HERE / "sync-is-seed1.metrics.jsonl",
+    "sync, seed 2": HERE / "sync-is-seed2.metrics.jsonl",
+    "sync, seed 3": HERE / "sync-is-seed3.metrics.jsonl",
     "async, bound 2, seed 0": HERE / "async-is-st2.metrics.jsonl",
-    "async, bound 2, seed 1": HERE / "async-is-st2-s1.metrics.jsonl",
-    "async, bound 2, seed 2": HERE / "async-is-st2-s2.metrics.jsonl",
-    "async, bound 2, seed 3 (session 15)": HERE / "async-is-st2-s3.metrics.jsonl",
-    "async, bound 2, seed 4 (session 15)": HERE / "async-is-st2-s4.metrics.jsonl",
+    "async, bound 2, seed 1": HERE / "async-is-st2-seed1.metrics.jsonl",
+    "async, bound 2, seed 2": HERE / "async-is-st2-seed2.metrics.jsonl",
+    "async, bound 2, seed 3": HERE / "async-is-st2-seed3.metrics.jsonl",
+    "async, bound 2, seed 4": HERE / "async-is-st2-seed4.metrics.jsonl",
     "async, bound 1, seed 0": HERE / "async-is-st1.metrics.jsonl",
 }
 fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 7), sharex=True)

@@ -1,4 +1,4 @@
-"""Session 16: two step-size levers for the async loop with a staleness bound of 2, against
+"""Two step-size levers for the async loop with a staleness bound of 2, against
 the plain bound-2 runs and the sync runs of the same seeds (`importance_sampling`, the
 preset's loss). `python plot_levers.py` -> `levers.png`: exploitability of the live weights
 (top) and each step's learning rate after the lever (bottom, log scale)."""
@@ -18,25 +18,25 @@ P = "eval/KuhnPokerSingle-v0/exploitability_t1"
 # (label, file, colour, line style): one colour per seed, one style per arm.
 RUNS = [
     (
-        "sync, seed 0 (make train, session 5)",
-        HERE.parent / "kuhn-make-train-s5" / "metrics.jsonl",
+        "sync, seed 0 (make train)",
+        HERE.parent / "kuhn-make-train" / "metrics.jsonl",
         0,
         ":",
     ),
     ("async bound 2, seed 0", HERE / "async-is-st2.metrics.jsonl", 0, "--"),
     (
         "async bound 2 + lr_staleness=inverse, seed 0",
-        HERE / "async-inv-st2-s0.metrics.jsonl",
+        HERE / "async-inv-st2-seed0.metrics.jsonl",
         0,
         "-.",
     ),
-    ("async bound 2 + lr_kl_target=0.05, seed 0", HERE / "async-kl-st2-s0.metrics.jsonl", 0, "-"),
-    ("sync, seed 2", HERE / "sync-is-s2.metrics.jsonl", 1, ":"),
-    ("async bound 2, seed 2", HERE / "async-is-st2-s2.metrics.jsonl", 1, "--"),
-    ("async bound 2 + lr_kl_target=0.05, seed 2", HERE / "async-kl-st2-s2.metrics.jsonl", 1, "-"),
-    ("sync, seed 3", HERE / "sync-is-s3.metrics.jsonl", 2, ":"),
-    ("async bound 2, seed 3", HERE / "async-is-st2-s3.metrics.jsonl", 2, "--"),
-    ("async bound 2 + lr_kl_target=0.05, seed 3", HERE / "async-kl-st2-s3.metrics.jsonl", 2, "-"),
+    ("async bound 2 + lr_kl_target=0.05, seed 0", HERE / "async-kl-st2-seed0.metrics.jsonl", 0, "-"),
+    ("sync, seed 2", HERE / "sync-is-seed2.metrics.jsonl", 1, ":"),
+    ("async bound 2, seed 2", HERE / "async-is-st2-seed2.metrics.jsonl", 1, "--"),
+    ("async bound 2 + lr_kl_target=0.05, seed 2", HERE / "async-kl-st2-seed2.metrics.jsonl", 1, "-"),
+    ("sync, seed 3", HERE / "sync-is-seed3.metrics.jsonl", 2, ":"),
+    ("async bound 2, seed 3", HERE / "async-is-st2-seed3.metrics.jsonl", 2, "--"),
+    ("async bound 2 + lr_kl_target=0.05, seed 3", HERE / "async-kl-st2-seed3.metrics.jsonl", 2, "-"),
 ]
 fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
 for name, path, colour, style in RUNS:

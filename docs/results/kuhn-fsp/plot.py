@@ -1,5 +1,5 @@
 """Plain self-play vs population play (FSP, and FSP with fsp_current_fraction=0.5) on Kuhn
-with the session-5 preset, seed 0:
+with the embedded-kuhn preset (p5's keys), seed 0:
 exploitability of the live policy, of the averaged weights and (FSP) of the pool's
 average policy, and the value against the Nash player. `python plot.py`."""
 
@@ -16,9 +16,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 HERE = Path(__file__).parent
 P = "eval/KuhnPokerSingle-v0/"
 RUNS = {
-    "plain (make train)": HERE.parent / "kuhn-make-train-s5" / "metrics.jsonl",
-    "FSP": HERE / "fsp-s5.metrics.jsonl",
-    "FSP, live share 0.5": HERE / "frac50-s0.metrics.jsonl",
+    "plain (make train)": HERE.parent / "kuhn-make-train" / "metrics.jsonl",
+    "FSP": HERE / "fsp-seed0.metrics.jsonl",
+    "FSP, live share 0.5": HERE / "fsp-frac50-seed0.metrics.jsonl",
 }
 fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
 for i, (name, path) in enumerate(RUNS.items()):

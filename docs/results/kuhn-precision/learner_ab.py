@@ -1,4 +1,4 @@
-"""Session 7's in-process A/B of one make-train learner step (33 merged Kuhn rows,
+"""The in-process A/B of one make-train learner step (33 merged Kuhn rows,
 10,297 tokens), run as `python learner_ab.py float32` and `... bfloat16` one after the
 other on a quiet machine: bf16 6.6-7.4 s vs fp32 10.5-11.2 s per forward+backward."""
 

@@ -1,5 +1,5 @@
-"""`make train` before issue 11 (fp32, commit 2956061) and after (bf16 under dtype=auto),
-same preset and seed, plus the session-5 fp32 run: exploitability and step time.
+"""`make train` before the speed work (fp32, commit 2956061) and after (bf16 under dtype=auto),
+same preset and seed, plus the first fp32 make-train run of the preset: exploitability and step time.
 `python plot.py` -> `before-after.png`."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 HERE = Path(__file__).parent
 P = "eval/KuhnPokerSingle-v0/"
 RUNS = {
-    "fp32, session 5": HERE.parent / "kuhn-make-train-s5" / "metrics.jsonl",
+    "fp32, first make train": HERE.parent / "kuhn-make-train" / "metrics.jsonl",
     "fp32 before (2956061)": HERE / "fp32-before.metrics.jsonl",
     "bf16 after": HERE / "bf16-after.metrics.jsonl",
 }

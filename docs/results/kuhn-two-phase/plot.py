@@ -1,5 +1,5 @@
-"""Exploitability (live and averaged) and value against the Nash player of the session-4
-schedule runs. `python plot.py` (reads p*.metrics.jsonl here)."""
+"""Exploitability (live and averaged) and value against the Nash player of the schedule
+runs p1-p5. `python plot.py` (reads p*.metrics.jsonl here)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""`make train` before issue 11 (commit 2956061: fp32, the model's own decode) and after
-(session 17: bf16 under dtype=auto, prefix cache, merged LoRA, the packed decode step),
+"""`make train` before the speed work (commit 2956061: fp32, the model's own decode) and after
+(commit 3840c50: bf16 under dtype=auto, prefix cache, merged LoRA, the packed decode step),
 same preset and seed, run side by side, each pinned to one core with one thread.
 `python plot.py` -> `side-by-side.png` and a summary on stdout."""
 
@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 HERE = Path(__file__).parent
 P = "eval/KuhnPokerSingle-v0/"
-RUNS = {"before (2956061)": "before", "after (session 17)": "after"}
+RUNS = {"before (2956061)": "before", "after (3840c50)": "after"}
 
 
 def rows(name: str) -> list[dict]:

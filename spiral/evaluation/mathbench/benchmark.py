@@ -1,4 +1,5 @@
-"""Math benchmarks as a measure of reasoning transfer, as in the original SPIRAL (§10).
+"""Math benchmarks as a measure of reasoning transfer, as in the original SPIRAL
+(docs/math-eval.md).
 
 `evaluate_math(sampler, tokenizer, problems, name)` renders each problem with a prompt
 template (default `qwen3_general`: "Question: {problem}" plus "Please reason step by step,

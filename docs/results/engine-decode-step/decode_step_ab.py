@@ -4,7 +4,7 @@ step (`PackedDecoder`), arms alternating step by step, median of 10 after 3 warm
 each; then the top operators of 5 profiled steps of ours and the profiled operator count
 of both. Run from the repository root:
 
-    python docs/results/engine-s17/decode_step_ab.py > docs/results/engine-s17/decode-step-ab.txt
+    python docs/results/engine-decode-step/decode_step_ab.py > docs/results/engine-decode-step/decode-step-ab.txt
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 alternating, the first round dropped, with and without prefix sharing; seconds per call
 and the relative difference of the two arms' gradients. Run from the repository root:
 
-    PYTHONPATH=docs/results/engine-s18 python docs/results/engine-s18/learn_upcast_ab.py \
-        > docs/results/engine-s18/learn-upcast-ab.txt
+    PYTHONPATH=docs/results/engine-ceilings python docs/results/engine-ceilings/learn_upcast_ab.py \
+        > docs/results/engine-ceilings/learn-upcast-ab.txt
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ forward and backward, against the parts a flash-style function of plain batched 
 would run (the score product with fp32 or bf16 inputs, the probabilities times values).
 Best of 5 each, 2 threads. Run from the repository root:
 
-    python docs/results/engine-s18/attention_parts.py > docs/results/engine-s18/attention-parts.txt
+    python docs/results/engine-ceilings/attention_parts.py > docs/results/engine-ceilings/attention-parts.txt
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 engine bench's workload, no prefix sharing): three timed calls, then the top operators by
 self CPU time of one profiled call. Run from the repository root:
 
-    PYTHONPATH=docs/results/engine-s18 python docs/results/engine-s18/learn_profile.py \
-        > docs/results/engine-s18/learn-profile.txt
+    PYTHONPATH=docs/results/engine-ceilings python docs/results/engine-ceilings/learn_profile.py \
+        > docs/results/engine-ceilings/learn-profile.txt
 """
 
 from __future__ import annotations

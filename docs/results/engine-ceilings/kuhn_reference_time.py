@@ -4,7 +4,7 @@ step 60 (KL coefficient 0.30 on the ramp to 0.6, entropy bonus on) three times f
 same weights, timing `TorchLearner._reference_dists` (the no-gradient forward of the KL
 reference over the same rows) inside it. Run from the repository root:
 
-    python docs/results/engine-s18/kuhn_reference_time.py > docs/results/engine-s18/kuhn-reference-time.txt
+    python docs/results/engine-ceilings/kuhn_reference_time.py > docs/results/engine-ceilings/kuhn-reference-time.txt
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Sampling one make-train Kuhn step with prompts tokenized per copy (old) vs once per
-distinct text (`LLMPolicy.prompts`, session 17); arms alternating, best of 3 after a
+distinct text (`LLMPolicy.prompts`); arms alternating, best of 3 after a
 warm-up rep; asserts the same prompt ids. Run from the repository root:
 
-    python docs/results/engine-s17/tokenize_once_ab.py
+    python docs/results/engine-decode-step/tokenize_once_ab.py
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Decode with the matmul attention's scores from fp32 q and k (session 13, after review)
-vs from the bf16 product (session 12), in one process on the same model and prompts:
+"""Decode with the matmul attention's scores from fp32 q and k (the kept version)
+vs from the bf16 product (the first version), in one process on the same model and prompts:
 16 rows of the embedded model in bf16, 64 new tokens each, arms alternating, 3 reps.
 `python decode_ab.py OUT.json`."""
 
@@ -20,7 +20,7 @@ fp32_scores = attention.matmul_attention
 
 
 def bf16_scores(q, k, v, mask, scaling, causal):  # type: ignore[no-untyped-def]
-    """Session 12's product: q k^T in bf16, then cast (the rest as now)."""
+    """The first version's product: q k^T in bf16, then cast (the rest as now)."""
     batch, heads, q_len, dim = q.shape
     kv_heads, k_len = k.shape[1], k.shape[2]
     group = heads // kv_heads

@@ -3,7 +3,7 @@
 against `torch.compile` (inductor), the two arms interleaved step by step so that load
 from other processes falls on both alike.
 
-    python docs/results/engine-s16/compile_decode_ab.py [--freezing] [--dtype float32]
+    python docs/results/engine-compile-decode/compile_decode_ab.py [--freezing] [--dtype float32]
 
 `--freezing` turns on inductor's freezing (weights treated as constants, prepacked for
 oneDNN), its documented path for CPU inference. One thread; 40 steps after a 5-step

@@ -3,8 +3,8 @@ then with every decoder layer compiled (`torch.compile(dynamic=True)`, inductor 
 CPU): seconds per call (the first compiled call includes compiling) and the relative
 difference of the two gradients. Run from the repository root:
 
-    PYTHONPATH=docs/results/engine-s18 python docs/results/engine-s18/learn_compile_ab.py \
-        > docs/results/engine-s18/learn-compile-ab.txt
+    PYTHONPATH=docs/results/engine-ceilings python docs/results/engine-ceilings/learn_compile_ab.py \
+        > docs/results/engine-ceilings/learn-compile-ab.txt
 """
 
 from __future__ import annotations
