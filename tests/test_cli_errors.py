@@ -108,3 +108,42 @@ def test_unknown_or_malformed_arguments_are_refused(
     capsys: pytest.CaptureFixture[str], argv: list[str], expected: str
 ) -> None:
     assert expected in _one_line_error(capsys, argv)
+
+
+def test_machine_errors_come_before_any_model_work(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bad device, a missing local folder or a sink without its package is refused before
+    the embedded model is converted (an empty model cache stays empty)."""
+    import importlib.util
+
+    import torch
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("SPIRAL_CACHE", str(cache))
+    base = ["train", "env_ids=KuhnPokerSingle-v0", "max_steps=1", f"log_path={tmp_path / 'r'}"]
+    if not torch.cuda.is_available():
+        assert "no CUDA GPU is visible" in _one_line_error(capsys, [*base, "device=cuda"])
+    missing = _one_line_error(capsys, [*base, "model_name=runs/x/checkpoints/step_000002"])
+    assert "does not exist" in missing
+    real_find_spec = importlib.util.find_spec
+
+    def without_tensorboard(name: str, *args: Any) -> Any:
+        return None if name == "tensorboard" else real_find_spec(name, *args)
+
+    monkeypatch.setattr(importlib.util, "find_spec", without_tensorboard)
+    err = _one_line_error(capsys, [*base, "tensorboard=true"])
+    assert "pip install 'spiral-selfplay[tensorboard]'" in err
+    assert not cache.exists() or not any(cache.iterdir())
+
+
+def test_version_and_a_presets_help(capsys: pytest.CaptureFixture[str]) -> None:
+    from spiral import __version__
+
+    assert cli.main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"spiral {__version__}"
+    assert cli.main(["train", "preset=embedded-kuhn", "lora_rank=8", "--help"]) == 0
+    text = capsys.readouterr().out
+    assert "  learning_rate (set: 1e-3; a number)" in text  # the preset's, not the default
+    assert "  lora_rank (set: 8; an integer)" in text  # the command line's
+    assert "  seed (0; an integer)" in text  # untouched keys keep their default

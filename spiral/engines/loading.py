@@ -20,10 +20,14 @@ so this is safe).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import json
 import os
+import re
+import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -75,12 +79,28 @@ def resolve_model_path(name: str) -> str:
                 "nor adapter_config.json (a PEFT adapter); pass a model folder or a hub id"
             )
         return str(path)
-    if name.startswith((".", "/", "~")):
+    if not looks_like_hub_id(name):
         raise ModelNotFoundError(
-            f"model folder {name} does not exist; pass a model folder, a hub id (with the "
-            "hub reachable or the model in its cache) or model_name=embedded"
+            f"model folder {name} does not exist; pass a model folder, a hub id such as "
+            "Qwen/Qwen3-4B-Base (with the hub reachable or the model in its cache) or embedded"
         )
     return name  # a hub id
+
+
+_HUB_PART = re.compile(r"[A-Za-z0-9][\w.-]{0,95}")
+
+
+def looks_like_hub_id(name: str) -> bool:
+    """Whether `name` can be a Hugging Face repo id (`name` or `owner/name`) rather than a
+    local path that does not exist: a path-like start, more than one `/`, or a first part
+    that is a local folder (`runs/x` with `runs/` here) make it a path, refused at once
+    instead of after the hub's retries."""
+    if name.startswith((".", "/", "~")) or name.count("/") > 1 or "\\" in name:
+        return False
+    parts = name.split("/")
+    if len(parts) == 2 and Path(parts[0]).is_dir():
+        return False
+    return all(_HUB_PART.fullmatch(p) and ".." not in p and "--" not in p for p in parts)
 
 
 def resolve_device(device: str) -> Any:
@@ -146,7 +166,12 @@ def resolve_dtype(dtype: str, device: Any, full_fine_tuning: bool = False) -> An
 
 
 def _from_pretrained(loader: Any, source: str, **kwargs: Any) -> Any:
-    """Call `loader.from_pretrained`, turning an offline hub miss into a clear error."""
+    """Call `loader.from_pretrained`, turning an offline hub miss into a clear error.
+    transformers' own "Loading weights" bar is off: loading is a second, and every
+    command would print it (downloads keep the hub's progress bars)."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
     try:
         return loader.from_pretrained(source, **kwargs)
     except OSError as err:
@@ -154,8 +179,9 @@ def _from_pretrained(loader: Any, source: str, **kwargs: Any) -> Any:
             raise
         raise ModelNotFoundError(
             f"Could not load {source!r}: it is not a local folder and the Hugging Face hub "
-            "is unreachable or does not have it. Pass a local model folder (model=/path), "
-            f"or model=embedded for the built-in SmolLM2-135M-Instruct. Cause: {err}"
+            "is unreachable or does not have it. Pass a local model folder, a hub id whose "
+            "files are in the Hugging Face cache, or `embedded` for the built-in "
+            f"SmolLM2-135M-Instruct. Cause: {err}"
         ) from err
 
 
@@ -209,9 +235,10 @@ def load_model_and_tokenizer(cfg: ModelConfig) -> tuple[Any, Any]:
     if cfg.lora_rank < 0:
         raise ValueError(f"lora_rank must be >= 0 (0 = full fine-tuning), got {cfg.lora_rank}")
     torch.manual_seed(cfg.seed)  # LoRA A matrices are random-initialised
-    source = resolve_model_path(cfg.model)
+    # The device and dtype first: a bad one is refused before any download or conversion.
     device = resolve_device(cfg.device)
     dtype = resolve_dtype(cfg.dtype, device, full_fine_tuning=cfg.lora_rank == 0)
+    source = resolve_model_path(cfg.model)
     adapter_file = Path(source) / "adapter_config.json"
     base_source = source
     if adapter_file.is_file():
@@ -228,22 +255,53 @@ def load_model_and_tokenizer(cfg: ModelConfig) -> tuple[Any, Any]:
     contiguous_head_input(model)
     use_spiral_attention(model)
     if cfg.gradient_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        model.config.use_cache = False
-    if adapter_file.is_file():
-        from peft import PeftModel
+        enable_activation_checkpointing(model)
+    with _peft_reads_old_names():
+        if adapter_file.is_file():
+            from peft import PeftModel
 
-        model = PeftModel.from_pretrained(model, source, is_trainable=True)
-        if cfg.lora_rank == 0:
-            model = model.merge_and_unload()
-    elif cfg.lora_rank > 0:
-        from peft import get_peft_model
+            model = PeftModel.from_pretrained(model, source, is_trainable=True)
+            if cfg.lora_rank == 0:
+                model = model.merge_and_unload()
+        elif cfg.lora_rank > 0:
+            from peft import get_peft_model
 
-        model = get_peft_model(model, _lora_config(cfg))
+            model = get_peft_model(model, _lora_config(cfg))
     if cfg.gradient_checkpointing and cfg.lora_rank > 0:
         model.enable_input_require_grads()  # checkpointed blocks need a grad-carrying input
     model.train()
     return model, tokenizer
+
+
+def enable_activation_checkpointing(model: Any) -> None:
+    """Recompute each layer's activations in the backward pass, by the name transformers
+    uses now (`activation_checkpointing_enable`; `gradient_checkpointing_enable`, its
+    older name, is deprecated and goes in v6), non-reentrant, without a KV cache."""
+    if hasattr(model, "activation_checkpointing_enable"):
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.config.use_cache = False
+
+
+def activation_checkpointing_on(model: Any) -> bool:
+    """Whether `model` (or the model inside a PEFT wrapper) checkpoints its activations."""
+    base: Any = model.get_base_model() if hasattr(model, "get_base_model") else model
+    if hasattr(base, "is_activation_checkpointing"):
+        return bool(base.is_activation_checkpointing)
+    return bool(base.is_gradient_checkpointing)
+
+
+@contextlib.contextmanager
+def _peft_reads_old_names() -> Iterator[None]:
+    """PEFT (0.21) reads transformers' deprecated `is_gradient_checkpointing` when it
+    wraps a model, which warns on every load; that warning is PEFT's to fix and says
+    nothing to a Spiral user, so it is silenced here and nowhere else."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning
+        )
+        yield
 
 
 @functools.cache

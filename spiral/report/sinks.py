@@ -178,6 +178,22 @@ class TensorBoardSink:
         self._writer.close()
 
 
+def missing_sink_package(tensorboard: bool = False, wandb: bool = False) -> str | None:
+    """The one-line fix when a sink asked for lacks its package, else None (checked
+    before a run loads its model, so the fix comes first, not after minutes)."""
+    import importlib.util
+
+    wanted = {"tensorboard": tensorboard, "wandb": wandb}
+    for package, asked in wanted.items():
+        if asked and importlib.util.find_spec(package) is None:
+            key = "tensorboard=true" if package == "tensorboard" else "wandb_project="
+            return (
+                f"{key} needs the {package} package: pip install 'spiral-selfplay[{package}]' "
+                f"(or drop {key})"
+            )
+    return None
+
+
 class MultiSink:
     """Sends every row to each sink in order."""
 

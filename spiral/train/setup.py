@@ -24,7 +24,7 @@ from spiral.evaluation.match import evaluate, results_metrics
 from spiral.evaluation.model_policy import model_kuhn_exploitability
 from spiral.prompts.invalid import InvalidMovePolicy, invalid_policy
 from spiral.prompts.spec import PromptSpec
-from spiral.report.sinks import MetricsSink, TensorBoardSink, WandbSink
+from spiral.report.sinks import MetricsSink, TensorBoardSink, WandbSink, missing_sink_package
 from spiral.train.config import ConfigError, TrainConfig
 from spiral.train.population import Population
 
@@ -76,8 +76,26 @@ def build_setup(cfg: TrainConfig) -> RunSetup:
         game_id: dataclasses.replace(spec, obs_style="history" if full else "latest")
         for game_id, full in zip(cfg.env_ids, cfg.use_llm_obs_wrappers, strict=False)
     }
+    check_machine(cfg)
     run_dir = Path(cfg.log_path) if cfg.log_path else Path("runs") / default_run_name(cfg)
     return RunSetup(run_dir, spec, spec_by_game, policy, game_params)
+
+
+def check_machine(cfg: TrainConfig) -> None:
+    """What the run needs from this machine, checked before any model is loaded or
+    converted: the device and dtype, a local model folder that exists, and the packages
+    of the metrics sinks asked for."""
+    from spiral.engines.embedded import EMBEDDED_NAMES
+    from spiral.engines.loading import resolve_device, resolve_dtype, resolve_model_path
+
+    if cfg.engine == "torch" or cfg.sampler_engine:
+        device = resolve_device(cfg.device)
+        resolve_dtype(cfg.dtype, device, full_fine_tuning=cfg.lora_rank == 0)
+    if cfg.model_name not in EMBEDDED_NAMES:
+        resolve_model_path(cfg.model_name)  # a missing folder is refused here, not later
+    problem = missing_sink_package(tensorboard=cfg.tensorboard, wandb=bool(cfg.wandb_project))
+    if problem:
+        raise ConfigError(problem)
 
 
 def make_learner_factory(cfg: TrainConfig, ranks: Ranks | None = None) -> Callable[[], Learner]:

@@ -82,7 +82,7 @@ def test_gradient_checkpointing_gives_the_same_gradient(tiny_llama: Path, rank: 
         ModelConfig(str(tiny_llama), lora_rank=rank, seed=0, gradient_checkpointing=True)
     )
     assert plain.share_prefix and not ckpt.share_prefix
-    assert ckpt.model.is_gradient_checkpointing
+    assert activation_checkpointing_on(ckpt.model)
     datums = _datums(plain)
     prompts = [list(d.input_ids) for d in datums[:2]]
     params = SamplingParams(max_tokens=5, seed=3)

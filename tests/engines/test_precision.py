@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 
 from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
+from spiral.engines.loading import enable_activation_checkpointing
 from spiral.engines.precision import lora_compute, mixed_lora
 
 
@@ -80,7 +81,7 @@ def test_only_the_adapters_change_and_are_restored(tiny_llama: Path) -> None:
 
 def test_left_alone_under_activation_checkpointing(tiny_llama: Path) -> None:
     model, ids = _model(tiny_llama, "bfloat16")
-    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    enable_activation_checkpointing(model)
     model.train()
     plain_logits, plain_grads = _run(model, ids)
     with lora_compute(model):  # the recomputation runs outside the block: PEFT's fp32 path
