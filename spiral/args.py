@@ -41,6 +41,12 @@ def positive(obj: Any, attr: str) -> None:
         raise UsageError(f"{_name(attr)} must be > 0, got {getattr(obj, attr)!r}")
 
 
+def positive_or_unset(obj: Any, attr: str) -> None:
+    """`positive` for a key whose None means "inherit it" (e.g. from a run's config)."""
+    if getattr(obj, attr) is not None:
+        positive(obj, attr)
+
+
 def non_negative(obj: Any, attr: str) -> None:
     if getattr(obj, attr) < 0:
         raise UsageError(f"{_name(attr)} must be >= 0, got {getattr(obj, attr)!r}")
@@ -189,13 +195,19 @@ def _expand_preset(
 
 
 # ---- help ------------------------------------------------------------------------------
-def help_text(cls: type, command: str, epilog: str = "") -> str:
+def help_text(
+    cls: type, command: str, epilog: str = "", given: Mapping[str, str] | None = None
+) -> str:
     """`spiral <command> --help`: the config's docstring, then every key with its type,
-    default and doc."""
+    default and doc. `given` (key -> value, e.g. a preset's and the command line's) is
+    shown in place of the default, marked as set."""
+    given = given or {}
     lines = [(cls.__doc__ or f"usage: spiral {command} key=value ...").strip(), ""]
-    lines.append("keys (default; type) description:")
+    lines.append("keys (default, or `set: VALUE` where given here; type) description:")
     for name, field in _fields(cls).items():
         default = _shown_default(field)
+        if name in given:
+            default = f"set: {given[name]}"
         lines.append(f"  {name} ({default}; {describe_type(field.final_type)})")
         if field._doc:
             lines.append(f"      {field._doc}")

@@ -24,11 +24,23 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+def version() -> str:
+    """The installed distribution's version."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("spiral-selfplay")
+    except PackageNotFoundError:
+        return "unknown (not installed: pip install -e .)"
+
+
 def _usage() -> str:
     lines = ["usage: spiral <command> key=value ...", "", "commands:"]
     lines += [f"  {name:<8} {help_}" for name, (_, help_) in COMMANDS.items()]
     lines += ["", "`spiral <command> --help` lists that command's keys."]
     lines += ["`spiral --debug <command> ...` (or SPIRAL_DEBUG=1) shows tracebacks of errors."]
+    lines += ["`spiral --version` prints the installed version."]
     return "\n".join(lines)
 
 
@@ -38,6 +50,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = [a for a in args if a != "--debug"]
     if not args or args[0] in ("-h", "--help", "help"):
         print(_usage())
+        return 0
+    if args[0] in ("-V", "--version", "version"):
+        print(f"spiral {version()}")
         return 0
     name, rest = args[0], args[1:]
     if name not in COMMANDS:
@@ -58,6 +73,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"spiral {name}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`spiral train --help | head`): nothing left to say, and
+        # the exit's flush of stdout must not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     return int(result or 0)
 
 

@@ -545,8 +545,19 @@ def field_docs() -> list[tuple[str, str, str]]:
     return command_field_docs(TrainConfig)
 
 
-def help_text() -> str:
-    return command_help(TrainConfig, "train", f"presets: {', '.join(sorted(PRESETS))}")
+def help_text(argv: Sequence[str] = ()) -> str:
+    """`spiral train [preset=NAME key=value ...] --help`: every key, showing the values that
+    the preset and the other keys given set in place of the defaults."""
+    given: dict[str, str] = {}
+    for word in argv:
+        key, sep, value = word.partition("=")
+        if not sep:
+            continue
+        if key == "preset" and value in PRESETS:
+            given.update(PRESETS[value])
+        given[key] = value
+    epilog = f"presets: {', '.join(sorted(PRESETS))}"
+    return command_help(TrainConfig, "train", epilog, given)
 
 
 def parse_config(argv: Sequence[str]) -> TrainConfig:

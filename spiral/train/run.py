@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from spiral.engines.distributed import join_from_env, leave
+from spiral.report.console_log import kept_in
 from spiral.report.sinks import read_jsonl
 from spiral.train.config import ConfigError, help_text, parse_config
 from spiral.train.data_parallel import check_config, shared_setup
@@ -46,7 +48,7 @@ def before_after(metrics_path: Path) -> str:
 def main(argv: Sequence[str]) -> int:
     args = list(argv)
     if any(a in ("-h", "--help", "help") for a in args):
-        print(help_text())
+        print(help_text(args))
         return 0
     try:
         cfg = parse_config(args)
@@ -62,16 +64,18 @@ def main(argv: Sequence[str]) -> int:
             print(f"spiral train: {err}", file=sys.stderr)
         return 2
     setup = shared_setup(setup, ranks)
-    if ranks.main:
-        kind = "fully sharded (FSDP)" if cfg.fsdp else "data-parallel"
-        world = f", {ranks.world} {kind} ranks" if ranks.world > 1 else ""
-        print(
-            f"run folder: {setup.run_dir}  ({cfg.num_steps} steps, "
-            f"{cfg.games_per_step} games/step{world})"
-        )
-    result = train(cfg, setup, make_learner_factory(cfg, ranks), ranks=ranks)
-    metrics_path = result.run_dir / "metrics.jsonl"
-    if ranks.main and metrics_path.exists():
-        print(before_after(metrics_path))
+    kept = kept_in(setup.run_dir / "console.log") if ranks.main else contextlib.nullcontext()
+    with kept:
+        if ranks.main:
+            kind = "fully sharded (FSDP)" if cfg.fsdp else "data-parallel"
+            world = f", {ranks.world} {kind} ranks" if ranks.world > 1 else ""
+            print(
+                f"run folder: {setup.run_dir}  ({cfg.num_steps} steps, "
+                f"{cfg.games_per_step} games/step{world}; console kept in console.log)"
+            )
+        result = train(cfg, setup, make_learner_factory(cfg, ranks), ranks=ranks)
+        metrics_path = result.run_dir / "metrics.jsonl"
+        if ranks.main and metrics_path.exists():
+            print(before_after(metrics_path))
     leave(ranks)
     return 130 if result.interrupted else 0

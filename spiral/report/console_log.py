@@ -1,0 +1,49 @@
+"""The run's console, kept: what `spiral train` prints also goes to `RUN/console.log`.
+
+A run folder should tell its own story after the terminal is gone: the progress lines,
+evaluations, warnings and the before/after summary. `kept_in(path)` copies every write to
+Python's stdout and stderr into `path` (appended, so a resumed run continues the same
+file, with a line marking where each start began) and restores both on exit. Output
+written below Python (a C library printing to file descriptor 1) is not copied.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+
+class _Tee:
+    """A text stream that writes to the terminal stream and to the log file."""
+
+    def __init__(self, stream: IO[str], log: IO[str]) -> None:
+        self._stream, self._log = stream, log
+
+    def write(self, text: str) -> int:
+        self._log.write(text)
+        self._log.flush()
+        return self._stream.write(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def __getattr__(self, name: str) -> Any:  # isatty, fileno, encoding, ...
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def kept_in(path: Path) -> Iterator[None]:
+    """Copy stdout and stderr into `path` while the block runs."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8", errors="replace") as log:
+        log.write(f"---- {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(sys.argv)}\n")
+        out, err = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = _Tee(out, log), _Tee(err, log)  # type: ignore[assignment]
+        try:
+            yield
+        finally:
+            sys.stdout, sys.stderr = out, err
