@@ -3,7 +3,8 @@
 `spiral play game=TicTacToe-v0 opponent=optimal seat=0 seed=0` shows the person what their
 seat sees (board or cards, and the legal moves), reads a move, and answers bad input with
 a message instead of crashing. Moves may be typed with or without brackets, in any case;
-a number picks from the numbered list of legal moves. `quit` ends the game.
+in games whose moves are numbers (TicTacToe cells, Connect Four columns) a number is
+that move; elsewhere it picks from the numbered list of legal moves. `quit` ends the game.
 """
 
 from __future__ import annotations
@@ -62,7 +63,12 @@ class HumanAgent(Agent):
         seat = state.current_player()
         legal = state.legal_actions()
         self.out("\n" + "=" * 60 + f"\nYou are Player {seat}.\n" + state.observation(seat))
-        self.out("Legal moves: " + "  ".join(f"{i + 1}) {m}" for i, m in enumerate(legal[:40])))
+        if numbered_moves(legal):
+            self.out("Legal moves: " + "  ".join(legal[:40]))
+            hint = "Type one of the moves above (a number is that move, e.g. 4)."
+        else:
+            self.out("Legal moves: " + "  ".join(f"{i + 1}) {m}" for i, m in enumerate(legal[:40])))
+            hint = "Type one of the moves above, or its number in the list."
         while True:
             self.out("Your move> ")
             line = self.stdin.readline()
@@ -74,19 +80,25 @@ class HumanAgent(Agent):
             move = self._interpret(text, state, legal)
             if move is not None:
                 return move
-            self.out(
-                f"'{text}' is not a legal move here. Type one of the moves above, or its number."
-            )
+            self.out(f"'{text}' is not a legal move here. {hint}")
 
     @staticmethod
     def _interpret(text: str, state: State, legal: Sequence[Move]) -> Move | None:
-        if text.isdigit() and 1 <= int(text) <= len(legal) and not state.parse_action(f"[{text}]"):
-            return legal[int(text) - 1]
+        """One rule per game, never per position: where moves are numbers (a TicTacToe
+        cell, a Connect Four column) a number is that move, legal or not; elsewhere a
+        number picks from the numbered list."""
+        if text.isdigit() and not numbered_moves(legal):
+            return legal[int(text) - 1] if 1 <= int(text) <= len(legal) else None
         for candidate in (text, f"[{text}]"):
             move = state.parse_action(candidate)
             if move is not None:
                 return move
         return None
+
+
+def numbered_moves(legal: Sequence[Move]) -> bool:
+    """Whether this game's moves are numbers (`[4]`): then a typed number names a move."""
+    return any(m.strip("[]").isdigit() for m in legal)
 
 
 def play(

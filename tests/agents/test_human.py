@@ -6,8 +6,10 @@ import io
 import subprocess
 import sys
 
+import pytest
+
 from spiral.agents import make as make_agent
-from spiral.agents.human import HumanAgent, play
+from spiral.agents.human import HumanAgent, QuitGame, play
 
 
 def test_bad_input_is_answered_then_a_legal_move_is_taken() -> None:
@@ -37,6 +39,21 @@ def test_numbered_choice_and_case_insensitive_words() -> None:
     assert human.act(state) == "[bet]"
     human = HumanAgent(stdin=io.StringIO("1\n"), out=lambda _: None)
     assert human.act(state) == state.legal_actions()[0]
+
+
+def test_a_taken_cell_is_refused_not_read_as_a_menu_pick() -> None:
+    from spiral import games
+
+    state = games.make("TicTacToe-v0", seed=0)
+    state.apply_action("[4]")
+    lines: list[str] = []
+    human = HumanAgent(stdin=io.StringIO("4\n5\n"), out=lines.append)
+    assert human.act(state) == "[5]"  # "4" refused (taken), not read as the 4th legal move
+    assert "'4' is not a legal move here" in "\n".join(lines)
+    human = HumanAgent(stdin=io.StringIO("4\n"), out=lambda _: None)
+    state.apply_action("[0]")
+    with pytest.raises(QuitGame):  # 4 is taken; input ends without a legal move
+        human.act(state)
 
 
 def test_cli_play_runs_in_a_terminal_session() -> None:
