@@ -15,12 +15,13 @@
 Choices:
 - Checkpoint folders are read directly (index.jsonl, loop_state.json, COMPLETE), not via
   spiral.train, which sits above agents in the layer order.
-- Weights are loaded for inference only: a LoRA adapter is merged into its base
-  (`lora_rank=0`), the model goes to eval mode, and the sampler is a plain TorchSampler
-  (version = the checkpoint's step) with no staleness check: nothing trains it.
-- The prompt spec (template, answer format, system rules, think budget, per-game
-  observation style) and the sampling defaults (eval temperature, top_p, max_tokens) come
-  from the checkpoint's config, so a checkpoint is evaluated as it was trained; keyword
+- Weights are loaded for inference only, the way the run sampled them: in the run's
+  dtype, a LoRA adapter on its base (the sampler merges it as the learner's sampler
+  does), the model in eval mode, and a plain TorchSampler (version = the checkpoint's
+  step) with no staleness check: nothing trains it.
+- The prompt spec (template, answer format, system rules, think budget, prompt style,
+  per-game observation style) and the sampling defaults (eval temperature, top_p,
+  max_tokens, stop strings) come from the checkpoint's config, so a checkpoint is evaluated as it was trained; keyword
   params override any of them. A model folder or the base model uses PromptSpec defaults.
 - The agent is named after what was loaded: "ckpt:step_000012", "model:<folder>",
   "base:<model name>".
@@ -42,7 +43,14 @@ from spiral.prompts.spec import PromptSpec
 COMPLETE = "COMPLETE"
 BASE_NAMES = frozenset({"", "base", "embedded"})
 DEFAULT_MAX_TOKENS = 256
-SPEC_KEYS = ("template", "answer_format", "system_rules", "think_budget")
+# The run's config keys that make its prompt, and the PromptSpec field each one sets.
+SPEC_KEYS = {
+    "template": "template",
+    "answer_format": "answer_format",
+    "system_rules": "system_rules",
+    "think_budget": "think_budget",
+    "prompt_style": "style",
+}
 
 
 class CheckpointNotFound(SpiralError, FileNotFoundError):
@@ -159,14 +167,23 @@ def resolve_source(arg: str, model_name: str = "") -> ModelSource:
 
 
 def load_sampler(
-    source: ModelSource, device: str = "auto", dtype: str = "auto", engine: str = "torch"
+    source: ModelSource, device: str = "auto", dtype: str = "", engine: str = "torch"
 ) -> Any:
-    """A sampler of `engine` (the engine registry) over the source's weights (LoRA
-    merged, eval mode)."""
+    """A sampler of `engine` (the engine registry) over the source's weights, in eval
+    mode, computing as the run's own sampler did: in the run's dtype (`dtype` empty: the
+    run's, else auto), a LoRA adapter kept as an adapter on its base (the sampler merges
+    it the way the learner's does), so a checkpoint scores its moves as it did in
+    training."""
     from spiral.engines import registry
     from spiral.engines.loading import ModelConfig
 
-    cfg = ModelConfig(model=source.model, lora_rank=0, device=device, dtype=dtype)
+    is_adapter = (Path(source.model) / "adapter_config.json").is_file()
+    cfg = ModelConfig(
+        model=source.model,
+        lora_rank=max(1, int(source.config.get("lora_rank") or 1)) if is_adapter else 0,
+        device=device,
+        dtype=dtype or str(source.config.get("dtype") or "auto"),
+    )
     return registry.sampler(engine, cfg, version=source.step)
 
 
@@ -174,8 +191,10 @@ def prompt_specs(
     config: dict[str, Any], overrides: dict[str, Any]
 ) -> tuple[PromptSpec, dict[str, PromptSpec]]:
     """The run's prompt spec and per-game observation styles, with `overrides` applied."""
-    values = {k: config[k] for k in SPEC_KEYS if k in config}
-    values.update({k: overrides[k] for k in (*SPEC_KEYS, "obs_style") if k in overrides})
+    values = {field: config[key] for key, field in SPEC_KEYS.items() if key in config}
+    values.update({field: overrides[key] for key, field in SPEC_KEYS.items() if key in overrides})
+    if "obs_style" in overrides:
+        values["obs_style"] = overrides["obs_style"]
     spec = PromptSpec(**values)
     by_game: dict[str, PromptSpec] = {}
     if "obs_style" not in overrides:
@@ -187,8 +206,10 @@ def prompt_specs(
 
 
 def sampling_params(config: dict[str, Any], overrides: dict[str, Any]) -> SamplingParams:
-    """Eval sampling: the run's eval temperature, top_p and max_tokens unless overridden."""
+    """Eval sampling: the run's eval temperature, top_p, max_tokens and stop strings
+    unless overridden."""
     return SamplingParams(
+        stop=tuple(overrides.get("stop", config.get("stop") or ())),
         max_tokens=int(overrides.get("max_tokens", config.get("max_tokens", DEFAULT_MAX_TOKENS))),
         temperature=float(
             overrides.get(
@@ -211,6 +232,7 @@ _KNOWN_PARAMS = frozenset(
     {
         *SPEC_KEYS,
         "obs_style",
+        "stop",
         "temperature",
         "max_tokens",
         "top_p",
@@ -228,8 +250,8 @@ def make_checkpoint_agent(
 ) -> CheckpointPolicy:
     """Factory for the `checkpoint:PATH` spec: an LLMPolicy over the saved weights.
 
-    params: template, answer_format, system_rules, think_budget, obs_style, temperature,
-    max_tokens, top_p (override the checkpoint's config), model_name (for "base"),
+    params: template, answer_format, system_rules, think_budget, prompt_style, obs_style,
+    temperature, max_tokens, top_p, stop (override the checkpoint's config), model_name (for "base"),
     device, dtype, engine (a registered engine, default torch), name. `game_id` is
     unused: one policy plays every game.
     """
@@ -243,7 +265,7 @@ def make_checkpoint_agent(
     sampler = load_sampler(
         source,
         str(params.get("device", "auto")),
-        str(params.get("dtype", "auto")),
+        str(params.get("dtype", "")),
         str(params.get("engine", "torch")),
     )
     name = str(params.get("name") or source.name)

@@ -7,8 +7,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from spiral.agents.model_agent import CheckpointNotFound, make_checkpoint_agent, resolve_source
+from spiral.agents.model_agent import CheckpointNotFound, make_checkpoint_agent
 from spiral.evaluation.compare import compare_main, league_main
+from spiral.evaluation.inherit import eval_args, inherited_line
 from spiral.evaluation.run import (
     EvalError,
     candidate_overrides,
@@ -16,7 +17,6 @@ from spiral.evaluation.run import (
     evaluate_candidate,
     format_report,
     help_text,
-    parse_eval_args,
     validate,
     write_json,
 )
@@ -28,20 +28,23 @@ def main(args: list[str]) -> int:
         print(help_text())
         return 0
     try:
-        a = parse_eval_args(args)
+        a, taken = eval_args(args)
         validate(a)
-        if a.checkpoint:
-            resolve_source(a.checkpoint, a.model_name)
     except (EvalError, CheckpointNotFound, ValueError) as err:
         print(f"spiral eval: {err}", file=sys.stderr)
         return 2
+    print(inherited_line(taken), flush=True)
     if a.run and a.league:
         return league_main(a)
     if a.run:
-        return compare_main(a)
+        return compare_main(a, _progress)
     candidate = make_checkpoint_agent(a.checkpoint, seed=a.seed, **candidate_overrides(a))
-    report, results = evaluate_candidate(candidate, a)
+    report, results = evaluate_candidate(candidate, a, progress=_progress)
     print(format_report(report, results))
-    path = write_json(Path(a.out) if a.out else default_out(candidate, a.seed), report)
+    path = write_json(Path(a.out) if a.out else default_out(candidate, a), report)
     print(f"report: {path}")
     return 0
+
+
+def _progress(line: str) -> None:
+    print(line, flush=True)

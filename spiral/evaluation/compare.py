@@ -1,14 +1,16 @@
 """`spiral eval run=DIR [every=K]`: evaluate a run's checkpoints and compare them in ONE table.
 
-Writes into DIR/eval/:
-- compare.csv: long format, one row per (step, game, opponent, seat, metric) with the
+Writes into DIR/eval/, under names that say what they hold (outputs.py; TAG is
+`<games>_vs_<opponents>_seed<S>`):
+- compare_TAG.csv: long format, one row per (step, game, opponent, seat, metric) with the
   value and, for rates, its 95% Wilson interval (low, high) and n; exploitability rows
   (per game that has one, opponent "best-response", seat -1) when computed, and
   math accuracies (game "math/<bench>", opponent "-", seat -1).
-- compare.md: the same numbers, one row per (step, game, opponent, seat), for reading.
-- win_rate.png: win rate per opponent and seat (one panel per game) against the training
-  step, with the Wilson interval shaded; exploitability.png when exploitability=true.
-- each checkpoint's full JSON report in <checkpoint>/eval/eval_seed<S>.json.
+- compare_TAG.md: the same numbers, one row per (step, game, opponent, seat), for reading.
+- compare_TAG_win_rate.png: win rate per opponent and seat (one panel per game) against the training
+  step, with the Wilson interval shaded; compare_TAG_exploitability.png when
+  exploitability is measured.
+- each checkpoint's full JSON report, DIR/eval/step_NNNNNN_TAG.json.
 
 Choices:
 - every=K keeps checkpoints 0, K, 2K, ... of the list sorted by step, and always the
@@ -22,8 +24,8 @@ Choices:
 `spiral eval run=DIR league=true games=N` rates the chosen checkpoints against each other
 instead (`league_run`): every pair, both seat orders, N games per ordered pair and game,
 one rollout with each checkpoint's agent built once; the games are rated in a
-spiral.evaluation.league League, written to DIR/eval/league.json and league.md (ratings
-table and win matrix). Fixed opponents, exploitability and math are not run then.
+spiral.evaluation.league League, written to DIR/eval/league_<games>_seed<S>.json and .md
+(ratings table and win matrix). Fixed opponents, exploitability and math are not run then.
 """
 
 from __future__ import annotations
@@ -51,9 +53,11 @@ from spiral.evaluation.league import (
     write_league,
 )
 from spiral.evaluation.model_policy import EXACT_EXPLOITABILITY
+from spiral.evaluation.outputs import candidate_part, fresh, fresh_stem, settings_tag
 from spiral.evaluation.run import (
     RATE_FIELDS,
     EvalArgs,
+    Progress,
     candidate_overrides,
     evaluate_candidate,
     format_report,
@@ -225,31 +229,36 @@ def plot_exploitability(path: Path, rows: Sequence[dict[str, Any]]) -> Path:
     return path
 
 
-def compare_run(run_dir: Path, a: EvalArgs, out_dir: Path | None = None) -> CompareOutputs:
+def compare_run(
+    run_dir: Path, a: EvalArgs, out_dir: Path | None = None, progress: Progress | None = None
+) -> CompareOutputs:
     """Evaluate the chosen checkpoints of `run_dir` with `a`; write table, plots, reports."""
     out_dir = out_dir or run_dir / "eval"
+    tag = settings_tag(a.env_ids, a.opponents, a.seed)
     cache: dict[str, Agent] = {}
     rows: list[dict[str, Any]] = []
     reports: list[Path] = []
     for step, folder in select_checkpoints(run_dir, a.every):
         candidate = make_checkpoint_agent(str(folder), seed=a.seed, **candidate_overrides(a))
-        report, results = evaluate_candidate(candidate, a, cache)
+        report, results = evaluate_candidate(candidate, a, cache, progress)
         print(format_report(report, results), flush=True)
-        reports.append(write_json(folder / "eval" / f"eval_seed{a.seed}.json", report))
+        name = f"{candidate_part(candidate.name)}_{tag}.json"
+        reports.append(write_json(fresh(out_dir / name), report))
         rows += report_rows(step, report)
-    csv_path = write_csv(out_dir / "compare.csv", rows)
-    md_path = out_dir / "compare.md"
+    stem = fresh_stem(out_dir, f"compare_{tag}", (".csv", ".md"))
+    csv_path = write_csv(out_dir / f"{stem}.csv", rows)
+    md_path = out_dir / f"{stem}.md"
     md_path.write_text(markdown_table(rows), encoding="utf-8")
-    plots = [plot_win_rates(out_dir / "win_rate.png", rows)]
+    plots = [plot_win_rates(out_dir / f"{stem}_win_rate.png", rows)]
     if a.exploitability:
-        plots.append(plot_exploitability(out_dir / "exploitability.png", rows))
+        plots.append(plot_exploitability(out_dir / f"{stem}_exploitability.png", rows))
     return CompareOutputs(csv_path, md_path, tuple(plots), tuple(reports))
 
 
-def compare_main(a: EvalArgs) -> int:
+def compare_main(a: EvalArgs, progress: Progress | None = None) -> int:
     """The `run=` branch of `spiral eval` (arguments already validated)."""
     try:
-        outputs = compare_run(Path(a.run), a, Path(a.out) if a.out else None)
+        outputs = compare_run(Path(a.run), a, Path(a.out) if a.out else None, progress)
     except CheckpointNotFound as err:
         print(f"spiral eval: {err}", file=sys.stderr)
         return 2
@@ -295,15 +304,16 @@ def league_run(run_dir: Path, a: EvalArgs, out_dir: Path | None = None) -> Leagu
     episodes = play_round_robin(
         players,
         a.env_ids,
-        a.games,
+        a.games_per_seat,
         policy,
         seed=a.seed,
         game_params={"max_turns": max_turns} if max_turns else None,
     )
     league = record(League(), episodes)
     print(table(league), flush=True)
-    json_path = write_league(out_dir / "league.json", league)
-    md_path = out_dir / "league.md"
+    stem = fresh_stem(out_dir, f"league_{settings_tag(a.env_ids, (), a.seed)}", (".json", ".md"))
+    json_path = write_league(out_dir / f"{stem}.json", league)
+    md_path = out_dir / f"{stem}.md"
     md_path.write_text(league_markdown(league), encoding="utf-8")
     return LeagueOutputs(json_path, md_path, league)
 

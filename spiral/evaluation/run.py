@@ -6,9 +6,11 @@
 For each game, opponent and seat of the candidate, `games` seeded games are played with
 `spiral.evaluation.match.evaluate`; the table shows win / draw / loss / invalid rates with
 95% Wilson intervals and n, then mean game length and response length. A JSON report
-(counts, rates, intervals, seeds, API failure counts, settings) goes next to the
-checkpoint (`<checkpoint>/eval/eval_seed<S>.json`) or to `out=`. `run=DIR` evaluates
-several checkpoints of a run and writes one comparison table (see compare.py).
+(counts, rates, intervals, seeds, API failure counts, settings) goes into the
+checkpoint's run (`RUN/eval/<checkpoint>_<games>_vs_<opponents>_seed<S>.json`, see
+outputs.py) or to `out=`. Keys left unset come from the run's config (inherit.py).
+`run=DIR` evaluates several checkpoints of a run and writes one comparison table
+(compare.py).
 
 Choices:
 - The candidate is built by `make_checkpoint_agent`, so prompts and sampling come from the
@@ -33,7 +35,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -56,6 +58,7 @@ from spiral.args import (
     non_negative,
     parse_command,
     positive,
+    positive_or_unset,
 )
 from spiral.args import help_text as command_help
 from spiral.engines.registry import known_engine
@@ -63,13 +66,16 @@ from spiral.evaluation.exploitability import INSTALL_HINT
 from spiral.evaluation.match import CANDIDATE, MatchResult, evaluate, results_metrics, results_table
 from spiral.evaluation.mathbench.data import math_source_problem
 from spiral.evaluation.model_policy import EXACT_EXPLOITABILITY
+from spiral.evaluation.outputs import candidate_part, fresh, run_folder, settings_tag
 from spiral.games.registry import known_game_ids
 from spiral.prompts.invalid import InvalidMovePolicy, InvalidPolicyName, invalid_policy
-from spiral.prompts.spec import AnswerFormat, TemplateName
+from spiral.prompts.spec import AnswerFormat, PromptStyle, TemplateName
 from spiral.rollout.play import derive_seed
-from spiral.types import Episode
+from spiral.types import DTypeName, Episode
 
 MODEL_PREFIXES = ("checkpoint", "api")  # game-independent opponents, built once
+Progress = Callable[[str], None]  # one line of progress (the CLI prints it)
+DEFAULT_GAMES = 16  # games per (game, opponent, seat) without a run to inherit from
 RATE_FIELDS = (("win", "wins"), ("draw", "draws"), ("loss", "losses"), ("invalid", "invalid"))
 
 
@@ -94,14 +100,22 @@ class EvalArgs:
         default="", doc="base model for checkpoint=base (default: the embedded SmolLM2-135M)"
     )
     env_ids: tuple[str, ...] = chz.field(
-        default=("TicTacToe-v0",), doc="games, comma separated", validator=known_game_ids
+        default=(),
+        doc="games, comma separated (default: the run's evaluation games; TicTacToe-v0 for "
+        "a model without a run)",
+        validator=known_game_ids,
     )
     opponents: tuple[str, ...] = chz.field(
-        default=("random",),
-        doc="random, optimal, checkpoint:PATH, api:MODEL (comma separated)",
+        default=(),
+        doc="random, optimal, checkpoint:PATH, api:MODEL, comma separated (default: the "
+        "run's evaluation opponents, else random)",
         validator=known_opponents,
     )
-    games: int = chz.field(default=16, doc="games per (game, opponent, seat)", validator=positive)
+    games: int | None = chz.field(
+        default=None,
+        doc="games per (game, opponent, seat) (default: the run's eval_games, else 16)",
+        validator=positive_or_unset,
+    )
     seed: int = chz.field(default=0, doc="base seed: same seed, same deals and sampling")
     temperature: float | None = chz.field(
         default=None, doc="sampling temperature (None: the run's eval_temperature)"
@@ -109,16 +123,24 @@ class EvalArgs:
     max_tokens: int | None = chz.field(
         default=None, doc="max new tokens per move (None: the run's max_tokens)"
     )
-    template: TemplateName | None = chz.field(default=None, doc="prompt template override")
-    answer_format: AnswerFormat | None = chz.field(default=None, doc="answer format override")
+    template: TemplateName | None = chz.field(
+        default=None, doc="prompt template (None: the run's template)"
+    )
+    answer_format: AnswerFormat | None = chz.field(
+        default=None, doc="answer format (None: the run's answer_format)"
+    )
+    prompt_style: PromptStyle | None = chz.field(
+        default=None, doc="prompt style (None: the run's prompt_style)"
+    )
     invalid_policy: InvalidPolicyName | None = chz.field(
         default=None, doc="invalid-move returns (None: the run's invalid_move_policy)"
     )
-    exploitability: bool = chz.field(
-        default=False,
+    exploitability: bool | None = chz.field(
+        default=None,
         doc="exact exploitability of the model in each game of env_ids that allows it: "
         "KuhnPokerSingle-v0 (OpenSpiel), TicTacToe-v0 (a best-response search over its 4,520 "
-        "positions; minutes on a CPU)",
+        "positions; minutes on a CPU) (None: as the run measured it in training, i.e. on "
+        "KuhnPokerSingle-v0 when eval_exploitability was on)",
     )
     math: tuple[str, ...] = chz.field(
         default=(), doc="math benchmarks, comma separated (math500, gsm8k, sample:gsm8k, a .jsonl)"
@@ -156,14 +178,23 @@ class EvalArgs:
         "instead of the comparison against opponents",
     )
     device: str = chz.field(default="auto", doc="auto | cpu | cuda | cuda:N", validator=device_name)
+    dtype: DTypeName | None = chz.field(
+        default=None, doc="weights' precision (None: the run's dtype, else auto)"
+    )
     engine: str = chz.field(
         default="torch",
         doc="the engine that samples for checkpoint players (spiral.engines.registry)",
         validator=known_engine,
     )
     out: str = chz.field(
-        default="", doc="JSON report path (default: next to the checkpoint); with run=: a folder"
+        default="",
+        doc="JSON report path (default: RUN/eval/<checkpoint>_<games>_vs_<opponents>_seed<S>.json "
+        "for a run's checkpoint); with run=: a folder (default: RUN/eval)",
     )
+
+    @property
+    def games_per_seat(self) -> int:
+        return self.games or DEFAULT_GAMES
 
     def validate(self) -> EvalArgs:
         if bool(self.checkpoint) == bool(self.run):
@@ -225,7 +256,7 @@ def candidate_overrides(a: EvalArgs) -> dict[str, Any]:
     out: dict[str, Any] = {"device": a.device, "engine": a.engine}
     if a.model_name:
         out["model_name"] = a.model_name
-    for key in ("template", "answer_format", "temperature", "max_tokens"):
+    for key in ("template", "answer_format", "prompt_style", "temperature", "max_tokens", "dtype"):
         if getattr(a, key) not in ("", None):
             out[key] = getattr(a, key)
     return out
@@ -287,24 +318,35 @@ def result_row(r: MatchResult, api_errors: int) -> dict[str, Any]:
 
 
 def _play(
-    candidate: LLMPolicy, a: EvalArgs, cache: dict[str, Agent], policy: InvalidMovePolicy
+    candidate: LLMPolicy,
+    a: EvalArgs,
+    cache: dict[str, Agent],
+    policy: InvalidMovePolicy,
+    progress: Progress,
 ) -> tuple[list[MatchResult], list[dict[str, Any]]]:
     """Every (game, opponent, seat) matchup: MatchResults and their JSON rows."""
     config = candidate.source.config if isinstance(candidate, CheckpointPolicy) else {}
     max_turns = int(config.get("max_turns", 0) or 0)
+    games = a.games_per_seat
     results: list[MatchResult] = []
     rows: list[dict[str, Any]] = []
     for g, game_id in enumerate(a.env_ids):
         opponents = build_opponents(a, g, game_id, cache)
+        t0 = time.perf_counter()
+        progress(
+            f"{candidate.name}: {game_id}, {2 * games * len(opponents)} games "
+            f"({games} per seat vs {', '.join(opponents)}) ..."
+        )
         game_results, episodes = evaluate(
             candidate,
             opponents,
             [game_id],
-            a.games,
+            games,
             policy,
             seed=derive_seed(a.seed, g),
             game_params={"max_turns": max_turns} if max_turns else None,
         )
+        progress(f"{candidate.name}: {game_id} played in {time.perf_counter() - t0:.1f} s")
         errors = _api_errors(episodes)
         results += game_results
         rows += [
@@ -314,17 +356,22 @@ def _play(
 
 
 def evaluate_candidate(
-    candidate: LLMPolicy, a: EvalArgs, cache: dict[str, Agent] | None = None
+    candidate: LLMPolicy,
+    a: EvalArgs,
+    cache: dict[str, Agent] | None = None,
+    progress: Progress | None = None,
 ) -> tuple[dict[str, Any], list[MatchResult]]:
     """Play and measure one candidate: (JSON-able report, MatchResults). `cache` holds
-    model-backed opponents to reuse across candidates."""
+    model-backed opponents to reuse across candidates; `progress` gets a line as each
+    part starts and ends."""
     cache = {} if cache is None else cache
+    progress = progress or (lambda _: None)
     t0 = time.perf_counter()
     source = candidate.source if isinstance(candidate, CheckpointPolicy) else None
     config = source.config if source else {}
     policy = invalid_policy(a.invalid_policy or str(config.get("invalid_move_policy", "spiral")))
     before = {k: agent.stats() for k, agent in cache.items() if isinstance(agent, ApiAgent)}
-    results, rows = _play(candidate, a, cache, policy)
+    results, rows = _play(candidate, a, cache, policy, progress)
     metrics = results_metrics(results)
     api = {
         k: _api_delta(before.get(k), agent)
@@ -342,7 +389,7 @@ def evaluate_candidate(
         "settings": {
             "env_ids": list(a.env_ids),
             "opponents": list(a.opponents),
-            "games_per_seat": a.games,
+            "games_per_seat": a.games_per_seat,
             "seed": a.seed,
             "invalid_policy": policy.name,
             "sampling": asdict(candidate.params),
@@ -350,7 +397,9 @@ def evaluate_candidate(
         },
         "results": rows,
         "api": api,
-        "exploitability": _exact_reports(candidate, a.env_ids) if a.exploitability else None,
+        "exploitability": (
+            _exact_reports(candidate, a.env_ids, progress) if a.exploitability else None
+        ),
         "math": None,
     }
     for game_id, found in (report["exploitability"] or {}).items():
@@ -374,16 +423,18 @@ def evaluate_candidate(
     return report, results
 
 
-def _exact_reports(candidate: LLMPolicy, env_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+def _exact_reports(
+    candidate: LLMPolicy, env_ids: Sequence[str], progress: Progress
+) -> dict[str, dict[str, Any]]:
     """Exact exploitability of the candidate as it plays here, per game that allows it:
     at its sampling temperature (greedy play is not a distribution, so T <= 0 is scored
     at T = 1)."""
     t = candidate.params.temperature if candidate.params.temperature > 0 else 1.0
-    return {
-        game_id: {**EXACT_EXPLOITABILITY[game_id].measure(candidate, t), "temperature": t}
-        for game_id in env_ids
-        if game_id in EXACT_EXPLOITABILITY
-    }
+    found = {}
+    for game_id in (g for g in env_ids if g in EXACT_EXPLOITABILITY):
+        progress(f"{candidate.name}: exact exploitability of {game_id} ...")
+        found[game_id] = {**EXACT_EXPLOITABILITY[game_id].measure(candidate, t), "temperature": t}
+    return found
 
 
 def format_report(report: Mapping[str, Any], results: Sequence[MatchResult]) -> str:
@@ -413,11 +464,14 @@ def format_report(report: Mapping[str, Any], results: Sequence[MatchResult]) -> 
     return "\n".join(lines)
 
 
-def default_out(candidate: LLMPolicy, seed: int) -> Path:
+def default_out(candidate: LLMPolicy, a: EvalArgs) -> Path:
+    """RUN/eval/<checkpoint>_<settings>.json for a run's checkpoint, else the same name in
+    the working folder; never an existing file (`spiral.evaluation.outputs`)."""
     source = candidate.source if isinstance(candidate, CheckpointPolicy) else None
-    if source is not None and source.checkpoint is not None:
-        return source.checkpoint / "eval" / f"eval_seed{seed}.json"
-    return Path(f"eval-{candidate.name.replace(':', '_').replace('/', '_')}-seed{seed}.json")
+    run = run_folder(source.checkpoint if source is not None else None)
+    tag = settings_tag(a.env_ids, a.opponents, a.seed)
+    name = f"{candidate_part(candidate.name)}_{tag}.json"
+    return fresh((run / "eval" if run is not None else Path()) / name)
 
 
 def write_json(path: Path, data: Any) -> Path:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
+import json
 import shutil
 import socket
 import tempfile
@@ -87,4 +88,5 @@ def write_checkpoint(run_dir: Path, step: int, seed: int = 0, **config: Any) -> 
         **config,
     }
     state = LoopState(step=step, baselines={}, config=run_config, extra={})
+    (run_dir / "config.json").write_text(json.dumps(run_config), encoding="utf-8")
     return save_checkpoint(run_dir / "checkpoints", state, learner.save)

@@ -14,6 +14,7 @@ from spiral.agents.model_agent import make_checkpoint_agent
 from spiral.cli import main as cli_main
 from spiral.evaluation.cli import main
 from spiral.evaluation.compare import select_checkpoints
+from spiral.evaluation.inherit import eval_args
 from spiral.evaluation.run import EvalError, evaluate_candidate, parse_eval_args
 
 from . import free_port, write_checkpoint
@@ -55,7 +56,8 @@ def test_eval_checkpoint_end_to_end(run_dir: Path, capsys: pytest.CaptureFixture
     assert main(args) == 0
     printed = capsys.readouterr().out
     assert "ckpt:step_000004" in printed and "win" in printed and "exploitability" in printed
-    report = json.loads((ckpt / "eval" / "eval_seed3.json").read_text())
+    name = "step_000004_TicTacToe-v0+KuhnPokerSingle-v0_vs_random+optimal_seed3.json"
+    report = json.loads((run_dir / "eval" / name).read_text())  # in the run, named by content
     assert report["candidate"]["step"] == 4
     assert report["settings"]["sampling"]["max_tokens"] == 4  # the override
     assert report["settings"]["prompt"]["answer_format"] == "constrained"
@@ -102,11 +104,11 @@ def test_eval_checkpoint_end_to_end(run_dir: Path, capsys: pytest.CaptureFixture
 def test_same_seed_same_results(run_dir: Path) -> None:
     ckpt = run_dir / "checkpoints" / "step_000002"
     candidate = make_checkpoint_agent(str(ckpt), max_tokens=4, device="cpu")
-    args = parse_eval_args([f"checkpoint={ckpt}", "games=2", "seed=5"])
+    args, _ = eval_args([f"checkpoint={ckpt}", "games=2", "seed=5"])
     first, _ = evaluate_candidate(candidate, args)
     again, _ = evaluate_candidate(candidate, args)
     assert first["results"] == again["results"]
-    other, _ = evaluate_candidate(candidate, parse_eval_args([f"checkpoint={ckpt}", "seed=6"]))
+    other, _ = evaluate_candidate(candidate, eval_args([f"checkpoint={ckpt}", "seed=6"])[0])
     assert [r["seeds"] for r in other["results"]] != [r["seeds"] for r in first["results"]]
 
 
@@ -145,7 +147,8 @@ def test_compare_two_checkpoints(run_dir: Path, capsys: pytest.CaptureFixture[st
     ]
     assert main(args) == 0
     out_dir = run_dir / "eval"
-    with open(out_dir / "compare.csv", newline="") as fh:
+    tag = "KuhnPokerSingle-v0_vs_random+api-nobody_seed2"
+    with open(out_dir / f"compare_{tag}.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert {r["step"] for r in rows} == {"2", "4"}
     win = [r for r in rows if r["metric"] == "win_rate"]
@@ -153,16 +156,14 @@ def test_compare_two_checkpoints(run_dir: Path, capsys: pytest.CaptureFixture[st
         (s, o, t) for s in ("2", "4") for o in ("random", "api:nobody") for t in ("0", "1")
     }
     assert len([r for r in rows if r["metric"] == "exploitability"]) == 2
-    markdown = (out_dir / "compare.md").read_text()
+    markdown = (out_dir / f"compare_{tag}.md").read_text()
     assert markdown.startswith("| step | game | opponent | seat | n | win_rate")
     # header, 2 steps x 2 opponents x 2 seats, one exploitability row per step
     assert markdown.count("\n") == 2 + 8 + 2
     for name in ("win_rate.png", "exploitability.png"):
-        assert (out_dir / name).read_bytes()[:8] == PNG_MAGIC
+        assert (out_dir / f"compare_{tag}_{name}").read_bytes()[:8] == PNG_MAGIC
     for step in ("step_000002", "step_000004"):
-        report = json.loads(
-            (run_dir / "checkpoints" / step / "eval" / "eval_seed2.json").read_text()
-        )
+        report = json.loads((out_dir / f"{step}_{tag}.json").read_text())
         # The API opponent is shared by both checkpoints; each report counts only its own calls.
         api_errors = sum(r["opponent_api_errors"] for r in report["results"])
         assert report["api"]["api:nobody"]["failures"] == api_errors > 0

@@ -36,9 +36,10 @@ def test_league_round_robin(run_dir: Path, capsys: pytest.CaptureFixture[str]) -
     ]
     assert main(args) == 0
     printed = capsys.readouterr().out
-    assert "| name | mu | sigma | ordinal" in printed and "league.json" in printed
+    stem = "league_TicTacToe-v0_seed1"  # the run's games, inherited
+    assert "| name | mu | sigma | ordinal" in printed and f"{stem}.json" in printed
     out_dir = run_dir / "eval"
-    data = json.loads((out_dir / "league.json").read_text())
+    data = json.loads((out_dir / f"{stem}.json").read_text())
     league = from_json(data)
     assert sorted(league.ratings) == sorted(NAMES)
     assert sorted(league.head_to_head) == sorted(combinations(NAMES, 2))
@@ -46,9 +47,9 @@ def test_league_round_robin(run_dir: Path, capsys: pytest.CaptureFixture[str]) -
         assert sum(counts) == 2 * 2, pair  # games x both seat orders
     for name in NAMES:
         assert data["ratings"][name]["games"] == 2 * 2 * 2  # two opponents
-    markdown = (out_dir / "league.md").read_text()
+    markdown = (out_dir / f"{stem}.md").read_text()
     assert data["table"] in markdown and "row vs column" in markdown
-    assert not (out_dir / "compare.csv").exists()  # the league replaces the comparison
+    assert not list(out_dir.glob("compare*"))  # the league replaces the comparison
 
 
 def test_league_honours_every(run_dir: Path, tmp_path: Path) -> None:
@@ -61,7 +62,7 @@ def test_league_honours_every(run_dir: Path, tmp_path: Path) -> None:
         f"out={tmp_path}",
     ]
     assert main(args) == 0
-    league = from_json(json.loads((tmp_path / "league.json").read_text()))
+    league = from_json(json.loads((tmp_path / "league_TicTacToe-v0_seed0.json").read_text()))
     assert sorted(league.ratings) == [NAMES[0], NAMES[2]]  # step 0 of the list and the newest
     assert sum(league.head_to_head[(NAMES[0], NAMES[2])]) == 2
 
