@@ -278,7 +278,9 @@ def enable_activation_checkpointing(model: Any) -> None:
     uses now (`activation_checkpointing_enable`; `gradient_checkpointing_enable`, its
     older name, is deprecated and goes in v6), non-reentrant, without a KV cache."""
     if hasattr(model, "activation_checkpointing_enable"):
-        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        model.activation_checkpointing_enable(
+            activation_checkpointing_kwargs={"use_reentrant": False}
+        )
     else:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.config.use_cache = False

@@ -42,7 +42,7 @@ def kept_in(path: Path) -> Iterator[None]:
     with path.open("a", encoding="utf-8", errors="replace") as log:
         log.write(f"---- {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(sys.argv)}\n")
         out, err = sys.stdout, sys.stderr
-        sys.stdout, sys.stderr = _Tee(out, log), _Tee(err, log)  # type: ignore[assignment]
+        sys.stdout, sys.stderr = _Tee(out, log), _Tee(err, log)
         try:
             yield
         finally:

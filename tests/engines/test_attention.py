@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from spiral.engines.attention import NAME, attention_forward, matmul_attention
-from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
+from spiral.engines.loading import ModelConfig, cache_kwarg, load_model_and_tokenizer
 
 
 def _exact(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None):
@@ -145,7 +145,7 @@ def test_models_switch_from_sdpa_and_agree_in_bf16(tiny_llama: Path) -> None:
         )  # fmt: skip
         last = bf16(
             input_ids=input_ids[:, -1:], attention_mask=mask, position_ids=positions[:, -1:],
-            past_key_values=step.past_key_values,
+            **cache_kwarg(bf16, step.past_key_values),
         ).logits  # fmt: skip
         bf16.set_attn_implementation("sdpa")
         theirs = bf16(input_ids=input_ids, attention_mask=mask, position_ids=positions).logits

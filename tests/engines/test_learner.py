@@ -12,7 +12,7 @@ from transformers import AutoModelForCausalLM
 from spiral.algo.losses import get_loss
 from spiral.engines.base import Learner, SamplingParams
 from spiral.engines.learner import TorchLearner
-from spiral.engines.loading import ModelConfig
+from spiral.engines.loading import ModelConfig, activation_checkpointing_on
 from spiral.engines.sampler import StaleSamplerError
 from spiral.types import Datum
 

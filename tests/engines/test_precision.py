@@ -7,8 +7,11 @@ from pathlib import Path
 
 import torch
 
-from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
-from spiral.engines.loading import enable_activation_checkpointing
+from spiral.engines.loading import (
+    ModelConfig,
+    enable_activation_checkpointing,
+    load_model_and_tokenizer,
+)
 from spiral.engines.precision import lora_compute, mixed_lora
 
 
