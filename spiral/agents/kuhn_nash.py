@@ -2,14 +2,12 @@
 
 Choices:
 - The strategy is the equilibrium family of `kuhn_poker.cc: GetOptimalPolicy(alpha)`,
-  alpha in [0, 1/3] (docs/games.md, "Known values"). Probabilities are of the "bet-like"
-  move: [bet] when no bet is on the table, [call] when facing one; the rest goes to
-  [check] or [fold]. Under it the first mover's value is -1/18 for every alpha.
-- Roles are per hand: the seat that opens the hand plays the table's "P0" rows. In
-  KuhnPokerSingle-v0 that is seat 0; in KuhnPoker-v1 the opener alternates and player 1
-  opens hand 1, so the agent reads `state.first_mover`, never the seat number.
-- It reads `card(seat)`, `first_mover` and `history_string()` from the state (both Kuhn
-  games expose them), never the prompt. `action_probabilities` makes it usable as a
+  alpha in [0, 1/3], as `spiral.games.kuhn_equilibrium` states it (P of the "bet-like"
+  move: [bet], or [call] facing a bet). The first mover's value is -1/18 for every alpha.
+- Roles are per hand and follow from the hand's betting (the opener decides at "" and
+  "pb"), never from the seat number: in KuhnPoker-v1 the opener alternates.
+- It reads `card(seat)` and `history_string()` from the state (both Kuhn games expose
+  them), never the prompt. `action_probabilities` makes it usable as a
   tabular policy by exploitability code.
 """
 
@@ -19,41 +17,9 @@ import random
 
 from spiral.agents.base import Agent
 from spiral.games.base import State
+from spiral.games.kuhn_equilibrium import ALPHA_MAX, nash_bet_probability
 from spiral.games.kuhn_poker import BET, CALL, CHECK, FOLD, KuhnPoker, KuhnPokerSingle
 from spiral.types import Move
-
-JACK, QUEEN, KING = 0, 1, 2
-ALPHA_MAX = 1.0 / 3.0
-
-
-def bet_probability(alpha: float, role: int, card: int, history: str) -> float:
-    """P(bet or call) for the player in `role` (0 = opener) holding `card` after `history`.
-
-    `history` uses OpenSpiel letters ('p' check/fold, 'b' bet/call): the opener decides at
-    "" and "pb", the responder at "p" and "b".
-    """
-    table: dict[tuple[int, int, str], float] = {
-        # opener: bluff J with alpha, check Q, value-bet K with 3*alpha
-        (0, JACK, ""): alpha,
-        (0, QUEEN, ""): 0.0,
-        (0, KING, ""): 3.0 * alpha,
-        # opener after check-bet: fold J, call Q with 1/3 + alpha, call K
-        (0, JACK, "pb"): 0.0,
-        (0, QUEEN, "pb"): 1.0 / 3.0 + alpha,
-        (0, KING, "pb"): 1.0,
-        # responder after a check: bluff J 1/3, check Q, bet K
-        (1, JACK, "p"): 1.0 / 3.0,
-        (1, QUEEN, "p"): 0.0,
-        (1, KING, "p"): 1.0,
-        # responder facing a bet: fold J, call Q 1/3, call K
-        (1, JACK, "b"): 0.0,
-        (1, QUEEN, "b"): 1.0 / 3.0,
-        (1, KING, "b"): 1.0,
-    }
-    key = (role, card, history)
-    if key not in table:
-        raise ValueError(f"no Kuhn decision for role {role}, card {card}, history {history!r}")
-    return table[key]
 
 
 class KuhnNashAgent(Agent):
@@ -76,8 +42,9 @@ class KuhnNashAgent(Agent):
         seat = state.current_player()
         if seat < 0:
             raise ValueError("the game is over: no move to choose")
-        role = 0 if seat == state.first_mover else 1
-        p_bet = bet_probability(self.alpha, role, state.card(seat), state.history_string())
+        # The hand's history says whose decision it is (opener or responder), whichever
+        # seat opened it.
+        p_bet = nash_bet_probability(self.alpha, state.card(seat), state.history_string())
         legal = state.legal_actions()
         bet_like = BET if BET in legal else CALL
         pass_like = CHECK if CHECK in legal else FOLD

@@ -2,7 +2,8 @@
 
 JSONL in the run folder is the source of truth; W&B and TensorBoard are optional sinks
 imported only when built, and matplotlib only when a plot is drawn, so importing this
-package costs nothing extra. This layer imports only `spiral.types`.
+package costs nothing extra. This layer imports only `spiral.types` and, for the Kuhn
+strategy table, the game facts of `spiral.games.kuhn_equilibrium`.
 """
 
 from spiral.report.console import format_duration, format_progress

@@ -1,8 +1,11 @@
 """`spiral report`'s HTML page: one self-contained file a researcher opens to look at a run.
 
-What it holds, top to bottom: the run (config, git revision, machine, wall time), the
-curves, the league (when the run played a population), the Kuhn strategy table per
-evaluation, and game replays (what each seat saw, wrote and meant, move by move).
+What it holds, top to bottom: what the run was (model, games, steps, time), the
+headline before -> after (first to last evaluation, rates with their 95% intervals), the
+curves that moved (constant ones named in a line instead of drawn), the evaluations and
+leagues of the run (`evaluations.py`), the Kuhn strategy beside Nash play
+(`kuhn_strategy.py`), game replays with the prompt the model read, and the run's
+config, revision and machine.
 
 Choices made here:
 
@@ -13,10 +16,10 @@ Choices made here:
   (evenly downsampled, the last row always kept), and at most `MAX_REPLAYS` games are
   replayed (spread evenly over the steps that have transcripts).
 - **Replays** come from the JSON twins of the transcripts the trainer writes
-  (`transcripts.replay_dict`): per turn the observation (the board or cards the seat saw,
-  i.e. the state after every earlier move), the raw response, the parsed move or the
-  parse failure; then the outcome. A step and a game are picked with collapsible
-  sections (no JavaScript needed).
+  (`transcripts.replay_dict`): per turn the prompt as the model read it (runs written
+  before prompts were kept show the observation), the raw response, the parsed move or
+  the parse failure; then the outcome. Steps and games open as collapsible sections (no
+  JavaScript needed).
 - Every text from the run is HTML-escaped.
 """
 
@@ -31,14 +34,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from spiral.report.plots import CURVES, curve_figure, matching_keys
+from spiral.report.evaluations import evaluations_section, leagues_section
+from spiral.report.html_parts import rate, read_json, table
+from spiral.report.kuhn_strategy import kuhn_strategy_section
+from spiral.report.plots import CURVES, curve_figure, matching_keys, varying_keys
+from spiral.report.summary import evaluation_changes
 from spiral.report.transcripts import parse_transcript
 
 MAX_POINTS = 400
 MAX_REPLAYS = 40
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1100px;padding:1em 2em;color:#222}
-h1{font-size:1.6em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:1.8em}
+h1{font-size:1.6em;margin-bottom:.1em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:1.8em}
+.lead{color:#555;margin-top:0}
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ddd;padding:2px 8px;
 text-align:right}th{background:#f4f4f4}td.l,th.l{text-align:left}
 img{max-width:100%;border:1px solid #eee;margin:.3em 0}
@@ -64,118 +72,85 @@ def _png(rows: list[dict[str, Any]], keys: list[str], title: str) -> str:
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def _table(header: Sequence[str], body: Sequence[Sequence[Any]], left: int = 1) -> str:
-    def cell(tag: str, i: int, value: Any) -> str:
-        cls = ' class="l"' if i < left else ""
-        return f"<{tag}{cls}>{html.escape(str(value))}</{tag}>"
-
-    head = "".join(cell("th", i, h) for i, h in enumerate(header))
-    rows = "".join(
-        "<tr>" + "".join(cell("td", i, v) for i, v in enumerate(row)) + "</tr>" for row in body
-    )
-    return f"<table><tr>{head}</tr>{rows}</table>"
-
-
-def _run_section(run: Path, rows: list[dict[str, Any]]) -> str:
-    config = _read_json(run / "config.json") or {}
-    info = _read_json(run / "run_info.json") or {}
+def _lead(run: Path, rows: list[dict[str, Any]]) -> str:
+    """One line: the model, the games, the steps and the wall time."""
+    config = read_json(run / "config.json")
+    config = config if isinstance(config, dict) else {}
+    steps = [int(r["step"]) for r in rows if any(str(k).startswith("train/") for k in r)]
     times = [float(r["time"]) for r in rows if isinstance(r.get("time"), int | float)]
-    steps = [int(r["step"]) for r in rows if "step" in r]
-    facts = [
-        ("run folder", str(run)),
-        ("steps logged", f"{min(steps)}..{max(steps)}" if steps else "none"),
-        ("wall time", f"{(max(times) - min(times)) / 60:.1f} min" if len(times) > 1 else "n/a"),
-        ("git revision", info.get("git_revision", "unknown")),
-        ("machine", info.get("machine", "unknown")),
-        ("started", info.get("started", "unknown")),
-    ]
-    parts = ["<h2>Run</h2>", _table(["", ""], facts, left=2)]
-    if config:
-        shown = [(k, json.dumps(v)) for k, v in sorted(config.items())]
-        parts.append(f"<details><summary>config ({len(shown)} keys)</summary>")
-        parts.append(_table(["key", "value"], shown, left=2) + "</details>")
-    return "\n".join(parts)
+    games = ", ".join(map(str, config.get("env_ids") or [])) or "?"
+    minutes = f", {(max(times) - min(times)) / 60:.0f} min" if len(times) > 1 else ""
+    done = (
+        f"{max(steps) + 1} of {config.get('max_steps') or '?'} steps" if steps else "no steps yet"
+    )
+    text = f"{config.get('model_name', '?')} on {games}: {done}{minutes}"
+    return f'<p class="lead">{html.escape(text)}</p>'
+
+
+def _summary_section(rows: list[dict[str, Any]]) -> str:
+    """Before -> after: the headline metrics at the first and the last evaluation."""
+    start, end, changes = evaluation_changes(rows)
+    if not changes:
+        return "<h2>Before -> after</h2><p>No evaluation yet (eval_every=0, or none ran).</p>"
+    body = []
+    for c in changes:
+        delta = f"{c.after - c.before:+.3f}" if c.before is not None else ""
+        body.append(
+            [c.game, c.measure, rate(c.before, c.interval_before), rate(c.after, c.interval_after),
+             delta]
+        )  # fmt: skip
+    return "\n".join(
+        [
+            f"<h2>Before -> after (step {start} -> step {end})</h2>",
+            "<p>The first and the last evaluation; rates with their 95% Wilson intervals. "
+            "Exploitability: 0 is Nash play.</p>",
+            table(["game", "measure", f"step {start}", f"step {end}", "change"], body, left=2),
+        ]
+    )
 
 
 def _curves_section(rows: list[dict[str, Any]]) -> str:
     small = downsample(rows)
     parts = ["<h2>Curves</h2>"]
-    drawn = 0
+    constant: list[str] = []
     for curve in CURVES:
         keys = matching_keys(small, curve.patterns)
-        if not keys:
+        moving = varying_keys(small, keys)
+        if len(moving) < len(keys):
+            flat = [k for k in keys if k not in moving]
+            value = next((r[flat[0]] for r in small if r.get(flat[0]) is not None), None)
+            constant.append(f"{curve.title.lower()} ({len(flat)} keys, {value})")
+        if not moving:
             continue
         parts.append(
             f'<h3>{html.escape(curve.title)}</h3><img alt="{html.escape(curve.name)}" '
-            f'src="data:image/png;base64,{_png(small, keys, curve.title)}">'
+            f'src="data:image/png;base64,{_png(small, moving, curve.title)}">'
         )
-        drawn += 1
-    if not drawn:
+    if len(parts) == 1:
         parts.append("<p>No curve has data yet.</p>")
+    if constant:
+        parts.append(
+            f"<p>Constant over the run, not drawn: {html.escape('; '.join(constant))}.</p>"
+        )
     return "\n".join(parts)
 
 
-def _league_section(run: Path) -> str:
-    """The league the run wrote (league.json, spiral.evaluation.league's format): ratings
-    sorted by ordinal and the head-to-head matrix. Read as data (report sits below
-    evaluation in the layers)."""
-    data = _read_json(run / "league.json")
-    if not data or not data.get("ratings"):
-        return ""
-    ratings = data["ratings"]
-    names = sorted(ratings, key=lambda n: (-float(ratings[n]["ordinal"]), n))
-    record: dict[tuple[str, str], tuple[int, int, int]] = {}
-    for pair in data.get("head_to_head", []):
-        a, b = pair["a"], pair["b"]
-        w, d, lo = int(pair["wins_a"]), int(pair["draws"]), int(pair["losses_a"])
-        record[(a, b)], record[(b, a)] = (w, d, lo), (lo, d, w)
-    body = []
-    for name in names:
-        totals = [record[(name, o)] for o in names if (name, o) in record]
-        wins, draws, losses = (sum(t[k] for t in totals) for k in range(3))
-        r = ratings[name]
-        body.append(
-            [
-                name,
-                f"{r['mu']:.2f}",
-                f"{r['sigma']:.2f}",
-                f"{r['ordinal']:.2f}",
-                f"{wins}-{draws}-{losses}",
-            ]  # fmt: skip
-        )
-    matrix = []
-    for row in names:
-        cells: list[Any] = [row]
-        for col in names:
-            w, d, lo = record.get((row, col), (0, 0, 0))
-            games = w + d + lo
-            cells.append(f"{w / games:.2f} ({games})" if games and row != col else "—")
-        matrix.append(cells)
-    return "\n".join(
-        [
-            "<h2>League</h2>",
-            "<p>openskill Plackett-Luce ratings from the games played (ordinal = mu - 3 sigma).</p>",
-            _table(["player", "mu", "sigma", "ordinal", "W-D-L"], body),
-            "<h3>Head to head (row's win rate against column, games)</h3>",
-            _table(["", *names], matrix),
-        ]
-    )
-
-
-def _strategy_section(rows: list[dict[str, Any]]) -> str:
-    """The Kuhn strategy table per evaluation: P(bet or call) at each information state."""
-    keys = sorted({k for r in rows for k in r if "/p_bet_t1/" in k and "/averaged/" not in k})
-    if not keys:
-        return ""
-    states = [k.rsplit("/", 1)[1] for k in keys]
-    body = [[r["step"], *(f"{r[k]:.2f}" for k in keys)] for r in rows if all(k in r for k in keys)]
-    return "\n".join(
-        [
-            "<h2>Kuhn strategy (T = 1)</h2>",
-            "<p>P(bet or call) at each information state: card, then the betting so far.</p>",
-            _table(["step", *states], body),
-        ]
-    )
+def _run_section(run: Path) -> str:
+    config = read_json(run / "config.json")
+    info = read_json(run / "run_info.json")
+    info = info if isinstance(info, dict) else {}
+    facts = [
+        ("run folder", str(run)),
+        ("git revision", info.get("git_revision", "unknown")),
+        ("machine", info.get("machine", "unknown")),
+        ("started", info.get("started", "unknown")),
+    ]
+    parts = ["<h2>Run</h2>", table(["", ""], facts, left=2)]
+    if isinstance(config, dict) and config:
+        shown = [(k, json.dumps(v)) for k, v in sorted(config.items())]
+        parts.append(f"<details><summary>config ({len(shown)} keys)</summary>")
+        parts.append(table(["key", "value"], shown, left=2) + "</details>")
+    return "\n".join(parts)
 
 
 def _replay(game: dict[str, Any]) -> str:
@@ -191,12 +166,16 @@ def _replay(game: dict[str, Any]) -> str:
         parts.append(
             f'<div class="turn"><b>turn {number}</b>, seat {turn.get("seat")} '
             f"({html.escape(str(turn.get('agent')))})"
-            f"<pre>{html.escape(str(turn.get('observation', '')))}</pre>"
         )
+        if turn.get("prompt"):
+            parts.append(
+                f"<details><summary>the prompt the model read ({turn.get('prompt_tokens')} "
+                f"tokens)</summary><pre>{html.escape(str(turn['prompt']))}</pre></details>"
+            )
+        parts.append(f"<pre>{html.escape(str(turn.get('observation', '')))}</pre>")
         if turn.get("response") is not None:
             parts.append(
-                f"<div>response ({html.escape(str(turn.get('stop')))}, "
-                f"prompt {turn.get('prompt_tokens')} tokens):</div>"
+                f"<div>response ({html.escape(str(turn.get('stop')))}):</div>"
                 f"<pre>{html.escape(str(turn['response']))}</pre>"
             )
         parts.append(f'<div class="{cls}">{html.escape(str(turn.get("result")))}</div></div>')
@@ -224,8 +203,8 @@ def _replays_section(run: Path) -> str:
         return ""
     by_step: dict[int, list[dict[str, Any]]] = {}
     for path in files:
-        game = _read_json(path) if path.is_file() else _from_text(path.with_suffix(".txt"))
-        if game:
+        game = read_json(path) if path.is_file() else _from_text(path.with_suffix(".txt"))
+        if isinstance(game, dict):
             by_step.setdefault(int(game.get("step", -1)), []).append(game)
     parts = ["<h2>Game replays</h2>", f"<p>{len(files)} games; open a step, then a game.</p>"]
     for step, played in sorted(by_step.items()):
@@ -244,21 +223,17 @@ def _from_text(path: Path) -> dict[str, Any] | None:
     return parse_transcript(text, int(match.group(1)) if match else -1)
 
 
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
 def build_html(run: Path, rows: list[dict[str, Any]]) -> str:
     """The whole page for the run folder `run` with its metrics rows."""
     sections = [
-        _run_section(run, rows),
+        _lead(run, rows),
+        _summary_section(rows),
         _curves_section(rows),
-        _league_section(run),
-        _strategy_section(rows),
+        evaluations_section(run),
+        leagues_section(run),
+        kuhn_strategy_section(rows),
         _replays_section(run),
+        _run_section(run),
     ]
     title = html.escape(f"Spiral run: {run.name}")
     body = "\n".join(s for s in sections if s)

@@ -11,8 +11,9 @@ Choices made here:
   for that key (evaluation runs every k steps, so its lines join the steps where it ran).
 - `plot_learning_curve` draws a small registry of standard curves (`CURVES`), each a set
   of key patterns (fnmatch, where `*` also crosses "/"): e.g. every
-  "eval/<game>/random/seat<k>/win_rate" goes on the win-rate-vs-random plot. A curve
-  with no matching key is not drawn.
+  "eval/<game>/random/seat<k>/win_rate" goes on the win-rate-vs-random plot. Keys whose
+  value never changes are left out (`varying_keys`), and a curve with none left is not
+  drawn. Legends name what tells the lines apart (`short_labels`), beside the plot.
 """
 
 from __future__ import annotations
@@ -50,11 +51,6 @@ CURVES: tuple[Curve, ...] = (
         "exploitability",
         "Exact exploitability (0 = Nash) and value against the Nash player",
         ("eval/*/exploitability*", "eval/*/value_vs_nash_seat*"),
-    ),
-    Curve(
-        "kuhn_strategy",
-        "Kuhn strategy: P(bet or call) at each information state (card + betting), T = 1",
-        ("eval/*/p_bet_t1/*",),
     ),
     Curve(
         "eval_results",
@@ -101,7 +97,7 @@ def _matplotlib_figure() -> Any:
         from matplotlib.figure import Figure
     except ImportError as err:
         raise ImportError("plots need matplotlib: pip install 'spiral-selfplay[plots]'") from err
-    return Figure(figsize=(8, 4.5), dpi=100)
+    return Figure(figsize=(9, 4), dpi=100)
 
 
 def matching_keys(rows: Sequence[dict[str, Any]], patterns: Sequence[str]) -> list[str]:
@@ -144,8 +140,32 @@ def plot_metrics(rows: list[dict[str, Any]], keys: list[str], out: Path, title: 
     return out
 
 
+def varying_keys(rows: Sequence[dict[str, Any]], keys: Sequence[str]) -> list[str]:
+    """The keys whose logged values change over the run (a flat line says nothing a
+    sentence cannot: `spiral report` names the constant ones instead of drawing them)."""
+    return [k for k in keys if len({v for v in _series(rows, k)[1]}) > 1]
+
+
+def short_labels(keys: Sequence[str]) -> dict[str, str]:
+    """Legend labels: each key without the `/`-separated parts every key of the plot
+    shares at its start and end (`eval/G/random/seat0/win_rate` and `.../seat1/...` ->
+    `seat0`, `seat1`); a lone key keeps its last two parts."""
+    parts = [k.split("/") for k in keys]
+    if len(parts) == 1:
+        return {keys[0]: "/".join(parts[0][-2:])}
+    shortest = min(len(p) for p in parts)
+    head = 0
+    while head < shortest - 1 and len({p[head] for p in parts}) == 1:
+        head += 1
+    tail = 0
+    while tail < shortest - head - 1 and len({p[-1 - tail] for p in parts}) == 1:
+        tail += 1
+    return {k: "/".join(p[head : len(p) - tail]) for k, p in zip(keys, parts, strict=True)}
+
+
 def curve_figure(rows: list[dict[str, Any]], keys: list[str], title: str = "") -> Any:
-    """The figure `plot_metrics` saves: one line per key against step, intervals shaded."""
+    """The figure `plot_metrics` saves: one line per key against step, intervals shaded,
+    labelled by what tells the keys apart, the legend beside the plot."""
     series = {key: _series(rows, key) for key in keys}
     series = {key: xy for key, xy in series.items() if xy[0]}
     if not series:
@@ -155,16 +175,19 @@ def curve_figure(rows: list[dict[str, Any]], keys: list[str], title: str = "") -
         )
     fig = _matplotlib_figure()
     ax = fig.subplots()
+    labels = short_labels(list(series))
     for key, (steps, values) in series.items():
         marker = "o" if len(steps) <= 30 else None
-        (line,) = ax.plot(steps, values, label=key, marker=marker, markersize=3, linewidth=1.2)
+        (line,) = ax.plot(
+            steps, values, label=labels[key], marker=marker, markersize=3, linewidth=1.2
+        )
         band = _interval(rows, key)
         if band is not None:
             ax.fill_between(*band, color=line.get_color(), alpha=0.15, linewidth=0)
     ax.set_xlabel("step")
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7, loc="best")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
     return fig
 
@@ -174,7 +197,7 @@ def plot_learning_curve(metrics_jsonl: Path, out_dir: Path) -> list[Path]:
     rows = read_jsonl(metrics_jsonl)
     written = []
     for curve in CURVES:
-        keys = matching_keys(rows, curve.patterns)
+        keys = varying_keys(rows, matching_keys(rows, curve.patterns))
         if keys:
             written.append(
                 plot_metrics(rows, keys, Path(out_dir) / f"{curve.name}.png", curve.title)

@@ -24,6 +24,7 @@ import chz
 from spiral.args import UsageError, help_text, parse_command, wants_help
 from spiral.report.plots import matching_keys, plot_learning_curve
 from spiral.report.sinks import read_jsonl
+from spiral.report.summary import format_before_after
 
 
 @chz.chz
@@ -68,6 +69,7 @@ def summarize(rows: Sequence[dict[str, Any]], run: Path, plots: Sequence[Path], 
     )
     if len(times) >= 2:
         lines.append(f"- wall time logged: {(max(times) - min(times)) / 60:.1f} min")
+    lines += ["", "## Before -> after", "", "```", format_before_after(rows), "```"]
     lines += ["", "## Key metrics", ""]
     keys = list(dict.fromkeys(k for p in SUMMARY_PATTERNS for k in matching_keys(rows, [p])))
     table = []

@@ -10,7 +10,9 @@
 - **Per turn** the file shows the seat, the agent, the observation exactly as the seat
   saw it, the full response text (Completion.text) and the parsed move or the failure
   kind; scripted turns have no response and show just the move.
-- Beside each text file, a `.json` twin (`replay_dict`) that the HTML report replays.
+- Beside each text file, a `.json` twin (`replay_dict`) that the HTML report replays,
+  holding also each model turn's whole prompt as the model read it (template, rules,
+  observation, answer instruction), decoded from its token ids.
 - `episode_to_dict` keeps token ids and log-probs (lists, not tuples), so a transcript
   can be checked against the training rows built from it.
 """
@@ -20,12 +22,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from spiral.types import Episode, Turn
 
+Decode = Callable[[list[int]], str]  # token ids -> text (a tokenizer's decode)
 RULE = "=" * 72
 THIN = "-" * 72
 
@@ -112,9 +115,10 @@ def format_episode(episode: Episode) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def replay_dict(episode: Episode, step: int) -> dict[str, Any]:
+def replay_dict(episode: Episode, step: int, decode: Decode | None = None) -> dict[str, Any]:
     """A game as the HTML report replays it: per turn what the seat saw, what it wrote
-    and what that meant (no token ids, so a long run's replays stay small)."""
+    and what that meant (no token ids, so a long run's replays stay small); with
+    `decode` (the policy's tokenizer), the prompt the model read, as text."""
     turns = []
     for turn in episode.turns:
         completion = turn.completion
@@ -123,6 +127,7 @@ def replay_dict(episode: Episode, step: int) -> dict[str, Any]:
                 "seat": turn.seat,
                 "agent": turn.agent,
                 "observation": turn.observation,
+                "prompt": decode(list(turn.prompt_ids)) if decode and turn.prompt_ids else None,
                 "prompt_tokens": len(turn.prompt_ids),
                 "response": completion.text if completion is not None else None,
                 "stop": completion.stop_reason if completion is not None else None,
@@ -149,10 +154,14 @@ def _safe(name: str) -> str:
 
 
 def write_transcripts(
-    episodes: Sequence[Episode], folder: Path, step: int, limit: int = 4
+    episodes: Sequence[Episode],
+    folder: Path,
+    step: int,
+    limit: int = 4,
+    decode: Decode | None = None,
 ) -> list[Path]:
-    """Write up to `limit` games as text files (and their JSON replays) into `folder`;
-    return the text files' paths."""
+    """Write up to `limit` games as text files (and their JSON replays, with the prompts
+    as `decode` reads them back) into `folder`; return the text files' paths."""
     if limit < 0:
         raise ValueError(f"limit must be >= 0, got {limit}")
     folder = Path(folder)
@@ -161,7 +170,7 @@ def write_transcripts(
     for index, episode in _select(episodes, limit):
         path = folder / f"step{step:06d}_{index:03d}_{_safe(episode.game_id)}.txt"
         path.write_text(format_episode(episode), encoding="utf-8")
-        replay = json.dumps(replay_dict(episode, step), ensure_ascii=False)
+        replay = json.dumps(replay_dict(episode, step, decode), ensure_ascii=False)
         path.with_suffix(".json").write_text(replay, encoding="utf-8")
         paths.append(path)
     return paths

@@ -94,6 +94,15 @@ def _no_eval(learner: Learner, step: int, population: Population | None = None) 
     return {}
 
 
+def prompt_decoder(learner: Learner) -> Callable[[list[int]], str] | None:
+    """The learner's tokenizer, reading prompt ids back as the text the model read (the
+    replays show it); None for an engine that keeps no tokenizer here."""
+    tokenizer = getattr(learner, "tokenizer", None)
+    if tokenizer is None:
+        return None
+    return functools.partial(tokenizer.decode, skip_special_tokens=False)
+
+
 def _open_run_files(cfg: TrainConfig, run_dir: Path, start: int) -> MultiSink:
     """The run's config and run info, and its metrics sinks from `start` on (rank 0's)."""
     # Written only once the resume checks passed: a refused resume keeps the old config.
@@ -241,7 +250,11 @@ def train(
                 )
                 if cfg.transcripts_per_step and ranks.main:
                     write_transcripts(
-                        episodes, run_dir / "transcripts", step, limit=cfg.transcripts_per_step
+                        episodes,
+                        run_dir / "transcripts",
+                        step,
+                        limit=cfg.transcripts_per_step,
+                        decode=prompt_decoder(learner),
                     )
                 sinks.log(metrics, step)
                 elapsed = time.perf_counter() - started

@@ -184,3 +184,19 @@ def test_optimal_spec_lists_games_that_have_one() -> None:
     with pytest.raises(KeyError, match="TicTacToe-v0"):
         agents.make("optimal", game_id="PigDice-v1")
     assert isinstance(agents.make("optimal:KuhnPoker-v1"), KuhnNashAgent)
+
+
+def test_the_nash_family_ranges_per_information_state() -> None:
+    """What the run report draws a trained Kuhn policy beside: hand-worked from the
+    alpha family (alpha in [0, 1/3])."""
+    from spiral.games.kuhn_equilibrium import nash_bet_range
+
+    third = 1.0 / 3.0
+    expected = {
+        "J": (0.0, third), "Q": (0.0, 0.0), "K": (0.0, 1.0),
+        "Jpb": (0.0, 0.0), "Qpb": (third, 2 * third), "Kpb": (1.0, 1.0),
+        "Jp": (third, third), "Qp": (0.0, 0.0), "Kp": (1.0, 1.0),
+        "Jb": (0.0, 0.0), "Qb": (third, third), "Kb": (1.0, 1.0),
+    }  # fmt: skip
+    for state, (low, high) in expected.items():
+        assert nash_bet_range(state) == pytest.approx((low, high)), state

@@ -54,30 +54,42 @@ def population_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_report_page_holds_curves_league_strategy_and_replays(
     population_run: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    # An evaluation of the run's checkpoint, as a user runs it, reaches the page.
+    assert cli_main(["eval", f"checkpoint={population_run}", "games=1"]) == 0
     assert cli_main(["report", f"run={population_run}"]) == 0
     assert "HTML report:" in capsys.readouterr().out
     page = (population_run / "report" / "index.html").read_text(encoding="utf-8")
     # Self-contained: images inline, nothing fetched from elsewhere.
     assert page.count('src="data:image/png;base64,') >= 4
     assert not re.search(r'(src|href)="https?://', page)
+    # The headline comes first: before -> after, from the first to the last evaluation.
+    assert page.index("Before -> after (step 0 -> step 3)") < page.index("<h2>Curves</h2>")
+    assert "exploitability_t1" in page and "random/seat0/win_rate" in page
     for title in ("Exact exploitability", "Loss diagnostics", "Peak resident memory"):
         assert title in page
+    # A key that never moved is named, not drawn: no invalid move is possible here.
+    assert "Constant over the run, not drawn: invalid-move rate" in page
     # The run's facts.
     info = json.loads((population_run / "run_info.json").read_text())
     assert info["git_revision"] in page and "config (" in page
     # The league of the population run: the policy and the fixed random member rated.
-    assert "<h2>League</h2>" in page and "random@KuhnPokerSingle-v0" in page
-    # Kuhn strategy per evaluation (steps 0, 2 and the final 3).
-    assert "<h2>Kuhn strategy (T = 1)</h2>" in page and "Jpb" in page
-    # A known game replayed: its moves, what the model wrote and what it meant.
+    assert "<h2>Leagues</h2>" in page and "random@KuhnPokerSingle-v0" in page
+    # The evaluation spiral eval wrote into the run folder.
+    assert "<h2>Evaluations</h2>" in page and "ckpt:step_000003 on KuhnPokerSingle-v0" in page
+    # Kuhn strategy per evaluation (steps 0, 2 and the final 3) beside the Nash family.
+    assert "<h2>Kuhn strategy beside Nash play</h2>" in page and "0.33-0.67" in page
+    # A known game replayed: the prompt the model read, its moves, what it wrote and meant.
     replay = json.loads(sorted((population_run / "transcripts").glob("*.json"))[0].read_text())
     assert "<h2>Game replays</h2>" in page
     assert f"seed {replay['seed']}" in page
     text = html.unescape(page)
+    model_turns = [t for t in replay["turns"] if t["response"] is not None]
+    assert model_turns and all(t["prompt"] for t in model_turns)
     for turn in replay["turns"]:
         assert turn["result"] in text
         if turn["response"]:
             assert turn["response"].strip() in text
+            assert turn["prompt"] in text and turn["observation"].strip() in turn["prompt"]
 
 
 def test_long_runs_stay_small() -> None:

@@ -22,7 +22,7 @@ def _assert_real_png(path: Path) -> None:
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert path.stat().st_size > 5_000
     pixels = imread(path)
-    assert pixels.shape[:2] == (450, 800)
+    assert pixels.shape[:2] == (400, 900)
     assert float(np.std(pixels)) > 0.01, "the image is blank"
 
 
@@ -112,3 +112,25 @@ def test_exploitability_curve_is_drawn_when_logged(tmp_path: Path) -> None:
     paths = plot_learning_curve(path, tmp_path / "report")
     assert [p.name for p in paths] == ["exploitability.png"]
     _assert_real_png(paths[0])
+
+
+def test_constant_keys_are_left_out_and_labels_say_what_differs(tmp_path: Path) -> None:
+    from spiral.report.plots import short_labels, varying_keys
+
+    rows = [{"step": s, "a/x/seat0/r": 0.0, "a/x/seat1/r": 0.1 * s} for s in range(4)]
+    assert varying_keys(rows, ["a/x/seat0/r", "a/x/seat1/r"]) == ["a/x/seat1/r"]
+    assert short_labels(["a/x/seat0/r", "a/x/seat1/r"]) == {
+        "a/x/seat0/r": "seat0",
+        "a/x/seat1/r": "seat1",
+    }
+    assert short_labels(["eval/G/exploitability_t1", "eval/G/averaged/exploitability_t1"]) == {
+        "eval/G/exploitability_t1": "exploitability_t1",
+        "eval/G/averaged/exploitability_t1": "averaged/exploitability_t1",
+    }
+    assert short_labels(["perf/games_per_s"]) == {"perf/games_per_s": "perf/games_per_s"}
+    path = tmp_path / "metrics.jsonl"
+    sink = JsonlSink(path)
+    for row in rows:
+        sink.log({"train/overall/invalid_rate": 0.0, "train/overall/draw_rate": 0.0}, row["step"])
+    sink.close()
+    assert plot_learning_curve(path, tmp_path / "report") == []  # nothing moved: no plot
