@@ -11,6 +11,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from spiral import __version__
 from spiral.errors import SpiralError
 
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -22,17 +23,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("spiral.bench:main", "benchmarks: games/s, sampling and learner throughput"),
     "report": ("spiral.report.run_report:main", "plots and a summary for a run folder"),
 }
-
-
-def version() -> str:
-    """The installed distribution's version."""
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as installed
-
-    try:
-        return installed("spiral-selfplay")
-    except PackageNotFoundError:
-        return "unknown (not installed: pip install -e .)"
 
 
 def _usage() -> str:
@@ -52,7 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(_usage())
         return 0
     if args[0] in ("-V", "--version", "version"):
-        print(f"spiral {version()}")
+        print(f"spiral {__version__}")
         return 0
     name, rest = args[0], args[1:]
     if name not in COMMANDS:

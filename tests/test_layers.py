@@ -46,7 +46,8 @@ def _imports(path: Path) -> list[str]:
         if isinstance(node, ast.Import):
             found.extend(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module == "spiral" and node.level == 0:
-            found.extend(f"spiral.{a.name}" for a in node.names)  # from spiral import games
+            # from spiral import games (the package's own __version__ is no layer)
+            found.extend(f"spiral.{a.name}" for a in node.names if not a.name.startswith("__"))
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.append(node.module)
     return found

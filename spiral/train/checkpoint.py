@@ -30,6 +30,7 @@ from typing import Any
 from spiral.agents.model_agent import list_checkpoints
 from spiral.engines.manifest import DamagedCheckpointError, verify_manifest, write_manifest
 from spiral.errors import SpiralError
+from spiral.train.model_card import write_model_cards
 
 COMPLETE = "COMPLETE"
 INDEX = "index.jsonl"
@@ -111,6 +112,7 @@ def save_checkpoint(
         shutil.rmtree(tmp)
     tmp.mkdir()
     save_learner(tmp / "learner")
+    write_model_cards(tmp / "learner", state.config, state.step)
     _write_json_atomic(tmp / "loop_state.json", state.to_json())
     write_manifest(tmp)  # every file's size and hash, checked before resume trusts it
     (tmp / COMPLETE).write_text(time.strftime("%Y-%m-%dT%H:%M:%S"), encoding="utf-8")

@@ -15,6 +15,7 @@ import chz
 
 from spiral.args import help_text, parse_command, wants_help
 from spiral.train.checkpoint import CheckpointError, latest_checkpoint, load_loop_state
+from spiral.train.model_card import CARD, model_card
 
 
 @chz.chz
@@ -72,5 +73,7 @@ def main(argv: Sequence[str]) -> int:
             learner.export_merged(out)
     else:
         learner.export_merged(out)
+    kind = "merged model" + (" (averaged weights)" if args.weights == "averaged" else "")
+    (out / CARD).write_text(model_card(config, load_loop_state(ckpt).step, kind), encoding="utf-8")
     print(f"exported {ckpt} ({args.weights} weights) -> {out}")
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -82,3 +83,19 @@ def test_cli_play_runs_in_a_terminal_session() -> None:
         timeout=60,
     )
     assert bad.returncode == 2 and "is not a registered game" in bad.stderr
+
+
+def test_a_checkpoint_opponent_brings_its_game(tmp_path: Path) -> None:
+    """`spiral play opponent=checkpoint:RUN` plays the game the run trained on, and says so."""
+    from spiral.agents.human import default_game
+
+    run = tmp_path / "run"
+    folder = run / "checkpoints" / "step_000002"
+    (folder / "learner").mkdir(parents=True)
+    (folder / "learner" / "adapter_config.json").write_text("{}")  # read, not loaded, here
+    (folder / "loop_state.json").write_text(
+        '{"step": 2, "config": {"env_ids": ["KuhnPokerSingle-v0"]}}'
+    )
+    (folder / "COMPLETE").write_text("")
+    assert default_game(f"checkpoint:{folder}") == "KuhnPokerSingle-v0"
+    assert default_game("random") == "TicTacToe-v0"

