@@ -267,10 +267,6 @@ def load_model_and_tokenizer(cfg: ModelConfig) -> tuple[Any, Any]:
             from peft import get_peft_model
 
             model = get_peft_model(model, _lora_config(cfg))
-            if cfg.model in embedded.EMBEDDED_NAMES:
-                # Saved adapters name the hub id as their base, not this machine's cache
-                # folder; Spiral's loaders map that id back to the embedded model.
-                model.peft_config["default"].base_model_name_or_path = embedded.HUB_ID
     if cfg.gradient_checkpointing and cfg.lora_rank > 0:
         model.enable_input_require_grads()  # checkpointed blocks need a grad-carrying input
     model.train()

@@ -10,6 +10,7 @@ them. The metadata block is the Hugging Face hub's (`base_model`, `library_name`
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -98,12 +99,22 @@ def model_card(config: Mapping[str, Any], step: int, kind: str) -> str:
 
 
 def write_model_cards(learner_dir: Path, config: Mapping[str, Any], step: int) -> None:
-    """Cards for a checkpoint's learner folder and its averaged weights, where present."""
+    """Cards for a checkpoint's learner folder and its averaged weights, where present;
+    an adapter over the embedded model names the hub id as its base, not this machine's
+    cache folder (Spiral's loaders map the id back to the embedded model)."""
     for folder, averaged in ((learner_dir, False), (learner_dir / "averaged", True)):
         if (folder / "adapter_config.json").is_file():
             kind = "averaged adapter" if averaged else "LoRA adapter"
+            if str(config.get("model_name")) in EMBEDDED_NAMES:
+                _name_base(folder / "adapter_config.json", HUB_ID)
         elif (folder / "config.json").is_file():
             kind = "full model (averaged)" if averaged else "full model"
         else:
             continue
         (folder / CARD).write_text(model_card(config, step, kind), encoding="utf-8")
+
+
+def _name_base(adapter_config: Path, base: str) -> None:
+    meta = json.loads(adapter_config.read_text(encoding="utf-8"))
+    meta["base_model_name_or_path"] = base
+    adapter_config.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")

@@ -151,3 +151,21 @@ def test_sharing_and_merging_keys_reach_the_learner_and_its_samplers(tmp_path: P
         assert learner.sampler().prefix_reuse is expected
         assert learner.sampler().merge_lora is expected
         assert learner.sampler().packed_decode is expected
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_every_preset_is_a_valid_config(name: str) -> None:
+    cfg = parse_config([f"preset={name}"])
+    assert cfg.preset == name
+    typed = parse_config([f"{k}={v}" for k, v in PRESETS[name].items()])
+    for key in PRESETS[name]:  # each of its values applied as if typed on the command line
+        assert getattr(cfg, key) == getattr(typed, key), key
+
+
+def test_the_papers_preset_is_the_papers_setting() -> None:
+    cfg = parse_config(["preset=qwen3-4b-spiral"])
+    assert cfg.model_name == "Qwen/Qwen3-4B-Base"
+    assert cfg.env_ids == ("TicTacToe-v0", "KuhnPoker-v1", "SimpleNegotiation-v1")
+    assert (cfg.template, cfg.answer_format) == ("qwen3", "boxed")
+    assert cfg.games_per_step == 64 and cfg.num_steps == 400
+    assert cfg.entropy_coef == 0.0 and cfg.kl_coef == 0.0  # the original had no regulariser
