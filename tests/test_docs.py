@@ -1,0 +1,65 @@
+"""The docs hold: every path they name exists, result folders are named by what they hold,
+and the project speaks of itself, never of how its work was organised."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+GUIDES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+SPOKEN = ("README.md", "Makefile", "docs", "spiral", "tests", "benchmarks", "examples")
+# Words about the making, not the product: numbered work periods and tickets, machines
+# lent for a while, this workplace's tools. Built from parts so this file passes itself.
+MAKING = re.compile(
+    r"\b(session|sessions|issue|issues|ticket)[ -]#?\d"
+    r"|\b" + "le" + r"nt\b"
+    r"|" + "device" + r" tool"
+    r"|" + "work" + r" period",
+    re.IGNORECASE,
+)
+PATH = re.compile(r"(?<![\w/.-])((?:docs|benchmarks|examples|spiral|tests)/[\w./+-]*[\w/])")
+
+
+def _tracked(*paths: str) -> list[Path]:
+    out = subprocess.run(
+        ["git", "ls-files", "--", *paths], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    return [ROOT / p for p in out]
+
+
+def test_every_path_the_docs_name_exists() -> None:
+    missing = []
+    for guide in GUIDES:
+        for line_no, line in enumerate(guide.read_text(encoding="utf-8").splitlines(), 1):
+            for found in PATH.findall(line):
+                if any(c in found for c in "*<>") or "NAME" in found:
+                    continue  # a pattern or a placeholder, not a path
+                if not (ROOT / found.rstrip(".")).exists():
+                    missing.append(f"{guide.relative_to(ROOT)}:{line_no}: {found}")
+    assert not missing, "\n".join(missing)
+
+
+def test_no_result_is_named_after_a_work_period() -> None:
+    named = [p for p in _tracked("docs") if re.search(r"-s\d+$", p.name.split(".")[0])]
+    named += [p for p in (ROOT / "docs").rglob("*") if p.is_dir() and re.search(r"-s\d+$", p.name)]
+    assert not named, named
+
+
+@pytest.mark.parametrize("where", SPOKEN)
+def test_the_project_speaks_only_of_itself(where: str) -> None:
+    found = []
+    for path in _tracked(where):
+        if path.suffix in (".jsonl", ".png", ".safetensors") or not path.is_file():
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+        for line_no, line in enumerate(text.splitlines(), 1):
+            if MAKING.search(line):
+                found.append(f"{path.relative_to(ROOT)}:{line_no}: {line.strip()[:100]}")
+    assert not found, "\n".join(found[:20])
