@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # The CPU wheel of torch 2.13.0 is on local disk on our dev/CI machines; on a GPU box
 # pass e.g. TORCH_SPEC='torch' to take the CUDA build from PyPI.
 TORCH_SPEC ?= torch==2.13.0
-EXTRAS ?= dev,embedded,openspiel,textarena,math,serve,plots,wandb,ray,tinker
+EXTRAS ?= dev,embedded,openspiel,textarena,math,serve,plots,wandb,tensorboard,ray,tinker
 TRAIN_ARGS ?=
 
 # vLLM's CPU build (sampler_engine=vllm, engine=vllm) pins transformers < 5.20, so it
