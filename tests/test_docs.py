@@ -12,8 +12,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 GUIDES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SPOKEN = ("README.md", "Makefile", "docs", "spiral", "tests", "benchmarks", "examples")
-# Words about the making, not the product: numbered work periods and tickets, machines
-# lent for a while, this workplace's tools. Built from parts so this file passes itself.
+# Words about the making, not the product: numbered stretches of work and tickets, which
+# machine was on loan, the tools of the workplace. Built from parts, so this file's own
+# patterns do not match themselves.
 MAKING = re.compile(
     r"\b(session|sessions|issue|issues|ticket)[ -]#?\d"
     r"|\b" + "le" + r"nt\b"
