@@ -159,7 +159,7 @@ def parse_command(
             raise UsageError(f"{key}={value!r} is not valid: expected {describe_type(tp)}")
         given.append((key, value))
     if presets is not None:
-        given = _expand_preset(given, presets)
+        given = expand_preset(given, presets)
     missing = [n for n, f in fields.items() if _shown_default(f) == "required"]
     missing = [n for n in missing if n not in {k for k, _ in given}]
     if missing:
@@ -180,7 +180,7 @@ def parse_command(
     return validate() if callable(validate) else obj
 
 
-def _expand_preset(
+def expand_preset(
     given: list[tuple[str, str]], presets: Mapping[str, Mapping[str, str]]
 ) -> list[tuple[str, str]]:
     """The named preset's values first, then the user's (the last `preset=` wins, like any

@@ -25,6 +25,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+def _stdout_open() -> bool:
+    try:
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError):
+        return False
+    return True
+
+
 def _usage() -> str:
     lines = ["usage: spiral <command> key=value ...", "", "commands:"]
     lines += [f"  {name:<8} {help_}" for name, (_, help_) in COMMANDS.items()]
@@ -64,10 +72,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"spiral {name}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
-        # The reader went away (`spiral train --help | head`): nothing left to say, and
-        # the exit's flush of stdout must not fail again.
+        if _stdout_open():
+            raise  # another pipe broke (a worker, a socket): a real failure
+        # Our reader went away (`spiral train --help | head`): nothing left to say, the
+        # exit's flush must not fail again, and the status is a SIGPIPE death's.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+        return 141
     return int(result or 0)
 
 

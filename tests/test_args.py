@@ -13,7 +13,7 @@ from spiral.agents.human import PlayArgs
 from spiral.args import UsageError, describe_type, help_text, parse_command, positive
 from spiral.bench import BenchArgs
 from spiral.cli import main as cli_main
-from spiral.evaluation.run import EvalArgs
+from spiral.evaluation.eval_args import EvalArgs
 from spiral.report.run_report import ReportArgs
 from spiral.serving.server import ServeArgs
 from spiral.train.config import TrainConfig

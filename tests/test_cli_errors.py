@@ -147,3 +147,62 @@ def test_version_and_a_presets_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert "  learning_rate (set: 1e-3; a number)" in text  # the preset's, not the default
     assert "  lora_rank (set: 8; an integer)" in text  # the command line's
     assert "  seed (0; an integer)" in text  # untouched keys keep their default
+
+
+def test_a_closed_reader_ends_quietly_other_broken_pipes_do_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`spiral train --help | head`: the reader went away, exit 141 with nothing printed;
+    a pipe that breaks elsewhere (a worker, a socket) is a real failure."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        f"{sys.executable} -m spiral.cli train --help | head -1",
+        shell=True, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.stdout.startswith("usage: spiral train") and proc.stderr == ""
+
+    def worker_pipe(_: list[str]) -> int:
+        raise BrokenPipeError("a worker's pipe")
+
+    real = importlib.import_module
+
+    def fake_import(name: str, *args: Any) -> Any:
+        module = real(name, *args)
+        if name == "spiral.train.export":
+            monkeypatch.setattr(module, "main", worker_pipe)
+        return module
+
+    monkeypatch.setattr(cli.importlib, "import_module", fake_import)
+    with pytest.raises(BrokenPipeError):
+        cli.main(["export"])
+
+
+@pytest.mark.parametrize(
+    ("name", "hub"),
+    [
+        ("gpt2", True),
+        ("Qwen/Qwen3-4B-Base", True),
+        ("runs/x/checkpoints/step_000002", False),  # more than one /: a path
+        ("./model", False),
+        ("~/models/qwen", False),
+        ("a b", False),
+        ("x..y", False),
+        ("tests/anything", False),  # its first part is a folder here: a path
+    ],
+)
+def test_hub_ids_and_paths_are_told_apart(name: str, hub: bool) -> None:
+    from spiral.engines.loading import looks_like_hub_id
+
+    assert looks_like_hub_id(name) is hub
+
+
+def test_help_shows_what_the_parser_would_use(capsys: pytest.CaptureFixture[str]) -> None:
+    """The keys given win over the preset, wherever they stand; the last preset wins."""
+    argv = ["train", "lora_rank=8", "preset=embedded-kuhn", "preset=embedded-tictactoe", "--help"]
+    assert cli.main(argv) == 0
+    text = capsys.readouterr().out
+    assert "  lora_rank (set: 8; an integer)" in text
+    assert "  env_ids (set: TicTacToe-v0; " in text  # not the first preset's Kuhn
+    assert "  balanced_chance (False; " in text  # a key only the first preset set

@@ -7,8 +7,9 @@
 - a checkpoint folder (`step_NNNNNN/` with `learner/`, `loop_state.json`, `COMPLETE`):
   the weights in `learner/` and the prompt choices of the run's config;
 - a model folder (config.json: an export or any HF model; adapter_config.json: a PEFT
-  adapter, merged into its base); inside a checkpoint (`step_N/learner/averaged/`, the
-  averaged weights of `weight_ema_decay`) it is evaluated with that run's config;
+  adapter over its base); a checkpoint's `learner/` or `learner/averaged/` (the averaged
+  weights of `weight_ema_decay`) is evaluated with that run's config, and an export with
+  the config `spiral export` kept beside it (`spiral_run.json`);
 - "base" / "embedded" / "" for the base model (`model_name=` picks it, default the
   embedded SmolLM2), or any other string as a hub id.
 
@@ -41,6 +42,7 @@ from spiral.errors import SpiralError
 from spiral.prompts.spec import PromptSpec
 
 COMPLETE = "COMPLETE"
+RUN_FILE = "spiral_run.json"  # in an exported model folder: the run's config and step
 BASE_NAMES = frozenset({"", "base", "embedded"})
 DEFAULT_MAX_TOKENS = 256
 # The run's config keys that make its prompt, and the PromptSpec field each one sets.
@@ -139,6 +141,29 @@ def _checkpoint_source(folder: Path) -> ModelSource:
     return ModelSource(str(model), f"ckpt:{folder.name}", config, folder, step)
 
 
+def _owning_checkpoint(model_dir: Path) -> Path | None:
+    """The complete checkpoint whose `learner/` (or `learner/averaged/`) this is."""
+    for learner in (model_dir, model_dir.parent):
+        if learner.name == "learner" and _is_complete(learner.parent):
+            return learner.parent
+    return None
+
+
+def _exported_run(model_dir: Path) -> tuple[dict[str, Any], int]:
+    """The run config and step `spiral export` left in a model folder ({} and 0 if none)."""
+    try:
+        found = json.loads((model_dir / RUN_FILE).read_text(encoding="utf-8"))
+        return dict(found["config"]), int(found["step"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}, 0
+
+
+def checkpoint_config(run_dir: Path) -> dict[str, Any]:
+    """The config of a run folder's newest complete checkpoint ({} without one)."""
+    found = list_checkpoints(run_dir)
+    return _checkpoint_source(found[-1][1]).config if found else {}
+
+
 def resolve_source(arg: str, model_name: str = "") -> ModelSource:
     """Work out what `arg` names (see the module docstring); nothing is loaded yet."""
     if arg in BASE_NAMES:
@@ -151,12 +176,13 @@ def resolve_source(arg: str, model_name: str = "") -> ModelSource:
         if (path / "learner").is_dir() or (path / "loop_state.json").is_file():
             return _checkpoint_source(path)
         if (path / "config.json").is_file() or (path / "adapter_config.json").is_file():
-            if path.parent.name == "learner" and _is_complete(path.parent.parent):
-                # learner/averaged/ (weight averaging): the run's config still applies.
-                found = _checkpoint_source(path.parent.parent)
-                name = f"{found.name}/{path.name}"
+            owner = _owning_checkpoint(path)
+            if owner is not None:  # learner/ or learner/averaged/: the run's config applies
+                found = _checkpoint_source(owner)
+                name = found.name if path.name == "learner" else f"{found.name}/{path.name}"
                 return ModelSource(str(path), name, found.config, found.checkpoint, found.step)
-            return ModelSource(str(path), f"model:{path.name}")
+            config, step = _exported_run(path)
+            return ModelSource(str(path), f"model:{path.name}", config, step=step)
         raise CheckpointNotFound(
             f"{path} is a folder but not a run (checkpoints/), a checkpoint (learner/, "
             "loop_state.json) or a model folder (config.json / adapter_config.json)"

@@ -9,17 +9,9 @@ from pathlib import Path
 
 from spiral.agents.model_agent import CheckpointNotFound, make_checkpoint_agent
 from spiral.evaluation.compare import compare_main, league_main
-from spiral.evaluation.inherit import eval_args, inherited_line
-from spiral.evaluation.run import (
-    EvalError,
-    candidate_overrides,
-    default_out,
-    evaluate_candidate,
-    format_report,
-    help_text,
-    validate,
-    write_json,
-)
+from spiral.evaluation.eval_args import EvalError, candidate_overrides, help_text, validate
+from spiral.evaluation.inherit import eval_args, inherited_lines
+from spiral.evaluation.run import default_out, evaluate_candidate, format_report, write_json
 
 
 def main(args: list[str]) -> int:
@@ -28,12 +20,13 @@ def main(args: list[str]) -> int:
         print(help_text())
         return 0
     try:
-        a, taken = eval_args(args)
+        found = eval_args(args)
+        print("\n".join(inherited_lines(found)), flush=True)  # before the checks they feed
+        a = found.args
         validate(a)
     except (EvalError, CheckpointNotFound, ValueError) as err:
         print(f"spiral eval: {err}", file=sys.stderr)
         return 2
-    print(inherited_line(taken), flush=True)
     if a.run and a.league:
         return league_main(a)
     if a.run:

@@ -44,6 +44,7 @@ from spiral.agents.model_agent import (
     list_checkpoints,
     make_checkpoint_agent,
 )
+from spiral.evaluation.eval_args import EvalArgs, candidate_overrides
 from spiral.evaluation.league import (
     League,
     play_round_robin,
@@ -56,9 +57,7 @@ from spiral.evaluation.model_policy import EXACT_EXPLOITABILITY
 from spiral.evaluation.outputs import candidate_part, fresh, fresh_stem, settings_tag
 from spiral.evaluation.run import (
     RATE_FIELDS,
-    EvalArgs,
     Progress,
-    candidate_overrides,
     evaluate_candidate,
     format_report,
     write_json,

@@ -14,77 +14,104 @@ and `inherit` says which ones it took, so the printed line shows what was measur
   the invalid-move policy, `max_turns` and the dtype come with the checkpoint agent
   (`spiral.agents.model_agent`); they are listed here too.
 
-Without a run (a model folder, a hub id, `checkpoint=base`) the defaults are TicTacToe-v0
-against `random`, 16 games per seat, no exploitability.
+A league (`league=true`) plays the checkpoints against each other: it takes the run's
+games and games per seat, not its opponents or exploitability. Exploitability taken from
+the run is switched off, with a note, where OpenSpiel is not installed: the user did not
+ask for it. Without a run (a model folder, a hub id, `checkpoint=base`) the defaults are
+TicTacToe-v0 against `random`, 16 games per seat, no exploitability.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import chz
 
-from spiral.agents.model_agent import resolve_source
-from spiral.evaluation.exploitability import KUHN_GAME_ID
-from spiral.evaluation.run import DEFAULT_GAMES, EvalArgs, EvalError, parse_eval_args
+from spiral.agents.model_agent import SPEC_KEYS, checkpoint_config, resolve_source
+from spiral.evaluation.eval_args import DEFAULT_GAMES, EvalArgs, parse_eval_args
+from spiral.evaluation.exploitability import INSTALL_HINT, KUHN_GAME_ID
 
 DEFAULT_ENV_IDS = ("TicTacToe-v0",)
 DEFAULT_OPPONENTS = ("random",)
-# Run keys the checkpoint agent applies itself, shown as inherited unless overridden.
-AGENT_KEYS = {
-    "template": "template",
-    "answer_format": "answer_format",
-    "prompt_style": "prompt_style",
+# Run keys the checkpoint agent applies, by the eval key that overrides each (None: no
+# eval key; the run's value always holds). Listed as taken unless overridden.
+AGENT_KEYS: dict[str, str | None] = {
+    **{key: key for key in SPEC_KEYS if key not in ("system_rules", "think_budget")},
+    "system_rules": None,
+    "think_budget": None,
     "eval_temperature": "temperature",
     "max_tokens": "max_tokens",
+    "top_p": None,
+    "stop": None,
+    "max_turns": None,
     "dtype": "dtype",
     "invalid_move_policy": "invalid_policy",
 }
 
 
+@dataclass(frozen=True)
+class Inherited:
+    """The arguments with the run's settings filled in, and what the user should know."""
+
+    args: EvalArgs
+    taken: tuple[str, ...]  # `key=value` for each setting taken from the run
+    notes: tuple[str, ...] = ()  # a setting taken and then changed, with the reason
+    has_run: bool = False
+
+
 def run_config(a: EvalArgs) -> dict[str, Any]:
-    """The saved config of the run being evaluated ({} for a model without a run)."""
-    if a.run:
-        path = Path(a.run) / "config.json"
-        try:
-            config = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise EvalError(
-                f"{a.run} has no config.json; pass the run folder `spiral train` wrote"
-            ) from None
-        except (OSError, ValueError) as err:
-            raise EvalError(f"{path} is unreadable ({err}); pass keys explicitly") from err
-        if not isinstance(config, dict):
-            raise EvalError(f"{path} is not a config (a JSON object); pass keys explicitly")
-        return config
-    return dict(resolve_source(a.checkpoint, a.model_name).config)
+    """The saved config of the run being evaluated ({} for a model without a run): for
+    `run=`, its newest checkpoint's (what its checkpoints were trained with), else its
+    config.json."""
+    if not a.run:
+        return dict(resolve_source(a.checkpoint, a.model_name).config)
+    found = checkpoint_config(Path(a.run))
+    if found:
+        return found
+    try:
+        config = json.loads((Path(a.run) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return config if isinstance(config, dict) else {}
 
 
-def inherit(a: EvalArgs, config: Mapping[str, Any]) -> tuple[EvalArgs, list[str]]:
-    """`a` with its unset keys filled from the run's `config`, and `key=value` for each
-    value taken from the run."""
+def _shown(value: Any) -> str:
+    return ",".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
+
+
+def inherit(a: EvalArgs, config: Mapping[str, Any]) -> Inherited:
+    """`a` with its unset keys filled from the run's `config` (see the module docstring)."""
     taken: dict[str, Any] = {}
+    notes: list[str] = []
     env_ids = a.env_ids or tuple(config.get("eval_env_ids") or config.get("env_ids") or ())
-    opponents = a.opponents or tuple(config.get("eval_opponent_names") or ())
+    opponents = a.opponents or (() if a.league else tuple(config.get("eval_opponent_names") or ()))
     games = a.games or config.get("eval_games")
-    if not a.env_ids and env_ids:
-        taken["env_ids"] = ",".join(env_ids)
-    if not a.opponents and opponents:
-        taken["opponents"] = ",".join(opponents)
-    if a.games is None and games:
-        taken["games"] = games
+    for key, mine, value in (
+        ("env_ids", a.env_ids, env_ids),
+        ("opponents", a.opponents, opponents),
+        ("games", a.games, games),
+    ):
+        if not mine and value:
+            taken[key] = _shown(value)
     env_ids = env_ids or DEFAULT_ENV_IDS
     exploitability = a.exploitability
     if exploitability is None:
-        exploitability = bool(config.get("eval_exploitability")) and KUHN_GAME_ID in env_ids
-        if exploitability:
+        measured = bool(config.get("eval_exploitability")) and not a.league
+        exploitability = measured and KUHN_GAME_ID in env_ids
+        if exploitability and importlib.util.find_spec("pyspiel") is None:
+            exploitability = False
+            notes.append(f"exploitability off: it needs OpenSpiel ({INSTALL_HINT})")
+        elif exploitability:
             taken["exploitability"] = "true"
     for key, arg in AGENT_KEYS.items():
-        if key in config and getattr(a, arg) in (None, ""):
-            taken[arg] = config[key]
+        overridden = arg is not None and getattr(a, arg) not in (None, "")
+        if config.get(key) not in (None, "", [], ()) and not overridden:
+            taken[arg or key] = _shown(config[key])
     filled = chz.replace(
         a,
         env_ids=tuple(env_ids),
@@ -92,18 +119,23 @@ def inherit(a: EvalArgs, config: Mapping[str, Any]) -> tuple[EvalArgs, list[str]
         games=int(games or DEFAULT_GAMES),
         exploitability=exploitability,
     )
-    return filled, [f"{key}={value}" for key, value in taken.items()]
+    items = tuple(f"{key}={value}" for key, value in taken.items())
+    return Inherited(filled, items, tuple(notes), has_run=bool(config))
 
 
-def eval_args(argv: Sequence[str]) -> tuple[EvalArgs, list[str]]:
-    """`spiral eval`'s key=value words -> the arguments with the run's settings filled in,
-    and what was taken from the run (`inherit`)."""
+def eval_args(argv: Sequence[str]) -> Inherited:
+    """`spiral eval`'s key=value words -> the arguments with the run's settings filled in
+    (`inherit`)."""
     a = parse_eval_args(argv)
     return inherit(a, run_config(a))
 
 
-def inherited_line(taken: list[str]) -> str:
-    """The line `spiral eval` prints before it plays."""
-    if not taken:
-        return "no run config: evaluating with the defaults and the keys given"
-    return "from the run's config (pass key=value to change any): " + " ".join(taken)
+def inherited_lines(found: Inherited) -> list[str]:
+    """What `spiral eval` prints before it checks and plays."""
+    if not found.has_run:
+        lines = ["no run config: evaluating with the defaults and the keys given"]
+    elif not found.taken:
+        lines = ["every setting given here; nothing taken from the run's config"]
+    else:
+        lines = ["from the run's config (pass key=value to change any): " + " ".join(found.taken)]
+    return lines + list(found.notes)

@@ -32,7 +32,6 @@ Choices:
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -40,226 +39,23 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import chz
-
 from spiral import agents
 from spiral.agents.api_agent import ApiAgent
 from spiral.agents.base import Agent
 from spiral.agents.llm_policy import LLMPolicy
 from spiral.agents.model_agent import (
     CheckpointPolicy,
-    resolve_source,
 )
-from spiral.agents.registry import known_opponents
-from spiral.agents.scripted import optimal_game_ids
-from spiral.args import (
-    UsageError,
-    device_name,
-    non_negative,
-    parse_command,
-    positive,
-    positive_or_unset,
-)
-from spiral.args import help_text as command_help
-from spiral.engines.registry import known_engine
-from spiral.evaluation.exploitability import INSTALL_HINT
+from spiral.evaluation.eval_args import MODEL_PREFIXES, EvalArgs
 from spiral.evaluation.match import CANDIDATE, MatchResult, evaluate, results_metrics, results_table
-from spiral.evaluation.mathbench.data import math_source_problem
 from spiral.evaluation.model_policy import EXACT_EXPLOITABILITY
 from spiral.evaluation.outputs import candidate_part, fresh, run_folder, settings_tag
-from spiral.games.registry import known_game_ids
-from spiral.prompts.invalid import InvalidMovePolicy, InvalidPolicyName, invalid_policy
-from spiral.prompts.spec import AnswerFormat, PromptStyle, TemplateName
+from spiral.prompts.invalid import InvalidMovePolicy, invalid_policy
 from spiral.rollout.play import derive_seed
-from spiral.types import DTypeName, Episode
+from spiral.types import Episode
 
-MODEL_PREFIXES = ("checkpoint", "api")  # game-independent opponents, built once
 Progress = Callable[[str], None]  # one line of progress (the CLI prints it)
-DEFAULT_GAMES = 16  # games per (game, opponent, seat) without a run to inherit from
 RATE_FIELDS = (("win", "wins"), ("draw", "draws"), ("loss", "losses"), ("invalid", "invalid"))
-
-
-class EvalError(UsageError):
-    """A bad `spiral eval` argument, with a message saying what to pass instead."""
-
-
-@chz.chz
-class EvalArgs:
-    """usage: spiral eval checkpoint=PATH|run=DIR key=value ...
-
-    A checkpoint (or the base model) against opponents, both seats, with 95% Wilson
-    intervals; run=DIR compares a run's checkpoints."""
-
-    checkpoint: str = chz.field(
-        default="", doc="checkpoint folder, run folder (newest), model folder, or 'base'"
-    )
-    run: str = chz.field(
-        default="", doc="run folder: evaluate its checkpoints and write DIR/eval/compare.*"
-    )
-    model_name: str = chz.field(
-        default="", doc="base model for checkpoint=base (default: the embedded SmolLM2-135M)"
-    )
-    env_ids: tuple[str, ...] = chz.field(
-        default=(),
-        doc="games, comma separated (default: the run's evaluation games; TicTacToe-v0 for "
-        "a model without a run)",
-        validator=known_game_ids,
-    )
-    opponents: tuple[str, ...] = chz.field(
-        default=(),
-        doc="random, optimal, checkpoint:PATH, api:MODEL, comma separated (default: the "
-        "run's evaluation opponents, else random)",
-        validator=known_opponents,
-    )
-    games: int | None = chz.field(
-        default=None,
-        doc="games per (game, opponent, seat) (default: the run's eval_games, else 16)",
-        validator=positive_or_unset,
-    )
-    seed: int = chz.field(default=0, doc="base seed: same seed, same deals and sampling")
-    temperature: float | None = chz.field(
-        default=None, doc="sampling temperature (None: the run's eval_temperature)"
-    )
-    max_tokens: int | None = chz.field(
-        default=None, doc="max new tokens per move (None: the run's max_tokens)"
-    )
-    template: TemplateName | None = chz.field(
-        default=None, doc="prompt template (None: the run's template)"
-    )
-    answer_format: AnswerFormat | None = chz.field(
-        default=None, doc="answer format (None: the run's answer_format)"
-    )
-    prompt_style: PromptStyle | None = chz.field(
-        default=None, doc="prompt style (None: the run's prompt_style)"
-    )
-    invalid_policy: InvalidPolicyName | None = chz.field(
-        default=None, doc="invalid-move returns (None: the run's invalid_move_policy)"
-    )
-    exploitability: bool | None = chz.field(
-        default=None,
-        doc="exact exploitability of the model in each game of env_ids that allows it: "
-        "KuhnPokerSingle-v0 (OpenSpiel), TicTacToe-v0 (a best-response search over its 4,520 "
-        "positions; minutes on a CPU) (None: as the run measured it in training, i.e. on "
-        "KuhnPokerSingle-v0 when eval_exploitability was on)",
-    )
-    math: tuple[str, ...] = chz.field(
-        default=(), doc="math benchmarks, comma separated (math500, gsm8k, sample:gsm8k, a .jsonl)"
-    )
-    math_limit: int | None = chz.field(
-        default=None, doc="at most this many problems per benchmark (seeded subset)"
-    )
-    math_max_tokens: int = chz.field(
-        default=1024, doc="max new tokens per math answer", validator=positive
-    )
-    api_base_url: str = chz.field(
-        default="https://api.openai.com/v1",
-        doc="endpoint for api:MODEL opponents (e.g. http://127.0.0.1:8000/v1)",
-    )
-    api_key_env: str = chz.field(
-        default="OPENAI_API_KEY", doc="environment variable holding the API key (never printed)"
-    )
-    api_max_tokens: int = chz.field(
-        default=1024, doc="max tokens per API reply", validator=positive
-    )
-    api_max_retries: int = chz.field(
-        default=3,
-        doc="retries (exponential backoff) on 429 / 5xx / connection errors",
-        validator=non_negative,
-    )
-    every: int = chz.field(
-        default=1,
-        doc="with run=: evaluate every K-th checkpoint (the newest always)",
-        validator=positive,
-    )
-    league: bool = chz.field(
-        default=False,
-        doc="with run=: rate the checkpoints against each other (round-robin, both seats, "
-        "`games` per ordered pair and game) into DIR/eval/league.json and league.md, "
-        "instead of the comparison against opponents",
-    )
-    device: str = chz.field(default="auto", doc="auto | cpu | cuda | cuda:N", validator=device_name)
-    dtype: DTypeName | None = chz.field(
-        default=None, doc="weights' precision (None: the run's dtype, else auto)"
-    )
-    engine: str = chz.field(
-        default="torch",
-        doc="the engine that samples for checkpoint players (spiral.engines.registry)",
-        validator=known_engine,
-    )
-    out: str = chz.field(
-        default="",
-        doc="JSON report path (default: RUN/eval/<checkpoint>_<games>_vs_<opponents>_seed<S>.json "
-        "for a run's checkpoint); with run=: a folder (default: RUN/eval)",
-    )
-
-    @property
-    def games_per_seat(self) -> int:
-        return self.games or DEFAULT_GAMES
-
-    def validate(self) -> EvalArgs:
-        if bool(self.checkpoint) == bool(self.run):
-            raise EvalError("give exactly one of checkpoint=PATH (or checkpoint=base) and run=DIR")
-        if self.league and not self.run:
-            raise EvalError("league=true rates a run's checkpoints: give run=DIR")
-        return self
-
-
-def help_text() -> str:
-    return command_help(EvalArgs, "eval")
-
-
-def parse_eval_args(args: Sequence[str]) -> EvalArgs:
-    """`key=value` strings -> EvalArgs (spiral.args.parse_command)."""
-    return parse_command(EvalArgs, args, "eval")
-
-
-def validate(a: EvalArgs) -> None:
-    """Check games, opponents, paths and names before any model is loaded."""
-    if not a.env_ids:
-        raise EvalError("env_ids is empty; e.g. env_ids=TicTacToe-v0")
-    if not a.opponents:
-        raise EvalError("opponents is empty; e.g. opponents=random,optimal")
-    for spec in a.opponents:
-        prefix, _, arg = spec.partition(":")
-        if prefix not in agents.specs():
-            raise EvalError(f"unknown opponent {spec!r}; valid kinds: {', '.join(agents.specs())}")
-        if prefix == "optimal":
-            missing = [g for g in a.env_ids if g not in optimal_game_ids()]
-            if missing:
-                raise EvalError(
-                    f"no optimal player for {missing}; games with one: {', '.join(optimal_game_ids())}"
-                )
-        if prefix in MODEL_PREFIXES and not arg:
-            raise EvalError(f"opponent {spec!r} needs an argument: {prefix}:PATH_OR_NAME")
-        if prefix == "checkpoint":
-            resolve_source(arg)  # raises CheckpointNotFound with the reason
-    if a.exploitability:
-        exact = [g for g in a.env_ids if g in EXACT_EXPLOITABILITY]
-        if not exact:
-            raise EvalError(
-                f"exploitability=true, but no game of env_ids={','.join(a.env_ids)} has an exact "
-                f"exploitability here; games that do: {', '.join(EXACT_EXPLOITABILITY)}"
-            )
-        needs = [g for g in exact if EXACT_EXPLOITABILITY[g].needs_openspiel]
-        if needs and importlib.util.find_spec("pyspiel") is None:
-            raise EvalError(
-                f"exploitability=true in {', '.join(needs)} needs OpenSpiel: {INSTALL_HINT}"
-            )
-    for name in a.math:
-        problem = math_source_problem(name)
-        if problem:
-            raise EvalError(f"math={name}: {problem}")
-
-
-def candidate_overrides(a: EvalArgs) -> dict[str, Any]:
-    """Keyword params for make_checkpoint_agent from the command line."""
-    out: dict[str, Any] = {"device": a.device, "engine": a.engine}
-    if a.model_name:
-        out["model_name"] = a.model_name
-    for key in ("template", "answer_format", "prompt_style", "temperature", "max_tokens", "dtype"):
-        if getattr(a, key) not in ("", None):
-            out[key] = getattr(a, key)
-    return out
 
 
 def build_opponents(
@@ -406,21 +202,26 @@ def evaluate_candidate(
         numbers = found.items()
         metrics.update({f"eval/{game_id}/{k}": v for k, v in numbers if k != "distributions"})
     if a.math:
-        from spiral.evaluation.mathbench.benchmark import run_math_benchmarks
-
-        sampler = candidate.sampler
-        report["math"] = run_math_benchmarks(
-            sampler,
-            sampler.tokenizer,
-            list(a.math),
-            limit=a.math_limit,
-            max_tokens=a.math_max_tokens,
-            seed=a.seed,
-        )
+        progress(f"{candidate.name}: math ({', '.join(a.math)}) ...")
+        report["math"] = _math(candidate, a)
         metrics.update(report["math"])
     report["metrics"] = metrics
     report["time_s"] = time.perf_counter() - t0
     return report, results
+
+
+def _math(candidate: LLMPolicy, a: EvalArgs) -> dict[str, float]:
+    from spiral.evaluation.mathbench.benchmark import run_math_benchmarks
+
+    sampler = candidate.sampler
+    return run_math_benchmarks(
+        sampler,
+        sampler.tokenizer,
+        list(a.math),
+        limit=a.math_limit,
+        max_tokens=a.math_max_tokens,
+        seed=a.seed,
+    )
 
 
 def _exact_reports(

@@ -17,7 +17,6 @@ from __future__ import annotations
 JACK, QUEEN, KING = 0, 1, 2
 CARDS = ("J", "Q", "K")
 ALPHA_MAX = 1.0 / 3.0
-DECISIONS = ("", "p", "b", "pb")  # the betting before each decision
 
 _TABLE: dict[tuple[int, str], tuple[float, float]] = {
     # (card, history): P(bet or call) = a + b * alpha

@@ -20,16 +20,21 @@ from typing import IO, Any
 class _Tee:
     """A text stream that writes to the terminal stream and to the log file."""
 
-    def __init__(self, stream: IO[str], log: IO[str]) -> None:
+    def __init__(self, stream: IO[str] | None, log: IO[str]) -> None:
         self._stream, self._log = stream, log
 
     def write(self, text: str) -> int:
-        self._log.write(text)
-        self._log.flush()
-        return self._stream.write(text)
+        # The terminal first; the log while it is open (a logging handler made inside the
+        # block may keep this stream after it, when the file is closed).
+        written = self._stream.write(text) if self._stream is not None else len(text)
+        if not self._log.closed:
+            self._log.write(text)
+            self._log.flush()
+        return written
 
     def flush(self) -> None:
-        self._stream.flush()
+        if self._stream is not None:
+            self._stream.flush()
 
     def __getattr__(self, name: str) -> Any:  # isatty, fileno, encoding, ...
         return getattr(self._stream, name)

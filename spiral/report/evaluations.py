@@ -25,7 +25,14 @@ RATES = ("win", "draw", "loss", "invalid")
 
 
 def _is_eval_report(data: Any) -> bool:
-    return isinstance(data, dict) and isinstance(data.get("results"), list) and "settings" in data
+    return (
+        isinstance(data, dict)
+        and isinstance(data.get("results"), list)
+        and isinstance(data.get("settings"), dict)
+    )
+
+
+SHAPE_ERRORS = (AttributeError, KeyError, TypeError, ValueError)  # a field of another shape
 
 
 def _is_league(data: Any) -> bool:
@@ -83,9 +90,12 @@ def evaluations_section(run: Path) -> str:
     skipped = []
     for path in files:
         data = read_json(path)
-        if _is_eval_report(data):
-            parts.append(_eval_html(path, data))
-        elif not _is_league(data):
+        try:
+            if _is_eval_report(data):
+                parts.append(_eval_html(path, data))
+            elif not _is_league(data):
+                skipped.append(path.name)
+        except SHAPE_ERRORS:
             skipped.append(path.name)
     if not parts and not skipped:
         return ""
@@ -136,12 +146,16 @@ def leagues_section(run: Path) -> str:
     found += [
         (f"checkpoints (eval/{p.name})", p) for p in sorted((run / "eval").glob("league*.json"))
     ]
-    parts = []
+    parts, skipped = [], []
     for title, path in found:
         data = read_json(path)
-        if _is_league(data) and data["ratings"]:
-            parts.append(_league_html(title, data))
-    if not parts:
+        try:
+            if _is_league(data) and data["ratings"]:
+                parts.append(_league_html(title, data))
+        except SHAPE_ERRORS:
+            skipped.append(path.name)
+    if not parts and not skipped:
         return ""
     intro = "<p>openskill Plackett-Luce ratings from the games played (ordinal = mu - 3 sigma).</p>"
-    return "\n".join(["<h2>Leagues</h2>", intro, *parts])
+    note = f"<p>Skipped (unreadable): {html.escape(', '.join(skipped))}</p>" if skipped else ""
+    return "\n".join(["<h2>Leagues</h2>", intro, *parts, note])

@@ -118,8 +118,9 @@ def _curves_section(rows: list[dict[str, Any]]) -> str:
         moving = varying_keys(small, keys)
         if len(moving) < len(keys):
             flat = [k for k in keys if k not in moving]
-            value = next((r[flat[0]] for r in small if r.get(flat[0]) is not None), None)
-            constant.append(f"{curve.title.lower()} ({len(flat)} keys, {value})")
+            values = {r[k] for k in flat for r in small if r.get(k) is not None}
+            at = f"at {values.pop():g}" if len(values) == 1 else "each at one value"
+            constant.append(f"{curve.title.lower()} ({len(flat)} keys, {at})")
         if not moving:
             continue
         parts.append(

@@ -67,10 +67,10 @@ def kuhn_strategy_section(rows: Sequence[dict[str, Any]]) -> str:
                 cells.append(_cell(averaged.get(_key(state, True)), low, high))
             body.append([label, state, nash, *cells])
     exploit = [r.get(f"eval/{GAME}/exploitability_t1") for r in shown]
-    body.append(
-        ["exploitability (0 = Nash)", "", "0", *(f"{e:.3f}" if e is not None else "-" for e in exploit)]
-        + ([f"{averaged.get(f'eval/{GAME}/averaged/exploitability_t1', 0.0):.3f}"] if averaged else [])
-    )  # fmt: skip
+    if averaged is not None:
+        exploit.append(averaged.get(f"eval/{GAME}/averaged/exploitability_t1"))
+    shown_e = [f"{e:.3f}" if isinstance(e, int | float) else "-" for e in exploit]
+    body.append(["exploitability (0 = Nash)", "", "0", *shown_e])
     return "\n".join(
         [
             "<h2>Kuhn strategy beside Nash play</h2>",

@@ -28,7 +28,9 @@ from typing import Any
 
 from spiral.types import Episode, Turn
 
-Decode = Callable[[list[int]], str]  # token ids -> text (a tokenizer's decode)
+# (agent, prompt token ids) -> the text that agent's model read, or None when the decoder
+# does not know that agent's tokenizer.
+Decode = Callable[[str, list[int]], str | None]
 RULE = "=" * 72
 THIN = "-" * 72
 
@@ -118,7 +120,7 @@ def format_episode(episode: Episode) -> str:
 def replay_dict(episode: Episode, step: int, decode: Decode | None = None) -> dict[str, Any]:
     """A game as the HTML report replays it: per turn what the seat saw, what it wrote
     and what that meant (no token ids, so a long run's replays stay small); with
-    `decode` (the policy's tokenizer), the prompt the model read, as text."""
+    `decode`, the prompt each model read, as text, where it knows the model's tokenizer."""
     turns = []
     for turn in episode.turns:
         completion = turn.completion
@@ -127,7 +129,11 @@ def replay_dict(episode: Episode, step: int, decode: Decode | None = None) -> di
                 "seat": turn.seat,
                 "agent": turn.agent,
                 "observation": turn.observation,
-                "prompt": decode(list(turn.prompt_ids)) if decode and turn.prompt_ids else None,
+                "prompt": (
+                    decode(turn.agent, list(turn.prompt_ids))
+                    if decode is not None and turn.prompt_ids
+                    else None
+                ),
                 "prompt_tokens": len(turn.prompt_ids),
                 "response": completion.text if completion is not None else None,
                 "stop": completion.stop_reason if completion is not None else None,

@@ -21,6 +21,7 @@ from spiral.algo.names import BaselineKind, KlDirection, KlReference, LossName
 from spiral.args import (
     UsageError,
     device_name,
+    expand_preset,
     non_negative,
     parse_command,
     positive,
@@ -547,15 +548,13 @@ def field_docs() -> list[tuple[str, str, str]]:
 
 def help_text(argv: Sequence[str] = ()) -> str:
     """`spiral train [preset=NAME key=value ...] --help`: every key, showing the values that
-    the preset and the other keys given set in place of the defaults."""
-    given: dict[str, str] = {}
-    for word in argv:
-        key, sep, value = word.partition("=")
-        if not sep:
-            continue
-        if key == "preset" and value in PRESETS:
-            given.update(PRESETS[value])
-        given[key] = value
+    the preset and the other keys given set in place of the defaults (the parser's own
+    precedence: the preset first, the keys given over it)."""
+    pairs = [(k, v) for k, sep, v in (w.partition("=") for w in argv) if sep]
+    try:
+        given = dict(expand_preset(pairs, PRESETS))
+    except UsageError:
+        given = dict(pairs)  # an unknown preset: parsing says so; help shows what it can
     epilog = f"presets: {', '.join(sorted(PRESETS))}"
     return command_help(TrainConfig, "train", epilog, given)
 

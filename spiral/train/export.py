@@ -7,12 +7,14 @@ exports the run's averaged weights (`weight_ema_decay`) instead of the last iter
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
 import chz
 
+from spiral.agents.model_agent import RUN_FILE
 from spiral.args import help_text, parse_command, wants_help
 from spiral.train.checkpoint import CheckpointError, latest_checkpoint, load_loop_state
 from spiral.train.model_card import CARD, model_card
@@ -51,7 +53,8 @@ def main(argv: Sequence[str]) -> int:
     from spiral.engines.loading import ModelConfig
 
     ckpt = resolve_checkpoint(Path(args.checkpoint))
-    config = load_loop_state(ckpt).config
+    state = load_loop_state(ckpt)
+    config = state.config
     learner = TorchLearner(
         ModelConfig(
             model=config.get("model_name", "embedded"),
@@ -74,6 +77,9 @@ def main(argv: Sequence[str]) -> int:
     else:
         learner.export_merged(out)
     kind = "merged model" + (" (averaged weights)" if args.weights == "averaged" else "")
-    (out / CARD).write_text(model_card(config, load_loop_state(ckpt).step, kind), encoding="utf-8")
+    (out / CARD).write_text(model_card(config, state.step, kind), encoding="utf-8")
+    # The run's settings travel with the export: `spiral eval checkpoint=OUT` uses them.
+    run = {"config": config, "step": state.step, "weights": args.weights}
+    (out / RUN_FILE).write_text(json.dumps(run, indent=2) + "\n", encoding="utf-8")
     print(f"exported {ckpt} ({args.weights} weights) -> {out}")
     return 0

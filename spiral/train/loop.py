@@ -32,10 +32,10 @@ from spiral.errors import SpiralError
 from spiral.report.console import format_eval, format_progress
 from spiral.report.run_info import write_run_info
 from spiral.report.sinks import JsonlSink, MultiSink
-from spiral.report.transcripts import write_transcripts
+from spiral.report.transcripts import Decode, write_transcripts
 from spiral.train.checkpoint import LoopState, latest_checkpoint, save_checkpoint
 from spiral.train.config import TrainConfig
-from spiral.train.population import Population, members_in_checkpoints
+from spiral.train.population import MEMBER_PREFIX, Population, members_in_checkpoints
 from spiral.train.resume import remove_partial_writes, restore
 from spiral.train.setup import RunSetup, build_sinks, make_eval_fn
 from spiral.train.step import POLICY, Collector, collect, step_specs, train_step
@@ -94,13 +94,21 @@ def _no_eval(learner: Learner, step: int, population: Population | None = None) 
     return {}
 
 
-def prompt_decoder(learner: Learner) -> Callable[[list[int]], str] | None:
-    """The learner's tokenizer, reading prompt ids back as the text the model read (the
-    replays show it); None for an engine that keeps no tokenizer here."""
+def prompt_decoder(learner: Learner) -> Decode | None:
+    """Reads the prompts of the policy and its pool members (one base, one tokenizer) back
+    as the text the model read, for the replays; None for an engine that keeps no
+    tokenizer here. Fixed opponents (a checkpoint of another base, an API model) are not
+    decoded: their tokenizer may differ."""
     tokenizer = getattr(learner, "tokenizer", None)
     if tokenizer is None:
         return None
-    return functools.partial(tokenizer.decode, skip_special_tokens=False)
+
+    def decode(agent: str, ids: list[int]) -> str | None:
+        if agent != POLICY and not agent.startswith(MEMBER_PREFIX):
+            return None
+        return str(tokenizer.decode(ids, skip_special_tokens=False))
+
+    return decode
 
 
 def _open_run_files(cfg: TrainConfig, run_dir: Path, start: int) -> MultiSink:

@@ -17,6 +17,7 @@ from typing import Any
 
 from spiral import __version__
 from spiral.engines.embedded import EMBEDDED_NAMES, HUB_ID
+from spiral.engines.loading import looks_like_hub_id
 
 CARD = "README.md"
 TRAINING_KEYS = (
@@ -50,7 +51,7 @@ def model_card(config: Mapping[str, Any], step: int, kind: str) -> str:
     tags = ["spiral", "self-play", "reinforcement-learning", "text-games", *games]
     meta = [
         "---",
-        f"base_model: {base}",
+        *([f"base_model: {base}"] if looks_like_hub_id(base) else []),  # hub metadata: ids only
         f"library_name: {'peft' if adapter else 'transformers'}",
         "tags:",
         *(f"- {t}" for t in tags),

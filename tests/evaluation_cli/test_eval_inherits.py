@@ -81,7 +81,9 @@ def test_a_second_eval_is_kept_beside_the_first(
     assert cli_main([*argv[:-1], "exploitability=true"]) == 0
     second = first.with_name(f"{first.stem}-2.json")
     assert json.loads(first.read_text())["exploitability"] is None
-    assert json.loads(second.read_text())["exploitability"][KUHN]["exploitability"] >= 0
+    final = read_jsonl(kuhn_run / "metrics.jsonl")[-1]  # the same weights: the same number
+    found = json.loads(second.read_text())["exploitability"][KUHN]["exploitability"]
+    assert found == final[f"eval/{KUHN}/exploitability_t1"]
     assert fresh(first) == first.with_name(f"{first.stem}-3.json")
     assert f"report: {second}" in capsys.readouterr().out
 
@@ -98,3 +100,42 @@ def test_keys_given_override_the_run(kuhn_run: Path, capsys: pytest.CaptureFixtu
         line for line in capsys.readouterr().out.splitlines() if "from the run's config" in line
     )
     assert "env_ids=" not in inherited and "prompt_style" not in inherited
+
+
+def test_a_checkpoints_learner_folder_and_an_export_bring_the_run(
+    kuhn_run: Path, tmp_path: Path
+) -> None:
+    """What a model card tells a reader to run works: the learner folder and an exported
+    model are evaluated with the run's games and prompt."""
+    from spiral.agents.model_agent import resolve_source
+
+    learner = kuhn_run / "checkpoints" / "step_000002" / "learner"
+    found = resolve_source(str(learner))
+    assert found.name == "ckpt:step_000002" and found.config["prompt_style"] == "focused"
+    out = tmp_path / "merged"
+    assert cli_main(["export", f"checkpoint={kuhn_run}", f"out={out}"]) == 0
+    exported = resolve_source(str(out))
+    assert exported.name == "model:merged" and exported.step == 2
+    assert exported.config["env_ids"] == [KUHN]
+
+
+def test_what_the_run_asked_for_gives_way_where_it_cannot_run(
+    kuhn_run: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Exploitability the user did not type is switched off, with a note, where OpenSpiel is
+    missing; a league takes the run's games, not its opponents or exploitability."""
+    import importlib.util
+
+    from spiral.evaluation.inherit import eval_args, inherited_lines
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "pyspiel" else real(name, *a)
+    )
+    found = eval_args([f"checkpoint={kuhn_run}"])
+    assert found.args.exploitability is False
+    assert any("exploitability off: it needs OpenSpiel" in line for line in inherited_lines(found))
+    league = eval_args([f"run={kuhn_run}", "league=true"])
+    assert league.args.env_ids == (KUHN,) and league.args.games == 3
+    assert league.args.opponents == ("random",) and not league.args.exploitability
+    assert not any(t.startswith(("opponents=", "exploitability=")) for t in league.taken)

@@ -14,8 +14,9 @@ from spiral.agents.model_agent import make_checkpoint_agent
 from spiral.cli import main as cli_main
 from spiral.evaluation.cli import main
 from spiral.evaluation.compare import select_checkpoints
+from spiral.evaluation.eval_args import EvalError, parse_eval_args
 from spiral.evaluation.inherit import eval_args
-from spiral.evaluation.run import EvalError, evaluate_candidate, parse_eval_args
+from spiral.evaluation.run import evaluate_candidate
 
 from . import free_port, write_checkpoint
 
@@ -104,11 +105,11 @@ def test_eval_checkpoint_end_to_end(run_dir: Path, capsys: pytest.CaptureFixture
 def test_same_seed_same_results(run_dir: Path) -> None:
     ckpt = run_dir / "checkpoints" / "step_000002"
     candidate = make_checkpoint_agent(str(ckpt), max_tokens=4, device="cpu")
-    args, _ = eval_args([f"checkpoint={ckpt}", "games=2", "seed=5"])
+    args = eval_args([f"checkpoint={ckpt}", "games=2", "seed=5"]).args
     first, _ = evaluate_candidate(candidate, args)
     again, _ = evaluate_candidate(candidate, args)
     assert first["results"] == again["results"]
-    other, _ = evaluate_candidate(candidate, eval_args([f"checkpoint={ckpt}", "seed=6"])[0])
+    other, _ = evaluate_candidate(candidate, eval_args([f"checkpoint={ckpt}", "seed=6"]).args)
     assert [r["seeds"] for r in other["results"]] != [r["seeds"] for r in first["results"]]
 
 

@@ -117,3 +117,23 @@ def test_text_transcripts_parse_back_to_their_json_twins(population_run: Path) -
                 assert mine[key] == theirs[key], key
             assert mine["observation"] == theirs["observation"].rstrip()
             assert (mine["response"] or "").rstrip() == (theirs["response"] or "").rstrip()
+
+
+def test_damaged_eval_files_are_named_not_fatal(tmp_path: Path) -> None:
+    from spiral.report.evaluations import evaluations_section, leagues_section
+
+    run = tmp_path / "run"
+    (run / "eval").mkdir(parents=True)
+    shapes = {
+        "not-json.json": "{",
+        "settings-a-string.json": '{"results": [], "settings": "x"}',
+        "prompt-a-string.json": '{"results": [{}], "settings": {"prompt": "x"}}',
+        "exploit-a-list.json": '{"results": [], "settings": {}, "exploitability": [1]}',
+        "league-bad-mu.json": '{"ratings": {"a": {"mu": "x", "sigma": 1, "ordinal": null}}}',
+    }
+    for name, text in shapes.items():
+        (run / "eval" / name).write_text(text)
+    (run / "eval" / "league_x.json").write_text(shapes["league-bad-mu.json"])
+    page = evaluations_section(run) + leagues_section(run)
+    for name in ("not-json.json", "prompt-a-string.json", "exploit-a-list.json", "league_x.json"):
+        assert name in page  # listed as skipped

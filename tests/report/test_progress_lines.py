@@ -61,3 +61,21 @@ def test_lines_reach_a_redirected_stdout_while_the_run_goes_on(tmp_path: Path) -
 
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def test_the_console_log_outlives_its_block_and_a_closed_stdout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from spiral.report.console_log import kept_in
+
+    log = tmp_path / "console.log"
+    with kept_in(log):
+        print("inside")
+        kept = sys.stderr  # what a logging handler made inside the block holds on to
+    kept.write("after the block\n")  # the file is closed: the terminal still gets it
+    assert "after the block" in capsys.readouterr().err
+    assert "inside" in log.read_text() and "after the block" not in log.read_text()
+    monkeypatch.setattr(sys, "stdout", None)  # started with stdout closed (`>&-`)
+    with kept_in(log):
+        print("to the log only")
+    assert "to the log only" in log.read_text()

@@ -130,7 +130,8 @@ def test_export_loads_with_plain_transformers(tiny_model: Path, tmp_path: Path) 
     # Model cards that say what the weights are, for the checkpoint's adapter and the export.
     adapter = run / "checkpoints" / "step_000001" / "learner"
     card = (adapter / "README.md").read_text()
-    assert f"base_model: {tiny_model}" in card and "library_name: peft" in card
+    assert f"# {tiny_model}, trained by self-play" in card and "library_name: peft" in card
+    assert "base_model:" not in card  # the hub's metadata takes hub ids, not local paths
     assert "- KuhnPokerSingle-v0" in card and "| lora_rank | 4 |" in card
     assert "AutoPeftModelForCausalLM" in card and "spiral eval checkpoint=" in card
     merged = (out / "README.md").read_text()
