@@ -62,7 +62,7 @@ def test_loss_is_a_weighted_sum_with_finite_gradients() -> None:
     entropy, kl = entropy_and_kl(logp.detach(), magnet)
     assert kl is not None
     expected = float((weights * (0.5 * kl - 0.1 * entropy)).sum())
-    assert float(loss) == pytest.approx(expected, abs=1e-6)
+    assert float(loss.detach()) == pytest.approx(expected, abs=1e-6)
     # Row 1 is uniform over its two legal moves: H = ln 2, KL = 0.
     assert float(entropy[1]) == pytest.approx(math.log(2)) and float(kl[1]) == pytest.approx(0)
     assert diag["entropy"] == pytest.approx(float((weights * entropy).sum()) / 3.0)
