@@ -70,8 +70,20 @@ def _is_complete(folder: Path) -> bool:
     return (folder / "config.json").is_file() and (folder / "tokenizer_config.json").is_file()
 
 
+def transformers_bars_off() -> None:
+    """Turn off transformers' own progress bars (loading, converting, writing: a second
+    each, printed by every command) and keep the hub's download bars, which transformers
+    turns off with its own."""
+    from huggingface_hub.utils import enable_progress_bars
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    enable_progress_bars()
+
+
 def _convert(gguf: Path, out_dir: Path) -> None:
     """De-quantise the GGUF into a transformers folder at `out_dir`."""
+    transformers_bars_off()  # the line printed before the conversion says what happens
     try:
         import gguf as _gguf_package  # noqa: F401  (transformers' GGUF loader needs it)
     except ImportError as err:

@@ -169,11 +169,7 @@ def _from_pretrained(loader: Any, source: str, **kwargs: Any) -> Any:
     """Call `loader.from_pretrained`, turning an offline hub miss into a clear error.
     transformers' own "Loading weights" bar is off: loading is a second, and every
     command would print it (downloads keep the hub's progress bars)."""
-    from huggingface_hub.utils import enable_progress_bars
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
-    enable_progress_bars()  # transformers switched the hub's bars off too: back on
+    embedded.transformers_bars_off()
     try:
         return loader.from_pretrained(source, **kwargs)
     except OSError as err:
