@@ -35,7 +35,7 @@ from spiral.engines.learner import TorchLearner
 from spiral.engines.loading import ModelConfig, cache_keyword
 from spiral.engines.prefill import prefill
 from spiral.engines.sampler import _Row
-from spiral.engines.tiny import make_shaped_model
+from spiral.testing import make_shaped_model
 
 
 def _sync(device: torch.device) -> None:
@@ -78,7 +78,7 @@ def _profile_learner(
     activities: list[Any],
     result: dict[str, Any],
 ) -> None:
-    from spiral.engines.benchmark import _benchmark_loss, _learner_datums
+    from spiral.bench.engine import _benchmark_loss, _learner_datums
 
     device = learner.model.device
     datums = _learner_datums(prompts, learner.sampler().sample(prompts, params))

@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rng = random.Random(args.seed)
     work = args.workdir or Path(tempfile.mkdtemp(prefix="spiral-faults-"))
-    from spiral.engines.tiny import make_tiny_model
+    from spiral.testing import make_tiny_model
 
     model = make_tiny_model(work / "model")
     reference, faulty = work / "reference", work / "faulty"

@@ -13,8 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+from spiral.bench.games import games_per_second, play_random
 from spiral.games import ids
-from spiral.games.speed import games_per_second, play_random
 
 
 def mean_moves(game_id: str, games: int = 50, seed: int = 0) -> float:

@@ -28,7 +28,7 @@ $PY -m pytest -q -p no:cacheprovider -m gpu tests/engines/test_gpu.py 2>&1 | tai
 tail -3 "$OUT/pytest-gpu.txt"; echo "[${SECONDS}s] pytest done"
 
 for shape in qwen3-0.6b qwen3-4b; do
-  $PY -c "from spiral.engines.tiny import make_shaped_model as m; m('benchmarks/model-shapes/$shape.json', '/tmp/$shape', device='cuda')" \
+  $PY -c "from spiral.testing import make_shaped_model as m; m('benchmarks/model-shapes/$shape.json', '/tmp/$shape', device='cuda')" \
     && $PY -m spiral.cli bench what=engine model=/tmp/$shape dtypes=bfloat16 batch=16 \
          prompt_tokens=256 new_tokens=64 out="$OUT/bench-engine-$shape.json" 2>&1 | grep -v "it/s]" | tail -25
   echo "[${SECONDS}s] bench $shape done"

@@ -20,7 +20,7 @@ from spiral.engines.base import SamplingParams
 from spiral.engines.learner import TorchLearner
 from spiral.engines.loading import ModelConfig
 from spiral.engines.merged import drop_merged
-from spiral.engines.tiny import make_shaped_model
+from spiral.testing import make_shaped_model
 
 
 def main() -> None:

@@ -132,8 +132,53 @@ def _fits(tp: Any, text: str) -> bool:
     return True
 
 
+def _is_group(field: Any) -> bool:
+    """A field whose type is itself a chz config: a group of keys (`TrainConfig.population`)."""
+    return chz.is_chz(field.final_type) if isinstance(field.final_type, type) else False
+
+
+def _paths(cls: Any, prefix: str = "") -> dict[str, tuple[str, Any]]:
+    """Every key of a config by its flat name -> (its dotted path, its field), groups
+    flattened; a name two groups share is refused here, so flat names stay unambiguous."""
+    out: dict[str, tuple[str, Any]] = {}
+    for name, field in chz.chz_fields(cls).items():
+        inner = (
+            _paths(field.final_type, f"{prefix}{name}.")
+            if _is_group(field)
+            else {name: (f"{prefix}{name}", field)}
+        )
+        for key, found in inner.items():
+            if key in out:
+                raise TypeError(f"{cls.__name__}: key {key!r} appears in two groups")
+            out[key] = found
+    return out
+
+
 def _fields(cls: type) -> dict[str, Any]:
-    return dict(chz.chz_fields(cls))
+    """Every key's field by its flat name (groups flattened)."""
+    return {key: field for key, (_, field) in _paths(cls).items()}
+
+
+def groups(cls: type) -> list[tuple[str, str, list[str]]]:
+    """(group name, its doc, its flat keys) for each group of a config, in order; the
+    config's own keys first, under the name ""."""
+    top = chz.chz_fields(cls)
+    out = [("", "", [n for n, f in top.items() if not _is_group(f)])]
+    for name, field in top.items():
+        if _is_group(field):
+            out.append((name, field._doc or "", list(_paths(field.final_type))))
+    return out
+
+
+def flat_json(obj: Any) -> dict[str, Any]:
+    """A config's values by flat key (tuples as lists): what a run folder stores."""
+    out: dict[str, Any] = {}
+    for key, (path, _) in _paths(type(obj)).items():
+        value: Any = obj
+        for part in path.split("."):
+            value = getattr(value, part)
+        out[key] = list(value) if isinstance(value, tuple) else value
+    return out
 
 
 def parse_command(
@@ -169,8 +214,9 @@ def parse_command(
             if doc
             else f"{missing[0]}= is required; see `spiral {command} --help`"
         )
+    paths = _paths(cls)
     try:
-        obj = chz.Blueprint(cls).make_from_argv([f"{k}={v}" for k, v in given])
+        obj = chz.Blueprint(cls).make_from_argv([f"{paths[k][0]}={v}" for k, v in given])
     except SpiralError:
         raise
     except Exception as err:  # chz's own errors (e.g. a missing required key): one line
@@ -202,15 +248,18 @@ def help_text(
     default and doc. `given` (key -> value, e.g. a preset's and the command line's) is
     shown in place of the default, marked as set."""
     given = given or {}
+    fields = _fields(cls)
     lines = [(cls.__doc__ or f"usage: spiral {command} key=value ...").strip(), ""]
     lines.append("keys (default, or `set: VALUE` where given here; type) description:")
-    for name, field in _fields(cls).items():
-        default = _shown_default(field)
-        if name in given:
-            default = f"set: {given[name]}"
-        lines.append(f"  {name} ({default}; {describe_type(field.final_type)})")
-        if field._doc:
-            lines.append(f"      {field._doc}")
+    for group, doc, keys in groups(cls):
+        if group:
+            lines += ["", f"{group}: {doc}" if doc else f"{group}:"]
+        for name in keys:
+            field = fields[name]
+            default = f"set: {given[name]}" if name in given else _shown_default(field)
+            lines.append(f"  {name} ({default}; {describe_type(field.final_type)})")
+            if field._doc:
+                lines.append(f"      {field._doc}")
     if epilog:
         lines += ["", epilog]
     return "\n".join(lines)

@@ -20,17 +20,23 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "play": ("spiral.agents.human:main", "play a game in the terminal against an agent"),
     "serve": ("spiral.serving.server:main", "OpenAI-compatible chat endpoint for a checkpoint"),
     "export": ("spiral.train.export:main", "write a merged standalone model folder"),
-    "bench": ("spiral.bench:main", "benchmarks: games/s, sampling and learner throughput"),
+    "bench": ("spiral.bench.cli:main", "benchmarks: games/s, sampling and learner throughput"),
     "report": ("spiral.report.run_report:main", "plots and a summary for a run folder"),
 }
 
 
 def _stdout_open() -> bool:
+    """Whether stdout can still be written: a pipe whose reader has gone reports an error
+    condition (POLLERR) on our end; a file or a terminal does not."""
+    import select
+
     try:
-        sys.stdout.flush()
-    except (BrokenPipeError, ValueError):
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, OSError):
         return False
-    return True
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return not any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
 
 
 def _usage() -> str:

@@ -10,8 +10,8 @@ import chz
 import pytest
 
 from spiral.agents.human import PlayArgs
-from spiral.args import UsageError, describe_type, help_text, parse_command, positive
-from spiral.bench import BenchArgs
+from spiral.args import UsageError, describe_type, groups, help_text, parse_command, positive
+from spiral.bench.cli import BenchArgs
 from spiral.cli import main as cli_main
 from spiral.evaluation.eval_args import EvalArgs
 from spiral.report.run_report import ReportArgs
@@ -80,8 +80,9 @@ def test_every_command_uses_the_front_door(
 ) -> None:
     assert cli_main([command, "--help"]) == 0
     text = capsys.readouterr().out
-    for name in chz.chz_fields(COMMANDS[command]):
-        assert f"\n  {name} (" in text, f"spiral {command} --help lacks {name}"
+    for _, _, keys in groups(COMMANDS[command]):
+        for name in keys:
+            assert f"\n  {name} (" in text, f"spiral {command} --help lacks {name}"
     assert cli_main([command, "no_such_key=1"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"spiral {command}: unknown key 'no_such_key'") and err.count("\n") == 1
@@ -116,3 +117,22 @@ def test_closed_choices_are_refused_with_the_valid_ones(
     assert cli_main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_train_help_opens_with_the_core_then_each_group_under_its_name(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert cli_main(["train", "--help"]) == 0
+    text = capsys.readouterr().out
+    found = groups(TrainConfig)
+    core = found[0][2]
+    assert found[0][0] == "" and len(core) <= 26 and "model_name" in core
+    last = max(text.index(f"\n  {k} (") for k in core)
+    for name, doc, keys in found[1:]:
+        heading = text.index(f"\n{name}: {doc}\n")
+        assert heading > last  # every group after the core keys, in order
+        assert all(heading < text.index(f"\n  {k} (") for k in keys)
+        last = heading
+    # The original's flat names keep working, each reaching its group.
+    cfg = parse_command(TrainConfig, ["fsp_pool_size=7", "kl_coef=0.1"], "train")
+    assert cfg.population.fsp_pool_size == 7 and cfg.regularizer.kl_coef == 0.1

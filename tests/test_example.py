@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_minimal_selfplay_runs(tmp_path: Path) -> None:
-    from spiral.engines.tiny import make_tiny_model
+    from spiral.testing import make_tiny_model
 
     model = make_tiny_model(tmp_path / "tiny")
     proc = subprocess.run(

@@ -15,6 +15,7 @@ import pytest
 RANK = {
     "types": 0,
     "errors": 0,
+    "testing": 0,  # tiny models for tests and benchmarks: imports nothing of spiral
     "args": 1,
     "games": 1,
     "prompts": 2,

@@ -13,9 +13,6 @@ batch), `new_logp_T` carries gradients and the others do not. Choices made here:
 - **importance_sampling** is unclipped, -sum(r * A): Tinker's default. Off-policy data is
   re-weighted by r = p_new / p_sampler but not bounded.
 - **ppo** is the clipped surrogate, -sum(min(r * A, clip(r, 1 - eps, 1 + eps) * A)).
-- **truncated_importance_sampling** (ours, for stale data in the async loop): the policy
-  gradient weighted by min(r, 2), detached; bounded like PPO's ratio, but it never
-  zeroes a row's gradient. Linear in the advantage, so merged rows stay exact.
 - The log-ratio is set to 0 on masked positions before exponentiating, so a huge
   difference on a prompt position can neither overflow nor leak NaN into the gradient.
 - **Diagnostics** (plain floats, over masked tokens, weighted by the mask): ratio_mean /
@@ -135,41 +132,9 @@ def ppo_loss(
     return loss, _diagnostics(log_ratio_T, advantages_T, mask_T, clip)
 
 
-TIS_CAP = 2.0  # truncation of the importance weight (verl's and AReaL's usual cap)
-
-
-def truncated_importance_sampling_loss(
-    new_logp_T: Tensor,
-    sampler_logp_T: Tensor,
-    advantages_T: Tensor,
-    mask_T: Tensor,
-    clip: float = 0.2,
-    cap: float = TIS_CAP,
-) -> tuple[Tensor, dict[str, float]]:
-    """Gradient -sum(min(r, cap) * A * grad new_logp * mask), the weight detached: the
-    policy gradient of off-policy rows weighted by their truncated importance ratio.
-    Unlike PPO's clipped branch it never zeroes a row's gradient (PPO gives none where
-    the ratio left [1 - eps, 1 + eps] in the advantage's direction, which on stale data
-    after a large update can be most rows); unlike `importance_sampling` the weight is
-    bounded. At r = 1 its gradient equals both. `clip` feeds the clip_frac diagnostic."""
-    if cap <= 0:
-        raise ValueError(f"the importance-weight cap must be > 0 (2.0 is usual), got {cap}")
-    _check(new_logp_T, sampler_logp_T, advantages_T, mask_T)
-    log_ratio_T = _log_ratio(new_logp_T, sampler_logp_T, mask_T)
-    weight_T = log_ratio_T.detach().exp().clamp(max=cap)
-    # 1 + (new - new.detach()): the value 1 (so the loss reads -sum(min(r, cap) * A),
-    # importance sampling's value where r <= cap), the gradient that of new_logp.
-    surrogate_T = 1.0 + torch.where(
-        mask_T > 0, new_logp_T - new_logp_T.detach(), torch.zeros_like(new_logp_T)
-    )
-    loss = -(weight_T * advantages_T.detach() * surrogate_T * mask_T).sum()
-    return loss, _diagnostics(log_ratio_T, advantages_T, mask_T, clip)
-
-
 LOSSES: dict[str, LossFn] = {
     "importance_sampling": importance_sampling_loss,
     "ppo": ppo_loss,
-    "truncated_importance_sampling": truncated_importance_sampling_loss,
 }
 assert tuple(LOSSES) == LOSS_NAMES, "spiral.algo.names.LossName must list every loss"
 

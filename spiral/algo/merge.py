@@ -122,45 +122,6 @@ def prompt_key(datum: Datum) -> tuple[object, ...]:
     return (datum.game_id, datum.seat, datum.input_ids[: first + 1])
 
 
-def center_by_prompt(datums: Sequence[Datum]) -> tuple[list[Datum], dict[str, float]]:
-    """Subtract from each row's advantage the mean advantage of the OTHER rows with the
-    same prompt (`prompt_key`): a leave-one-out state baseline.
-
-    Unbiased (a row's baseline does not depend on its own action), and it removes the
-    value of the situation from the advantage: in Kuhn poker a K is worth more than a J
-    whatever one does, and with a per-(game, seat) baseline that difference is noise in
-    every gradient. Rows alone with their prompt keep their advantage. Advantages are
-    constant over a row's trained tokens here, as `assemble` makes them."""
-    groups: dict[tuple[object, ...], list[int]] = {}
-    for i, datum in enumerate(datums):
-        groups.setdefault(prompt_key(datum), []).append(i)
-    values = [_row_advantage(d) for d in datums]
-    out = list(datums)
-    centered = 0
-    for members in groups.values():
-        total, n = (
-            sum(values[i] * datums[i].weight for i in members),
-            sum(datums[i].weight for i in members),
-        )
-        for i in members:
-            others = n - datums[i].weight
-            if others <= 0:
-                continue
-            baseline = (total - values[i] * datums[i].weight) / others
-            d = datums[i]
-            out[i] = replace(
-                d,
-                advantages=tuple(
-                    a - baseline if m > 0 else a for a, m in zip(d.advantages, d.mask, strict=True)
-                ),
-            )
-            centered += 1
-    return out, {
-        "prompt_baseline/groups": float(len(groups)),
-        "prompt_baseline/rows_centered": float(centered),
-    }
-
-
 def _row_advantage(datum: Datum) -> float:
     trained = [a for a, m in zip(datum.advantages, datum.mask, strict=True) if m > 0]
     return trained[0] if trained else 0.0

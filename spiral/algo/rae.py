@@ -24,18 +24,6 @@ Choices made here:
   run can switch it on later from a checkpoint without a cold start.
 - Baselines are a value, checkpointed with `to_json` / `from_json` (the original kept
   them per process and lost them on restart). They also count their updates per key.
-
-Two options, off by default (`kind`), for what is subtracted; the EMA is tracked and
-reported the same way under every kind:
-
-- **"ema_debiased"**: the EMA starts at 0 and with decay 0.95 needs ~60 batches to
-  forget that start, longer than many short runs; Adam's bias correction divides it by
-  1 - decay^n after n updates, so from the second batch on the baseline is an unbiased
-  average of past batch means (the first batch still subtracts 0: nothing is known yet).
-- **"leave_one_out"**: each seat-trajectory's baseline is the mean return of the OTHER
-  trajectories of the same (game, seat) in this batch (unbiased, and it tracks the policy
-  without lag; with big batches its noise is small). A (game, seat) with a single
-  trajectory in the batch falls back to the EMA read.
 """
 
 from __future__ import annotations
@@ -48,7 +36,6 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from spiral.algo.names import BASELINE_KINDS, BaselineKind
 from spiral.types import Episode, Seat
 
 BaselineKey = tuple[str, int]  # (game_id, seat)
@@ -58,9 +45,8 @@ BaselineKey = tuple[str, int]  # (game_id, seat)
 class Baselines:
     """Moving-average returns keyed by (game_id, seat); a missing key reads as 0.0.
 
-    `counts` holds how many updates each key has had (for the bias correction); a key
-    with a value but no count (a checkpoint written before counts existed) is treated as
-    long warmed up."""
+    `counts` holds how many updates each key has had (kept with the checkpoint; one written
+    before counts existed has none)."""
 
     values: Mapping[BaselineKey, float] = field(default_factory=dict)
     counts: Mapping[BaselineKey, int] = field(default_factory=dict)
@@ -74,14 +60,6 @@ class Baselines:
 
     def get(self, game_id: str, seat: Seat) -> float:
         return self.values.get((game_id, seat), 0.0)
-
-    def debiased(self, game_id: str, seat: Seat, decay: float) -> float:
-        """The EMA divided by 1 - decay^n after n updates (0.0 before the first)."""
-        key = (game_id, seat)
-        if key not in self.counts:
-            return self.get(game_id, seat)
-        n = self.counts[key]
-        return self.values.get(key, 0.0) / (1.0 - decay**n) if n > 0 else 0.0
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-able dict (a list of rows, because JSON keys cannot be tuples)."""
@@ -129,23 +107,19 @@ def rae_advantages(
     decay: float = 0.95,
     use_baseline: bool = True,
     trained_agents: Collection[str] | None = None,
-    kind: BaselineKind = "ema",
 ) -> tuple[dict[tuple[int, int], float], Baselines, dict[str, float]]:
     """Advantages per (episode index, seat), the updated baselines, and metrics.
 
     Every advantage uses the baseline from before this batch's update. `trained_agents`
     names the agent labels (Turn.agent) whose sampled turns are trained on; None means
     every trainable turn, which would include a frozen checkpoint opponent's turns in
-    fictitious self-play, so pass the policy's label there. `kind` picks what is
-    subtracted (see the module docstring). Metrics per game and seat:
+    fictitious self-play, so pass the policy's label there. Metrics per game and seat:
     `rae/<game>/seat<k>/baseline` (the EMA before), `.../baseline_used` (the mean of
     what was subtracted), `.../baseline_updated` (after), `.../mean_return`, `.../count`;
     overall `rae/mean_advantage` and `rae/num_seats`.
     """
     if not 0.0 < decay < 1.0:
         raise ValueError(f"RAE decay must satisfy 0 < decay < 1 (0.95 is usual), got {decay}")
-    if kind not in BASELINE_KINDS:
-        raise ValueError(f"unknown baseline kind {kind!r}; choose one of {BASELINE_KINDS}")
 
     returns_by_key: dict[BaselineKey, list[tuple[tuple[int, int], float]]] = defaultdict(list)
     for index, episode in enumerate(episodes):
@@ -162,17 +136,17 @@ def rae_advantages(
     new_values, new_counts = dict(baselines.values), dict(baselines.counts)
     metrics: dict[str, float] = {}
     for key, rows in sorted(returns_by_key.items()):
-        used = _subtracted([r for _, r in rows], baselines, key, decay, kind, use_baseline)
-        for ((index, seat), ret), b in zip(rows, used, strict=True):
-            advantages[(index, seat)] = ret - b
         before = baselines.get(*key)
+        used = before if use_baseline else 0.0
+        for (index, seat), ret in rows:
+            advantages[(index, seat)] = ret - used
         mean_return = sum(r for _, r in rows) / len(rows)
         after = decay * before + (1.0 - decay) * mean_return
         new_values[key] = after
         new_counts[key] = baselines.counts.get(key, 0) + 1
         prefix = f"rae/{key[0]}/seat{key[1]}"
         metrics[f"{prefix}/baseline"] = before
-        metrics[f"{prefix}/baseline_used"] = sum(used) / len(used)
+        metrics[f"{prefix}/baseline_used"] = used
         metrics[f"{prefix}/baseline_updated"] = after
         metrics[f"{prefix}/mean_return"] = mean_return
         metrics[f"{prefix}/count"] = float(len(rows))
@@ -182,26 +156,6 @@ def rae_advantages(
         sum(advantages.values()) / len(advantages) if advantages else 0.0
     )
     return advantages, Baselines(new_values, new_counts), metrics
-
-
-def _subtracted(
-    returns: list[float],
-    baselines: Baselines,
-    key: BaselineKey,
-    decay: float,
-    kind: BaselineKind,
-    use_baseline: bool,
-) -> list[float]:
-    """The baseline subtracted from each return of one (game, seat) in this batch."""
-    n = len(returns)
-    if not use_baseline:
-        return [0.0] * n
-    if kind == "leave_one_out" and n > 1:
-        total = sum(returns)
-        return [(total - r) / (n - 1) for r in returns]
-    if kind == "ema_debiased":
-        return [baselines.debiased(*key, decay)] * n
-    return [baselines.get(*key)] * n
 
 
 def turn_advantages(seat_advantage: float, n_turns: int, gamma: float = 1.0) -> list[float]:

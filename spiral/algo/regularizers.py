@@ -19,12 +19,9 @@ entropy bonus is the uniform magnet (KL(pi || uniform) = log n - H(pi)).
 `spiral.evaluation.qre` computes that fixed point for Kuhn poker and its exploitability
 for given coefficients, so a run can be compared with where it should converge.
 
-`kl_direction=forward` uses KL(magnet || pi) instead, a cross-entropy towards the magnet.
-Its pull does not fade where the policy is nearly deterministic: in logits the reverse KL
-and the entropy pull with a force proportional to p(1 - p), which vanishes as p -> 0 or
-1 (so a saturated decision stays saturated), while the forward KL pulls with p - magnet.
-Its fixed point is a different regularised equilibrium (pi(a|s) solves
-Q(s, a) + beta magnet(a|s) / pi(a|s) = const), also near Nash for small beta.
+The KL is the reverse one, KL(pi || magnet), magnetic mirror descent's. (The forward
+KL(magnet || pi), whose pull does not fade where the policy is saturated, was measured and
+kept the embedded model's Kuhn policy on the card-blind plateau: docs/log.md.)
 
 Computed exactly, per trained token, from the full next-token distribution the learner
 already has there:
@@ -50,7 +47,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from spiral.algo.names import KL_DIRECTIONS, KL_REFERENCES, KlDirection, KlReference
+from spiral.algo.names import KL_REFERENCES, KlReference
 
 
 @dataclass(frozen=True)
@@ -63,17 +60,11 @@ class Regularizer:
     entropy_coef: float = 0.0
     kl_coef: float = 0.0
     kl_reference: KlReference = "reference"
-    kl_direction: KlDirection = "reverse"
 
     def __post_init__(self) -> None:
         if self.entropy_coef < 0 or self.kl_coef < 0:
             raise ValueError(
                 f"entropy_coef and kl_coef must be >= 0, got {self.entropy_coef}, {self.kl_coef}"
-            )
-        if self.kl_direction not in KL_DIRECTIONS:
-            raise ValueError(
-                f"kl_direction={self.kl_direction!r} is unknown; choose one of "
-                f"{', '.join(KL_DIRECTIONS)}"
             )
         if self.kl_reference not in KL_REFERENCES:
             raise ValueError(
@@ -91,11 +82,8 @@ class Regularizer:
         return self.kl_coef > 0 and self.kl_reference in ("reference", "snapshot")
 
 
-def entropy_and_kl(
-    logp_NV: Tensor, magnet_logp_NV: Tensor | None, direction: KlDirection = "reverse"
-) -> tuple[Tensor, Tensor | None]:
-    """Per row: H(p) and KL(p || magnet) ("reverse") or KL(magnet || p) ("forward"), with
-    p = exp(logp_NV) over its support.
+def entropy_and_kl(logp_NV: Tensor, magnet_logp_NV: Tensor | None) -> tuple[Tensor, Tensor | None]:
+    """Per row: H(p) and KL(p || magnet), with p = exp(logp_NV) over its support.
 
     Entries of -inf have probability 0 and contribute nothing (also no NaN gradient).
     The magnet must give positive mass wherever p does, and no mass outside it."""
@@ -108,12 +96,6 @@ def entropy_and_kl(
     magnet_NV = torch.where(support_NV, magnet_logp_NV.detach(), torch.zeros_like(logp_NV))
     if bool((magnet_NV[support_NV] == float("-inf")).any()):
         raise ValueError("the magnet gives probability 0 to a token the policy can choose")
-    if direction == "forward":
-        outside = (magnet_logp_NV.detach() > float("-inf")) & ~support_NV
-        if bool(outside.any()):
-            raise ValueError("the magnet gives mass to a token the policy cannot choose")
-        q_NV = magnet_NV.exp() * support_NV
-        return entropy_N, (q_NV * (magnet_NV - safe_NV)).sum(dim=-1)
     kl_N = (p_NV * (safe_NV - magnet_NV)).sum(dim=-1)
     return entropy_N, kl_N
 
@@ -130,7 +112,7 @@ def regularizer_loss(
     weighted means: `entropy`, and `kl_to_magnet` when a magnet is given."""
     if reg.kl_coef > 0 and magnet_logp_NV is None:
         raise ValueError("kl_coef > 0 needs the magnet's log-probs")
-    entropy_N, kl_N = entropy_and_kl(logp_NV, magnet_logp_NV, reg.kl_direction)
+    entropy_N, kl_N = entropy_and_kl(logp_NV, magnet_logp_NV)
     w_N = weight_N.detach().to(entropy_N.dtype)
     loss = -reg.entropy_coef * (w_N * entropy_N).sum()
     if kl_N is not None and reg.kl_coef > 0:

@@ -15,13 +15,11 @@ from spiral.engines.base import Learner, LossFn, Sampler, SamplingParams
 from spiral.engines.loading import ModelConfig, resolve_model_path
 
 if TYPE_CHECKING:
-    from spiral.engines.benchmark import run_engine_benchmark
     from spiral.engines.constrained import TokenTrie
     from spiral.engines.embedded import ensure_embedded_model
     from spiral.engines.learner import TorchLearner
     from spiral.engines.loading import load_model_and_tokenizer
     from spiral.engines.sampler import StaleSamplerError, TorchSampler
-    from spiral.engines.tiny import make_tiny_model
 
 _LAZY = {
     "TorchSampler": "spiral.engines.sampler",
@@ -30,8 +28,6 @@ _LAZY = {
     "TokenTrie": "spiral.engines.constrained",
     "load_model_and_tokenizer": "spiral.engines.loading",
     "ensure_embedded_model": "spiral.engines.embedded",
-    "make_tiny_model": "spiral.engines.tiny",
-    "run_engine_benchmark": "spiral.engines.benchmark",
 }
 
 __all__ = [
@@ -46,9 +42,7 @@ __all__ = [
     "TorchSampler",
     "ensure_embedded_model",
     "load_model_and_tokenizer",
-    "make_tiny_model",
     "resolve_model_path",
-    "run_engine_benchmark",
 ]
 
 

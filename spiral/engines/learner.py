@@ -22,7 +22,7 @@ Choices:
   the per-row computation (tested); the saving is the prefix times (rows - 1). Measured
   ~3.5x faster training steps on single-hand Kuhn poker (docs/results.md). On an H100 at
   16 rows it ran twice the kernels for 0.92x of the unshared speed (the step was bound
-  by kernel launches): `share_prefix=False` (train key `share_prefix=false`).
+  by kernel launches): `share_prefix=False` (`SPIRAL_EXACT_SHORTCUTS=0` for a run).
 - The loss returned by `loss_fn` is a SUM over tokens; each micro-batch's sum is divided
   by the normaliser (`normalize="datums"`: the summed `weight` of the datums in the
   forward_backward call, i.e. the number of sampled rows they stand for; "none": 1,

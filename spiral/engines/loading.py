@@ -127,6 +127,16 @@ def resolve_device(device: str) -> Any:
 
 
 CPU_BF16_ENV = "SPIRAL_CPU_BF16"  # "0" / "1": override the CPU probe (tests set "0")
+SHORTCUTS_ENV = "SPIRAL_EXACT_SHORTCUTS"  # "0": the engine's exact shortcuts off (debugging)
+
+
+def exact_shortcuts() -> bool:
+    """Whether the torch engine takes its exact shortcuts: a shared prompt prefix computed
+    once (learner and sampler), sampling with the LoRA adapter merged into the weights,
+    and its own packed decode step. Each gives the same numbers as the plain path (tested)
+    and is always on; `SPIRAL_EXACT_SHORTCUTS=0` turns all three off, to rule them out
+    when something looks wrong."""
+    return os.environ.get(SHORTCUTS_ENV, "1").strip() not in ("0", "false", "no")
 
 
 def cpu_has_bf16() -> bool:

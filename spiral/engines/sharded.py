@@ -11,15 +11,15 @@ What that asks of the loop, and how this learner gives it:
 - **Every rank makes the same calls.** Gathering a layer and reducing its gradient are
   collectives, so the ranks must make them in step although each trains its own share of
   the rows (`datums[rank::world]`, the whole batch's normaliser, as `DataParallelLearner`).
-  Two ways, chosen by `share_prefix`:
-  - `share_prefix=true` (default): the learner's shared-prefix forwards make the number
+  Two ways, chosen by the learner's `share_prefix` (on; `SPIRAL_EXACT_SHORTCUTS=0` off):
+  - shared prefixes (the default): the learner's shared-prefix forwards make the number
     of forwards depend on the rows, so the weights stay whole through the learning step
     (gathered once), the rank's micro-batches run with no collective and their gradients
     accumulate whole on the rank (gradient sync off); then every rank runs one idle
     micro-batch with sync on, which reduce-scatters each layer's accumulated gradient
     once. Memory during learning: whole weights and whole gradients, as data parallelism;
     the optimizer state stays sharded.
-  - `share_prefix=false`: each layer is gathered only while it runs (least memory); one
+  - without: each layer is gathered only while it runs (least memory); one
     forward per micro-batch, and ranks with fewer micro-batches run idle ones until all
     have run as many as the busiest rank (counts agreed by one all-reduce).
   An idle micro-batch is one token divided by an infinite normaliser: the same forward
@@ -31,7 +31,7 @@ What that asks of the loop, and how this learner gives it:
 - **Sampling and rank 0's work on whole weights.** The ranks play different games, so
   they make different numbers of forwards: before sampling, every rank gathers the whole
   model once (`gather`, collective) and keeps it whole until the optimizer step frees it
-  again (a local operation; with `share_prefix=false` the learning step frees it first).
+  again (a local operation; without shared prefixes the learning step frees it first).
   The loop calls `gather_on_every_rank` before rank 0 evaluates or writes a checkpoint
   alone; for a checkpoint it also gathers the optimizer's moments, which rank 0 then
   writes in the one-process format: a checkpoint of an FSDP run is a plain checkpoint
@@ -41,7 +41,7 @@ What that asks of the loop, and how this learner gives it:
 
 Memory: sampling holds the whole weights on every rank (as data parallelism does); what
 is sharded for the whole run is the optimizer state, and the gradients and weights
-outside sampling (and, with `share_prefix=false`, outside each layer's turn in learning).
+outside sampling (and, without shared prefixes, outside each layer's turn in learning).
 A checkpoint gathers the weights and AdamW's moments one tensor at a time; rank 0 keeps
 CPU copies until it has written them. With full fine-tuning, a KL towards the reference
 model (`kl_reference=reference`, `kl_coef > 0`) keeps a whole unsharded copy of the base

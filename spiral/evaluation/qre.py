@@ -85,25 +85,21 @@ def action_values(table: Mapping[str, float]) -> dict[str, tuple[float, float]]:
     return out
 
 
-def _regularised_slope(
-    z: float, dq: float, alpha: float, beta: float, m: float, direction: str
-) -> float:
-    """d/dp of p Q(bet) + (1 - p) Q(pass) + alpha H(p) - beta KL at p = sigmoid(z)."""
-    p = _sigmoid(z)
+def _regularised_slope(z: float, dq: float, alpha: float, beta: float, m: float) -> float:
+    """d/dp of p Q(bet) + (1 - p) Q(pass) + alpha H(p) - beta KL(pi || magnet) at
+    p = sigmoid(z)."""
     slope = dq - alpha * z
-    if beta > 0 and direction == "forward":  # - beta KL(magnet || pi)
-        slope += beta * (m / max(p, 1e-300) - (1.0 - m) / max(1.0 - p, 1e-300))
-    elif beta > 0:  # - beta KL(pi || magnet)
+    if beta > 0:
         slope -= beta * (z - math.log(m) + math.log(1.0 - m))
     return slope
 
 
-def _solve_logit(dq: float, alpha: float, beta: float, m: float, direction: str) -> float:
+def _solve_logit(dq: float, alpha: float, beta: float, m: float) -> float:
     """The logit where the regularised slope is 0 (it decreases in z): bisection."""
     lo, hi = -60.0, 60.0
     for _ in range(200):
         mid = 0.5 * (lo + hi)
-        if _regularised_slope(mid, dq, alpha, beta, m, direction) > 0:
+        if _regularised_slope(mid, dq, alpha, beta, m) > 0:
             lo = mid
         else:
             hi = mid
@@ -120,17 +116,14 @@ def regularized_response(
     entropy_coef: float,
     kl_coef: float = 0.0,
     magnet: Mapping[str, float] | None = None,
-    kl_direction: str = "reverse",
 ) -> Table:
     """The regularised best response to `table` at every information state: the P(bet)
     that maximises the regularised objective given the opponent's play in `table`
-    (magnet None: uniform). `kl_direction` as in `spiral.algo.regularizers`."""
+    (magnet None: uniform; the reverse KL, as `spiral.algo.regularizers`)."""
     if entropy_coef + kl_coef <= 0:
         raise ValueError("need entropy_coef + kl_coef > 0 for a regularised response")
     return {
-        info: _sigmoid(
-            _solve_logit(q_bet - q_pass, entropy_coef, kl_coef, _magnet(magnet, info), kl_direction)
-        )
+        info: _sigmoid(_solve_logit(q_bet - q_pass, entropy_coef, kl_coef, _magnet(magnet, info)))
         for info, (q_pass, q_bet) in action_values(table).items()
     }
 
@@ -139,7 +132,6 @@ def regularized_equilibrium(
     entropy_coef: float,
     kl_coef: float = 0.0,
     magnet: Mapping[str, float] | None = None,
-    kl_direction: str = "reverse",
     step_size: float = 0.05,
     tolerance: float = 1e-8,
     max_iterations: int = 200_000,
@@ -162,46 +154,23 @@ def regularized_equilibrium(
         table = {k: _sigmoid(z) for k, z in logits.items()}
         q = action_values(table)
         dq = {k: q[k][1] - q[k][0] for k in logits}
-        response = (
-            {
-                k: _sigmoid(_solve_logit(dq[k], entropy_coef, kl_coef, magnets[k], kl_direction))
-                for k in logits
-            }
-            if kl_direction == "forward"
-            else {
-                k: _sigmoid(
-                    (dq[k] + kl_coef * (math.log(magnets[k]) - math.log(1 - magnets[k])))
-                    / temperature
-                )
-                for k in logits
-            }
-        )
+        response = {
+            k: _sigmoid(
+                (dq[k] + kl_coef * (math.log(magnets[k]) - math.log(1 - magnets[k]))) / temperature
+            )
+            for k in logits
+        }
         residual = max(abs(response[k] - table[k]) for k in logits)
         if residual < tolerance:
             return table
-        if kl_direction == "forward":
-            logits = {
-                k: z
-                + step_size
-                * max(
-                    -1.0,
-                    min(
-                        1.0,
-                        _regularised_slope(z, dq[k], entropy_coef, kl_coef, magnets[k], "forward"),
-                    ),
-                )
-                for k, z in logits.items()
-            }
-        else:
-            logits = {
-                k: (
-                    z
-                    + step_size
-                    * (dq[k] + kl_coef * (math.log(magnets[k]) - math.log(1 - magnets[k])))
-                )
-                / (1.0 + step_size * temperature)
-                for k, z in logits.items()
-            }
+        logits = {
+            k: (
+                z
+                + step_size * (dq[k] + kl_coef * (math.log(magnets[k]) - math.log(1 - magnets[k])))
+            )
+            / (1.0 + step_size * temperature)
+            for k, z in logits.items()
+        }
     raise RuntimeError(
         f"no regularised equilibrium within {max_iterations} iterations (largest gap to "
         f"the regularised response {residual:.2e}); lower step_size"

@@ -24,8 +24,7 @@ the update, evaluation, checkpoints, stopping) is the same code. Choices:
   importance ratio corrects the rest (`ppo` clips it); its statistics per staleness are
   metrics (`staleness/<k>/...`, spiral/train/step.py). With max_staleness 0 actors get no
   work while the learner learns (their games would be stale on arrival): lock-step, the
-  sync loop's data on the actors. `async_lockstep_steps` runs a run's first steps so,
-  where the policy moves fastest and a lag costs most (docs/results.md, "Async actor-learner").
+  sync loop's data on the actors.
 - **Faults**: an actor that dies loses its batch in flight (dropped whole, never half
   counted: a batch is returned whole or not at all) and Ray restarts it
   (`actor_max_restarts`); a batch that takes longer than `actor_timeout_s` is abandoned
@@ -91,33 +90,33 @@ class AsyncCollector:
     ) -> None:
         self.ray = ray_module()
         self.cfg, self.log = cfg, log
-        self.games_per_batch = math.ceil(cfg.games_per_step / cfg.num_actors)
-        capacity = cfg.replay_buffer_size or cfg.games_per_step
+        self.games_per_batch = math.ceil(cfg.games_per_step / cfg.actors.num_actors)
+        capacity = cfg.actors.replay_buffer_size or cfg.games_per_step
         if capacity < cfg.games_per_step:
             raise SpiralError(
                 f"replay_buffer_size={capacity} holds less than one step's "
                 f"{cfg.games_per_step} games; raise it (0 = one step's games)"
             )
-        self.buffer = ReplayBuffer(capacity, cfg.replay_buffer_max_staleness)
+        self.buffer = ReplayBuffer(capacity, cfg.actors.replay_buffer_max_staleness)
         self.owns_ray = not self.ray.is_initialized()
         self.reaper = Reaper()
         if self.owns_ray:
-            if not cfg.ray_address:  # our own local instance: taken down however we end
+            if not cfg.actors.ray_address:  # our own local instance: taken down however we end
                 self.reaper.start()
             self.ray.init(
-                address=cfg.ray_address or None,
+                address=cfg.actors.ray_address or None,
                 include_dashboard=False,
                 configure_logging=False,
                 log_to_driver=True,
             )
         remote = self.ray.remote(RolloutWorker).options(
-            num_cpus=cfg.actor_num_cpus,
-            num_gpus=cfg.actor_num_gpus,
-            max_restarts=cfg.actor_max_restarts,
+            num_cpus=cfg.actors.actor_num_cpus,
+            num_gpus=cfg.actors.actor_num_gpus,
+            max_restarts=cfg.actors.actor_max_restarts,
             max_task_retries=0,
         )
-        threads = max(1, int(cfg.actor_num_cpus))
-        self.actors = [remote.remote(cfg, setup, threads) for _ in range(cfg.num_actors)]
+        threads = max(1, int(cfg.actors.actor_num_cpus))
+        self.actors = [remote.remote(cfg, setup, threads) for _ in range(cfg.actors.num_actors)]
         self.flights: dict[Any, _Flight] = {}  # in launch order
         self.next_chunk = first_step * 1000  # batch indices (seeds) never reused on resume
         self.weights: Any = None
@@ -175,8 +174,8 @@ class AsyncCollector:
         return episodes, metrics
 
     def _max_staleness(self, step: int) -> int:
-        """The staleness bound at `step`: 0 (lock-step) for the first async_lockstep_steps."""
-        return 0 if step < self.cfg.async_lockstep_steps else self.cfg.replay_buffer_max_staleness
+        """The staleness bound (the same at every step)."""
+        return self.cfg.actors.replay_buffer_max_staleness
 
     # ----- actors -----------------------------------------------------------------------
     def _publish(self, learner: Learner) -> None:
@@ -273,14 +272,15 @@ class AsyncCollector:
     def _wait_s(self) -> float:
         started = [f.started for f in self.flights.values() if f.started is not None]
         if not started:
-            return self.cfg.actor_timeout_s
-        return max(0.1, self.cfg.actor_timeout_s - (time.monotonic() - min(started)))
+            return self.cfg.actors.actor_timeout_s
+        return max(0.1, self.cfg.actors.actor_timeout_s - (time.monotonic() - min(started)))
 
     def _abandon_overdue(self) -> None:
         now = time.monotonic()
         for ref, flight in list(self.flights.items()):
             overdue = (
-                flight.started is not None and now - flight.started >= self.cfg.actor_timeout_s
+                flight.started is not None
+                and now - flight.started >= self.cfg.actors.actor_timeout_s
             )
             if overdue and self.flights.pop(ref, None) is not None:
                 self.timeouts += 1
@@ -299,7 +299,7 @@ class AsyncCollector:
             self.failures += 1
             self.games_lost += games
             self.log(f"{why}: its {games} games in flight are dropped")
-        allowed = self.cfg.num_actors * (self.cfg.actor_max_restarts + 1)
+        allowed = self.cfg.actors.num_actors * (self.cfg.actors.actor_max_restarts + 1)
         if self.failures > allowed or len(self.gone) == len(self.actors):
             raise ActorsFailedError(
                 f"actors failed {self.failures} times (at most {allowed}: num_actors x "

@@ -42,25 +42,25 @@ from spiral.types import Episode
 def check_config(cfg: TrainConfig, ranks: Ranks) -> None:
     """Refuse, with what to do instead, what several ranks cannot run yet."""
     if ranks.world == 1:
-        if cfg.fsdp:
+        if cfg.compute.fsdp:
             raise ConfigError(
                 "fsdp=true shards the model over the processes of a torchrun launch, and "
                 "this is one process: torchrun --nproc-per-node N --no-python spiral train "
                 "... fsdp=true (or leave fsdp off)"
             )
         return
-    if cfg.use_async_actor_learner:
+    if cfg.actors.use_async_actor_learner:
         raise ConfigError(
             f"use_async_actor_learner=true cannot run under torchrun ({ranks.world} ranks): "
             "the async actor-learner scales by adding Ray actors (num_actors) instead"
         )
-    if cfg.engine != "torch" or (cfg.sampler_engine or "torch") != "torch":
+    if cfg.compute.engine != "torch" or (cfg.compute.sampler_engine or "torch") != "torch":
         raise ConfigError(
-            f"torchrun runs the torch engine only (engine={cfg.engine}, "
-            f"sampler_engine={cfg.sampler_engine or cfg.engine}); launch one process for "
+            f"torchrun runs the torch engine only (engine={cfg.compute.engine}, "
+            f"sampler_engine={cfg.compute.sampler_engine or cfg.compute.engine}); launch one process for "
             "other engines"
         )
-    if cfg.fsdp:
+    if cfg.compute.fsdp:
         _check_fsdp(cfg)
     if cfg.games_per_step < ranks.world:
         raise ConfigError(
@@ -73,13 +73,13 @@ def _check_fsdp(cfg: TrainConfig) -> None:
     """What an FSDP learner cannot do yet (spiral/engines/sharded.py), refused."""
     swaps = {
         "fsp_enabled=true (population play keeps pool members over one whole model)": (
-            cfg.fsp_enabled
+            cfg.population.fsp_enabled
         ),
-        f"weight_ema_decay={cfg.weight_ema_decay} (the average swaps whole weights in)": (
-            cfg.weight_ema_decay > 0
+        f"weight_ema_decay={cfg.learning.weight_ema_decay} (the average swaps whole weights in)": (
+            cfg.learning.weight_ema_decay > 0
         ),
         "kl_reference=snapshot (the magnet is a copy of the whole weights)": (
-            cfg.kl_reference == "snapshot"
+            cfg.regularizer.kl_reference == "snapshot"
         ),
     }
     refused = [what for what, on in swaps.items() if on]

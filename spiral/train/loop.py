@@ -72,7 +72,7 @@ def open_collector(
 
         yield functools.partial(collect, cfg, setup, play=sharded_play(ranks))
         return
-    if not cfg.use_async_actor_learner:
+    if not cfg.actors.use_async_actor_learner:
         yield functools.partial(collect, cfg, setup)
         return
     from spiral.train.async_collector import AsyncCollector  # Ray is an optional extra
@@ -162,7 +162,7 @@ def _population(
 ) -> Population | None:
     """Population play's state (fsp_enabled): the pool's members come back from the run
     folder the checkpoint was written in."""
-    if not cfg.fsp_enabled:
+    if not cfg.population.fsp_enabled:
         return None
     population = Population.restore(cfg, source, learner, extra)
     population.run_dir = run_dir
@@ -181,7 +181,7 @@ def _count_bad_steps(
         return 0
     bad_steps += 1
     log(f"step {step}: NaN/inf in the loss or gradients, update skipped")
-    if bad_steps >= cfg.max_bad_steps:
+    if bad_steps >= cfg.learning.max_bad_steps:
         raise TrainingDivergedError(
             f"{bad_steps} consecutive steps had NaN/inf losses or gradients (the policy "
             "diverged); lower learning_rate or max_grad_norm and resume from the last "
@@ -246,7 +246,10 @@ def train(
             for step in range(start, cfg.num_steps):
                 if population is not None:
                     population.begin_step(learner, step)
-                if cfg.kl_reference == "snapshot" and step % cfg.kl_magnet_interval == 0:
+                if (
+                    cfg.regularizer.kl_reference == "snapshot"
+                    and step % cfg.regularizer.kl_magnet_interval == 0
+                ):
                     learner.refresh_magnet()
                 if cfg.eval_every and step % cfg.eval_every == 0:
                     gather_on_every_rank(learner)  # FSDP: rank 0 evaluates alone
@@ -256,12 +259,12 @@ def train(
                 metrics, baselines, episodes = train_step(
                     cfg, setup, learner, step, baselines, population, collector
                 )
-                if cfg.transcripts_per_step and ranks.main:
+                if cfg.logging.transcripts_per_step and ranks.main:
                     write_transcripts(
                         episodes,
                         run_dir / "transcripts",
                         step,
-                        limit=cfg.transcripts_per_step,
+                        limit=cfg.logging.transcripts_per_step,
                         decode=prompt_decoder(learner),
                     )
                 sinks.log(metrics, step)

@@ -11,9 +11,6 @@ loop does the side effects (the learner takes, loads and drops snapshots).
   (`fsp_fixed_opponents`: random, optimal, checkpoint:PATH, api:MODEL) and, with
   `fsp_include_current`, the current policy itself (a plain self-play game) — the
   original's rule. `fsp_current_fraction` instead fixes the share of self-play games.
-  `fsp_sampling=prioritized` weighs members by (1 - p)^2, p the current policy's
-  smoothed win rate against them in the league (AlphaStar's "hard" weighting), so the
-  members it does worst against are met most.
 - **Seats**: the current policy sits in seat 0 in exactly half of a step's games (which
   ones is drawn from the step's seed); only its own turns are trained on (the original
   also trained on the frozen opponent's turns: a bug) and RAE's baselines per (game, seat)
@@ -140,17 +137,6 @@ def confine(
     return [rng.choices(met, weights=weights)[0] if o in pool else o for o in opponents]
 
 
-def hard_weight(win_rate: Callable[[str], float]) -> Callable[[str], float]:
-    """Prioritised fictitious self-play's (1 - p)^2, floored so no member is never met."""
-    return lambda name: max((1.0 - win_rate(name)) ** 2, 1e-3)
-
-
-def smoothed_win_rate(record: tuple[int, int, int]) -> float:
-    """(wins + draws / 2 + 1) / (games + 2): 1/2 before any game, then the record."""
-    wins, draws, losses = record
-    return (wins + 0.5 * draws + 1.0) / (wins + draws + losses + 2.0)
-
-
 def balanced_seats(n_games: int, rng: random.Random) -> list[int]:
     """The current policy's seat in each game: seat 0 in exactly half (rounded down)."""
     seats = [0] * (n_games // 2) + [1] * (n_games - n_games // 2)
@@ -255,7 +241,11 @@ class Population:
         """Apply the membership rule at the start of `step`."""
         cfg = self.cfg
         self.pool, added, evicted = advance(
-            self.pool, step, cfg.fsp_start_from, cfg.fsp_update_interval, cfg.fsp_pool_size
+            self.pool,
+            step,
+            cfg.population.fsp_start_from,
+            cfg.population.fsp_update_interval,
+            cfg.population.fsp_pool_size,
         )
         if added is not None:
             learner.take_snapshot(added, self.run_dir / POOL_DIR / added)
@@ -268,15 +258,18 @@ class Population:
         """The step's games with opponents and seats; also the opponent of each game."""
         cfg = self.cfg
         rng = step_rng(cfg.seed, step)
-        weight = None
-        if cfg.fsp_sampling == "prioritized":
-            weight = hard_weight(lambda name: smoothed_win_rate(self.league.versus(policy, name)))
-        candidates = [*self.pool.names, *cfg.fsp_fixed_opponents]
+        weight = None  # uniform over the members (the original's rule)
+        candidates = [*self.pool.names, *cfg.population.fsp_fixed_opponents]
         opponents = choose_opponents(
-            len(specs), candidates, rng, cfg.fsp_include_current, cfg.fsp_current_fraction, weight
+            len(specs),
+            candidates,
+            rng,
+            cfg.population.fsp_include_current,
+            cfg.population.fsp_current_fraction,
+            weight,
         )
         if cfg.lora_rank == 0:  # full fine-tuning: no more members than fit in memory
-            k = cfg.fsp_max_loaded_members
+            k = cfg.population.fsp_max_loaded_members
             opponents = confine(opponents, self.pool.names, k, rng, weight)
         seats = balanced_seats(len(specs), rng)
         labelled = population_specs(specs, opponents, seats, policy, fixed_label)
@@ -313,7 +306,7 @@ class Population:
         for label in labels:
             if label in members:
                 continue
-            if "@" in label or label in self.cfg.fsp_fixed_opponents:
+            if "@" in label or label in self.cfg.population.fsp_fixed_opponents:
                 if label not in self.fixed_agents:
                     spec, _, game_id = label.partition("@")
                     params = {"game_id": game_id} if game_id else {}

@@ -36,7 +36,6 @@ PRESETS: dict[str, dict[str, str]] = {
         "kl_coef": "0",
         "kl_coef_final": "0.6",
         "kl_reference": "snapshot",
-        "kl_direction": "reverse",
         "kl_magnet_interval": "20",
         "weight_ema_decay": "0.95",
         "lora_rank": "16",

@@ -15,7 +15,8 @@
   as their default: the run trained with the behaviour the default names, so a folder
   from before the key resumes as long as the key is left at its default. This holds
   because a new key's default is always the behaviour from before the key (the rule for
-  adding one: `lr_staleness=constant`, `lr_kl_target=0`, `fsdp=false`).
+  adding one: `lr_kl_target=0`, `fsdp=false`). Keys Spiral retired are ignored where the
+  run used what remains (`RETIRED_KEYS`) and refused otherwise.
 """
 
 from __future__ import annotations
@@ -32,6 +33,19 @@ from spiral.train.checkpoint import LoopState, complete_checkpoints, verified_lo
 from spiral.train.config import ConfigError, TrainConfig
 
 SHAPE_KEYS = ("model_name", "lora_rank", "lora_alpha")
+# Keys Spiral no longer offers, with the value that is still what it does. A run folder
+# saved with that value resumes (the key is ignored); one saved with another value was a
+# different experiment, which this version cannot continue.
+RETIRED_KEYS: dict[str, Any] = {
+    "lr_staleness": "constant",
+    "async_lockstep_steps": 0,
+    "kl_direction": "reverse",
+    "prompt_baseline": False,
+    "fsp_sampling": "uniform",
+    "rae_baseline": "ema",
+}
+# Exact shortcuts that are always on now: any saved value continues the same run.
+EXACT_KEYS = ("merge_rows", "share_prefix", "merge_lora_for_sampling", "packed_decode")
 SAFE_KEYS = frozenset(
     {
         "max_steps",
@@ -55,9 +69,6 @@ SAFE_KEYS = frozenset(
         "micro_batch_tokens",
         "gradient_checkpointing",
         "prefix_cache_mb",
-        "share_prefix",
-        "merge_lora_for_sampling",
-        "packed_decode",
         "temperature",
         "preset",
     }
@@ -82,6 +93,16 @@ def check_resume_config(saved: dict[str, Any], new: dict[str, Any], same_run: bo
     """Raise ConfigError naming the first key whose change the resume cannot honour.
     A key missing from `saved` (added to Spiral after the run) counts as its default."""
     saved = {**TrainConfig().to_json(), **saved}
+    for key, kept in RETIRED_KEYS.items():
+        used = saved.pop(key, kept)
+        if used != kept:
+            raise ConfigError(
+                f"cannot resume: the run was trained with {key}={_cli(used)}, an option this "
+                "version of Spiral no longer offers (measured not to help, docs/log.md); "
+                "continue it with the version that wrote it, or start a new run"
+            )
+    for key in EXACT_KEYS:
+        saved.pop(key, None)
     for key in SHAPE_KEYS:
         if key in saved and saved[key] != new.get(key):
             raise ConfigError(

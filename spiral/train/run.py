@@ -38,7 +38,7 @@ def main(argv: Sequence[str]) -> int:
     kept = kept_in(setup.run_dir / "console.log") if ranks.main else contextlib.nullcontext()
     with kept:
         if ranks.main:
-            kind = "fully sharded (FSDP)" if cfg.fsdp else "data-parallel"
+            kind = "fully sharded (FSDP)" if cfg.compute.fsdp else "data-parallel"
             world = f", {ranks.world} {kind} ranks" if ranks.world > 1 else ""
             print(
                 f"run folder: {setup.run_dir}  ({cfg.num_steps} steps, "

@@ -1,7 +1,7 @@
 """Turn a TrainConfig into the concrete pieces of a run: prompt spec, invalid-move
 policy, per-game options, the learner, metrics sinks and the in-training evaluation.
 
-Engines come from the engine registry (`spiral.engines.registry`), by `cfg.engine`.
+Engines come from the engine registry (`spiral.engines.registry`), by the `engine` key.
 """
 
 from __future__ import annotations
@@ -48,21 +48,21 @@ def default_run_name(cfg: TrainConfig) -> str:
 def build_setup(cfg: TrainConfig) -> RunSetup:
     """Validate everything that needs the registries, then build the run's pieces."""
     known = set(games.ids())
-    for game_id in (*cfg.env_ids, *cfg.eval_env_ids):
+    for game_id in (*cfg.env_ids, *cfg.evaluation.eval_env_ids):
         if game_id not in known and ":" not in game_id:
             games.make(game_id)  # raises KeyError listing the known ids
     try:
         spec = PromptSpec(
             template=cfg.template,
             answer_format=cfg.answer_format,
-            system_rules=cfg.system_rules,
-            think_budget=cfg.think_budget,
+            system_rules=cfg.prompts.system_rules,
+            think_budget=cfg.prompts.think_budget,
             style=cfg.prompt_style,
         )
-        policy = invalid_policy(cfg.invalid_move_policy)
+        policy = invalid_policy(cfg.prompts.invalid_move_policy)
     except (KeyError, ValueError) as err:
         raise ConfigError(str(err)) from err
-    if cfg.balanced_chance:
+    if cfg.learning.balanced_chance:
         for game_id in cfg.env_ids:
             if games.chance_outcomes(game_id) is None:
                 warnings.warn(
@@ -70,11 +70,14 @@ def build_setup(cfg: TrainConfig) -> RunSetup:
                     "deals stay random (KuhnPokerSingle-v0 can)",
                     stacklevel=2,
                 )
-    game_params = {g: ({"max_turns": cfg.max_turns} if cfg.max_turns else {}) for g in cfg.env_ids}
+    game_params = {
+        g: ({"max_turns": cfg.prompts.max_turns} if cfg.prompts.max_turns else {})
+        for g in cfg.env_ids
+    }
     # The original's per-env `use_llm_obs_wrappers`: True = full history, False = latest.
     spec_by_game = {
         game_id: dataclasses.replace(spec, obs_style="history" if full else "latest")
-        for game_id, full in zip(cfg.env_ids, cfg.use_llm_obs_wrappers, strict=False)
+        for game_id, full in zip(cfg.env_ids, cfg.prompts.use_llm_obs_wrappers, strict=False)
     }
     check_machine(cfg)
     run_dir = Path(cfg.log_path) if cfg.log_path else Path("runs") / default_run_name(cfg)
@@ -88,12 +91,14 @@ def check_machine(cfg: TrainConfig) -> None:
     from spiral.engines.embedded import EMBEDDED_NAMES
     from spiral.engines.loading import resolve_device, resolve_dtype, resolve_model_path
 
-    if cfg.engine == "torch" or cfg.sampler_engine:
+    if cfg.compute.engine == "torch" or cfg.compute.sampler_engine:
         device = resolve_device(cfg.device)
         resolve_dtype(cfg.dtype, device, full_fine_tuning=cfg.lora_rank == 0)
     if cfg.model_name not in EMBEDDED_NAMES:
         resolve_model_path(cfg.model_name)  # a missing folder is refused here, not later
-    problem = missing_sink_package(tensorboard=cfg.tensorboard, wandb=bool(cfg.wandb_project))
+    problem = missing_sink_package(
+        tensorboard=cfg.logging.tensorboard, wandb=bool(cfg.logging.wandb_project)
+    )
     if problem:
         raise ConfigError(problem)
 
@@ -104,7 +109,7 @@ def make_learner_factory(cfg: TrainConfig, ranks: Ranks | None = None) -> Callab
 
     def build() -> Learner:
         from spiral.engines import registry
-        from spiral.engines.loading import ModelConfig
+        from spiral.engines.loading import ModelConfig, exact_shortcuts
 
         model_cfg = ModelConfig(
             model=cfg.model_name,
@@ -112,30 +117,30 @@ def make_learner_factory(cfg: TrainConfig, ranks: Ranks | None = None) -> Callab
             lora_alpha=cfg.lora_alpha or None,
             device=cfg.device,
             dtype=cfg.dtype,
-            gradient_checkpointing=cfg.gradient_checkpointing,
+            gradient_checkpointing=cfg.compute.gradient_checkpointing,
             seed=cfg.seed,
         )
         learner = registry.learner(
-            cfg.engine,
+            cfg.compute.engine,
             model_cfg,
-            micro_batch_tokens=cfg.micro_batch_tokens,
-            max_grad_norm=cfg.max_grad_norm,
-            average_decay=cfg.weight_ema_decay,
-            max_loaded_members=cfg.fsp_max_loaded_members,
-            prefix_cache_mb=cfg.prefix_cache_mb,
-            share_prefix=cfg.share_prefix,
-            merge_lora=cfg.merge_lora_for_sampling,
-            packed_decode=cfg.packed_decode,
+            micro_batch_tokens=cfg.compute.micro_batch_tokens,
+            max_grad_norm=cfg.learning.max_grad_norm,
+            average_decay=cfg.learning.weight_ema_decay,
+            max_loaded_members=cfg.population.fsp_max_loaded_members,
+            prefix_cache_mb=cfg.compute.prefix_cache_mb,
+            share_prefix=exact_shortcuts(),
+            merge_lora=exact_shortcuts(),
+            packed_decode=exact_shortcuts(),
         )
-        if cfg.sampler_engine and cfg.sampler_engine != cfg.engine:
+        if cfg.compute.sampler_engine and cfg.compute.sampler_engine != cfg.compute.engine:
             learner = registry.sampled_by(
-                cfg.sampler_engine,
+                cfg.compute.sampler_engine,
                 learner,
                 model_cfg,
-                kv_cache_gb=cfg.vllm_kv_cache_gb,
-                max_model_len=cfg.vllm_max_model_len,
+                kv_cache_gb=cfg.compute.vllm_kv_cache_gb,
+                max_model_len=cfg.compute.vllm_max_model_len,
             )
-        if ranks is not None and ranks.world > 1 and cfg.fsdp:
+        if ranks is not None and ranks.world > 1 and cfg.compute.fsdp:
             from spiral.engines.sharded import FullyShardedLearner
 
             learner = FullyShardedLearner(learner)
@@ -150,13 +155,16 @@ def make_learner_factory(cfg: TrainConfig, ranks: Ranks | None = None) -> Callab
 
 def build_sinks(cfg: TrainConfig, run_dir: Path) -> list[MetricsSink]:
     sinks: list[MetricsSink] = []
-    if cfg.wandb_project:
+    if cfg.logging.wandb_project:
         sinks.append(
             WandbSink(
-                cfg.wandb_project, cfg.wandb_name or run_dir.name, cfg.to_json(), str(run_dir)
+                cfg.logging.wandb_project,
+                cfg.logging.wandb_name or run_dir.name,
+                cfg.to_json(),
+                str(run_dir),
             )
         )
-    if cfg.tensorboard:
+    if cfg.logging.tensorboard:
         sinks.append(TensorBoardSink(run_dir / "tensorboard"))
     return sinks
 
@@ -164,15 +172,15 @@ def build_sinks(cfg: TrainConfig, run_dir: Path) -> list[MetricsSink]:
 def make_eval_fn(cfg: TrainConfig, setup: RunSetup) -> Callable[..., dict[str, float]]:
     """Evaluation vs `eval_opponent_names` on `eval_env_ids`, both seats, every call;
     with a population, also the exploitability of the pool's average policy (Kuhn)."""
-    env_ids = cfg.eval_env_ids or cfg.env_ids
+    env_ids = cfg.evaluation.eval_env_ids or cfg.env_ids
 
     def run(learner: Learner, step: int, population: Population | None = None) -> dict[str, float]:
         t0 = time.perf_counter()
         params = SamplingParams(
             max_tokens=cfg.max_tokens,
-            temperature=cfg.eval_temperature,
-            top_p=cfg.top_p,
-            stop=cfg.stop,
+            temperature=cfg.evaluation.eval_temperature,
+            top_p=cfg.prompts.top_p,
+            stop=cfg.prompts.stop,
         )
 
         def policy() -> LLMPolicy:  # over the weights the learner holds right now
@@ -189,19 +197,19 @@ def make_eval_fn(cfg: TrainConfig, setup: RunSetup) -> Callable[..., dict[str, f
         for game_id in env_ids:
             opponents = {
                 name: make_agent(name, game_id=game_id, seed=cfg.seed + 1)
-                for name in cfg.eval_opponent_names
+                for name in cfg.evaluation.eval_opponent_names
             }
             results, _ = evaluate(
                 candidate,
                 opponents,
                 [game_id],
-                cfg.eval_games,
+                cfg.evaluation.eval_games,
                 setup.invalid_policy,
                 seed=cfg.seed + 10_000,
                 game_params=setup.game_params.get(game_id, {}),
             )
             metrics.update(results_metrics(results))
-        if cfg.eval_exploitability and KUHN_GAME_ID in env_ids:
+        if cfg.evaluation.eval_exploitability and KUHN_GAME_ID in env_ids:
             metrics.update(kuhn_exploitability_metrics(candidate, cfg.temperature))
             if learner.has_average:
                 with learner.averaged():

@@ -20,10 +20,10 @@ from spiral.agents.base import Agent
 from spiral.agents.llm_policy import LLMPolicy
 from spiral.algo.assemble import assemble
 from spiral.algo.losses import combine_diagnostics, get_loss
-from spiral.algo.merge import center_by_prompt, merge_identical, split_minibatches
+from spiral.algo.merge import merge_identical, split_minibatches
 from spiral.algo.rae import Baselines, rae_advantages
 from spiral.algo.regularizers import Regularizer
-from spiral.algo.staleness import kl_lr_scale, row_age, staleness_lr_scale
+from spiral.algo.staleness import kl_lr_scale, row_age
 from spiral.algo.stats import episode_metrics
 from spiral.engines.base import Learner, SamplingParams
 from spiral.report.run_info import reset_peak_rss, window_peak_rss_mb
@@ -54,7 +54,7 @@ def step_specs(
     for i in range(n):
         gid = cfg.env_ids[(step * n + i) % len(cfg.env_ids)]
         params = dict(game_params.get(gid, {}))
-        outcomes = games.chance_outcomes(gid) if cfg.balanced_chance else None
+        outcomes = games.chance_outcomes(gid) if cfg.learning.balanced_chance else None
         if outcomes:
             per_step = sum(
                 1 for j in range(n) if cfg.env_ids[(step * n + j) % len(cfg.env_ids)] == gid
@@ -87,7 +87,10 @@ def collect(
     index of its batch of games as `step`. `play` plays them (data-parallel ranks pass
     one that plays their share and gathers the batch, `data_parallel.sharded_play`)."""
     params = SamplingParams(
-        max_tokens=cfg.max_tokens, temperature=cfg.temperature, top_p=cfg.top_p, stop=cfg.stop
+        max_tokens=cfg.max_tokens,
+        temperature=cfg.temperature,
+        top_p=cfg.prompts.top_p,
+        stop=cfg.prompts.stop,
     )
 
     def make_policy(sampler: Any, name: str, members: dict[str, str] | None = None) -> LLMPolicy:
@@ -106,7 +109,7 @@ def collect(
     if population is not None:
         specs, opponents = population.matchups(specs, step, POLICY)
         players = population.players(learner, specs, make_policy, POLICY, step)
-    retries = cfg.max_draw_retries if cfg.filter_draw else 0
+    retries = cfg.learning.max_draw_retries if cfg.learning.filter_draw else 0
     episodes, metrics = play(
         specs,
         players,
@@ -131,21 +134,14 @@ def learn(
     advantages, new_baselines, rae_metrics = rae_advantages(
         episodes,
         baselines,
-        decay=cfg.role_baseline_ema_gamma,
-        use_baseline=cfg.use_role_baseline,
+        decay=cfg.learning.role_baseline_ema_gamma,
+        use_baseline=cfg.learning.use_role_baseline,
         trained_agents={POLICY},  # never train on turns sampled by frozen opponents
-        kind=cfg.rae_baseline,
     )
     datums, assemble_metrics = assemble(
-        episodes, advantages, gamma=cfg.gamma, filter_zero_adv=cfg.filter_zero_adv
+        episodes, advantages, gamma=cfg.learning.gamma, filter_zero_adv=cfg.learning.filter_zero_adv
     )
-    merge_metrics: dict[str, float] = {}
-    if cfg.prompt_baseline:
-        datums, centering = center_by_prompt(datums)
-        merge_metrics.update(centering)
-    if cfg.merge_rows:
-        datums, merged = merge_identical(datums)
-        merge_metrics.update(merged)
+    datums, merge_metrics = merge_identical(datums)  # exact: identical rows trained once
     t1 = time.perf_counter()
     train_metrics = update(cfg, learner, datums, step)
     return {
@@ -159,22 +155,18 @@ def learn(
 
 def update(cfg: TrainConfig, learner: Learner, datums: list[Datum], step: int) -> dict[str, float]:
     """`num_substeps` optimizer steps, one per minibatch; metrics averaged over them.
-    With `lr_staleness=inverse` each step's learning rate is scaled by its rows' staleness
-    (`staleness_lr_scale`: two versions behind count half), with `lr_kl_target` by how
-    far the weights moved since the rows were played (`kl_lr_scale`)."""
-    loss_fn = functools.partial(get_loss(cfg.loss_fn), clip=cfg.ppo_clip)
+    With `lr_kl_target` each step's learning rate is scaled by how far the weights moved
+    since the rows were played (`kl_lr_scale`)."""
+    loss_fn = functools.partial(get_loss(cfg.loss_fn), clip=cfg.learning.ppo_clip)
     entropy_coef, kl_coef = cfg.entropy_coef_at(step), cfg.kl_coef_at(step)
-    reg = Regularizer(
-        entropy_coef,
-        kl_coef,
-        cfg.kl_reference,
-        cfg.kl_direction,
+    reg = Regularizer(entropy_coef, kl_coef, cfg.regularizer.kl_reference)
+    minibatches = split_minibatches(
+        datums, cfg.learning.num_substeps, derive_seed(cfg.seed, step, 2)
     )
-    minibatches = split_minibatches(datums, cfg.num_substeps, derive_seed(cfg.seed, step, 2))
     per_substep: list[dict[str, float]] = []
     for minibatch in minibatches:
         metrics = forward_backward_by_staleness(learner, minibatch, loss_fn, reg)
-        scale = lr_scale(cfg, minibatch, learner.version, metrics)
+        scale = lr_scale(cfg, metrics)
         metrics.update(learner.optim_step(cfg.learning_rate_at(step) * scale))
         per_substep.append(metrics)
     return {
@@ -185,18 +177,14 @@ def update(cfg: TrainConfig, learner: Learner, datums: list[Datum], step: int) -
     }
 
 
-def lr_scale(
-    cfg: TrainConfig, datums: list[Datum], version: int, metrics: dict[str, float]
-) -> float:
-    """The factor for one optimizer step's learning rate from the stale-row levers
-    (`lr_staleness`, `lr_kl_target`; 1.0 with both off); each records its factor in
-    `metrics` (`lr_staleness_scale`, `lr_kl_scale`), which hold the step's approx_kl."""
+def lr_scale(cfg: TrainConfig, metrics: dict[str, float]) -> float:
+    """The factor for one optimizer step's learning rate from `lr_kl_target` (1.0 when
+    off), recorded in `metrics` (`lr_kl_scale`), which hold the step's approx_kl."""
     scale = 1.0
-    if cfg.lr_staleness == "inverse":
-        metrics["lr_staleness_scale"] = staleness_lr_scale(datums, version)
-        scale *= metrics["lr_staleness_scale"]
-    if cfg.lr_kl_target > 0:
-        metrics["lr_kl_scale"] = kl_lr_scale(metrics.get("approx_kl", 0.0), cfg.lr_kl_target)
+    if cfg.learning.lr_kl_target > 0:
+        metrics["lr_kl_scale"] = kl_lr_scale(
+            metrics.get("approx_kl", 0.0), cfg.learning.lr_kl_target
+        )
         scale *= metrics["lr_kl_scale"]
     return scale
 

@@ -153,29 +153,3 @@ def test_combined_diagnostics_by_hand() -> None:
         "ratio_max": 3.0,
     }
     assert combine_diagnostics([]) == {}
-
-
-def test_truncated_importance_sampling_by_hand() -> None:
-    from spiral.algo.losses import truncated_importance_sampling_loss
-
-    # Three tokens: ratios 1, e^1 (~2.72, capped at 2) and e^-1 (~0.37), advantages 1, 1, -2.
-    old = torch.tensor([0.0, -2.0, -1.0])
-    new = torch.tensor([0.0, -1.0, -2.0], requires_grad=True)
-    adv = torch.tensor([1.0, 1.0, -2.0])
-    mask = torch.ones(3)
-    loss, diag = truncated_importance_sampling_loss(new, old, adv, mask)
-    loss.backward()
-    # d loss / d new_t = -min(r_t, 2) * A_t
-    expected = torch.tensor([-1.0, -2.0, 2.0 * math.exp(-1.0)])
-    torch.testing.assert_close(new.grad, expected)
-    assert diag["num_tokens"] == 3.0
-    # At r = 1 the gradient is the importance-sampling gradient (and PPO's).
-    from spiral.algo.losses import importance_sampling_loss
-
-    a = torch.tensor([0.5, -0.5], requires_grad=True)
-    b = torch.tensor([0.5, -0.5], requires_grad=True)
-    truncated_importance_sampling_loss(a, a.detach(), torch.tensor([1.0, -3.0]), torch.ones(2))[
-        0
-    ].backward()
-    importance_sampling_loss(b, b.detach(), torch.tensor([1.0, -3.0]), torch.ones(2))[0].backward()
-    torch.testing.assert_close(a.grad, b.grad)

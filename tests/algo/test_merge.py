@@ -63,18 +63,3 @@ def test_split_minibatches_covers_every_row_once() -> None:
     assert [len(p) for p in split_minibatches(rows[:2], 4, seed=0)] == [1, 1]
     with pytest.raises(ValueError, match="num_substeps"):
         split_minibatches(rows, 0, seed=0)
-
-
-def test_center_by_prompt_subtracts_the_others_mean() -> None:
-    from spiral.algo.merge import center_by_prompt
-
-    other_prompt = Datum(**{**_row(7, 4.0).__dict__, "input_ids": (1, 2, 4)})
-    rows = [_row(7, 1.0), _row(8, -1.0), _row(7, 3.0), other_prompt]
-    centered, metrics = center_by_prompt(rows)
-    # Same prompt (1, 2, 3): others' means are 1.0, 2.0, 0.0.
-    assert [d.advantages[-1] for d in centered] == pytest.approx([0.0, -3.0, 3.0, 4.0])
-    assert [d.advantages[:2] for d in centered] == [(0.0, 0.0)] * 4  # prompt positions
-    assert metrics == {"prompt_baseline/groups": 2.0, "prompt_baseline/rows_centered": 3.0}
-    # Weighted rows count as their weight: a row of weight 2 is two rows.
-    heavy, _ = center_by_prompt([_row(7, 1.0, weight=2.0), _row(8, -2.0)])
-    assert [d.advantages[-1] for d in heavy] == pytest.approx([3.0, -3.0])

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import torch
 
-from spiral.engines.tiny import make_tiny_model
+from spiral.testing import make_tiny_model
 from spiral.types import AnswerConstraint, Completion, Datum
 
 

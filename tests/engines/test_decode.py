@@ -26,7 +26,7 @@ from spiral.engines.merged import merged
 from spiral.engines.prefill import prefill
 from spiral.engines.sampler import eval_mode
 from spiral.engines.snapshots import TRAINED
-from spiral.engines.tiny import make_tiny_model
+from spiral.testing import make_tiny_model
 
 from .conftest import PROMPT_TEXTS, chat_prompts, is_loss, to_datum
 

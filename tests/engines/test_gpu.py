@@ -108,7 +108,7 @@ def test_spiral_train_runs_bf16_steps_on_cuda(tiny_qwen3: Path, tmp_path: Path) 
 
 @pytest.mark.parametrize("shape", ["qwen3-0.6b.json", "qwen3-4b.json"])
 def test_a_model_of_a_real_shape_builds_on_cuda_and_trains(shape: str, tmp_path: Path) -> None:
-    from spiral.engines.tiny import make_shaped_model
+    from spiral.testing import make_shaped_model
 
     folder = make_shaped_model(
         SHAPES / shape, tmp_path / "model", device=DEVICE, num_hidden_layers=2

@@ -141,7 +141,7 @@ def test_a_model_of_a_real_shape_is_built_from_its_config_file(tmp_path: Path) -
     from transformers import AutoConfig
 
     from spiral.engines.learner import TorchLearner
-    from spiral.engines.tiny import make_shaped_model
+    from spiral.testing import make_shaped_model
 
     shapes = Path(__file__).resolve().parents[2] / "benchmarks" / "model-shapes"
     wanted = json.loads((shapes / "qwen3-0.6b.json").read_text())

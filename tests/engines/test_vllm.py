@@ -39,7 +39,7 @@ TOLERANCE = 1e-4
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from spiral.engines.tiny import make_tiny_model
+    from spiral.testing import make_tiny_model
 
     return make_tiny_model(tmp_path_factory.mktemp("tiny") / "model", head_dim=32)
 

@@ -9,7 +9,6 @@ from spiral.agents.llm_policy import LLMPolicy
 from spiral.engines.base import SamplingParams
 from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
 from spiral.engines.sampler import TorchSampler
-from spiral.engines.tiny import make_tiny_model
 from spiral.evaluation.model_policy import (
     model_move_distribution,
     model_move_distributions,
@@ -19,6 +18,7 @@ from spiral.evaluation.perfect_info import decisions, game_positions
 from spiral.games import make
 from spiral.games.base import State
 from spiral.prompts.spec import PromptSpec
+from spiral.testing import make_tiny_model
 
 
 @pytest.fixture(scope="module")

@@ -53,7 +53,7 @@ def running_server(app: Any) -> Iterator[str]:
 @functools.cache
 def tiny_model_dir() -> Path:
     """One tiny real model per test process (training its tokenizer takes seconds)."""
-    from spiral.engines.tiny import make_tiny_model
+    from spiral.testing import make_tiny_model
 
     folder = Path(tempfile.mkdtemp(prefix="spiral-eval-cli-"))
     atexit.register(shutil.rmtree, folder, True)

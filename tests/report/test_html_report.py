@@ -21,7 +21,7 @@ pytest.importorskip("matplotlib")
 
 @pytest.fixture(scope="module")
 def population_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from spiral.engines.tiny import make_tiny_model
+    from spiral.testing import make_tiny_model
 
     root = tmp_path_factory.mktemp("html")
     model = make_tiny_model(root / "model")

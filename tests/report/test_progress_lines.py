@@ -32,7 +32,7 @@ def test_eval_line_shows_the_headline_numbers() -> None:
 
 
 def test_lines_reach_a_redirected_stdout_while_the_run_goes_on(tmp_path: Path) -> None:
-    from spiral.engines.tiny import make_tiny_model
+    from spiral.testing import make_tiny_model
 
     model = make_tiny_model(tmp_path / "model")
     log = tmp_path / "log.txt"

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="re
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from spiral.engines.tiny import make_tiny_model
+    from spiral.testing import make_tiny_model
 
     return make_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
 
@@ -145,7 +145,7 @@ def test_actors_run_on_a_worker_node_of_a_cluster(tiny_model: Path, tmp_path: Pa
 
 
 def test_the_async_benchmark_reports_both_loops_and_the_model(tiny_model: Path) -> None:
-    from spiral.train.async_benchmark import run_async_benchmark
+    from spiral.bench.async_loop import run_async_benchmark
 
     tiny = ["batch_size=8", "max_tokens=6", "lora_rank=4", "template=chat"]
     out = run_async_benchmark(model=str(tiny_model), steps=2, warmup=1, extra=tiny)

@@ -21,7 +21,7 @@ VOLATILE = ("time", "time/", "perf/", "progress/done_frac")  # done_frac depends
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from spiral.engines.tiny import make_tiny_model
+    from spiral.testing import make_tiny_model
 
     return make_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
 

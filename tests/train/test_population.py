@@ -33,7 +33,7 @@ from .test_e2e import _assert_rows_close, tiny_args
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from spiral.engines.tiny import make_tiny_model
+    from spiral.testing import make_tiny_model
 
     return make_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
 

@@ -86,7 +86,7 @@ def test_stats_are_ages_in_versions() -> None:
 def tiny_learner(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     from spiral.engines.learner import TorchLearner
     from spiral.engines.loading import ModelConfig
-    from spiral.engines.tiny import make_tiny_model
+    from spiral.testing import make_tiny_model
 
     model = make_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
     return TorchLearner(ModelConfig(model=str(model), lora_rank=4, device="cpu", seed=0))
@@ -161,25 +161,6 @@ def test_async_without_ray_says_how_to_get_it(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray now raises ImportError
     with pytest.raises(SpiralError, match=r"pip install 'spiral-selfplay\[ray\]'"):
         ray_module()
-
-
-def test_inverse_lr_staleness_scales_the_optimizer_step(tiny_learner: object) -> None:
-    from spiral.train.config import parse_config
-    from spiral.train.step import update
-
-    learner = tiny_learner
-    learner.version = 3  # type: ignore[attr-defined]
-    # Two rows of 4 trained tokens: one a version behind (x1), one two behind (x1/2).
-    datums = [_datum((3, 4, 5, 6, 7), 1.0, version=2), _datum((3, 4, 9, 10, 11), -0.5, version=1)]
-    args = ["use_async_actor_learner=true", "learning_rate=0.01", "loss_fn=importance_sampling"]
-    plain = update(parse_config(args), learner, datums, step=0)  # type: ignore[arg-type]
-    assert plain["lr"] == 0.01 and "lr_staleness_scale" not in plain
-    learner.version = 3  # type: ignore[attr-defined]
-    scaled = update(parse_config([*args, "lr_staleness=inverse"]), learner, datums, step=0)  # type: ignore[arg-type]
-    assert scaled["lr_staleness_scale"] == pytest.approx(0.75)
-    assert scaled["lr"] == pytest.approx(0.0075)
-    groups = learner._get_optimizer().param_groups  # type: ignore[attr-defined]
-    assert all(g["lr"] == pytest.approx(0.0075) for g in groups)
 
 
 def test_lr_kl_target_shrinks_a_step_on_rows_far_from_the_weights(tiny_learner: object) -> None:

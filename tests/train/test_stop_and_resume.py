@@ -143,8 +143,18 @@ def _parse(model: Path, *extra: str):  # type: ignore[no-untyped-def]
 
 def test_a_key_newer_than_the_run_folder_counts_as_its_default(tiny_model: Path) -> None:  # noqa: F811
     new = _parse(tiny_model, "use_async_actor_learner=true").to_json()
-    older = {k: v for k, v in new.items() if k != "lr_staleness"}
+    older = {k: v for k, v in new.items() if k != "lr_kl_target"}
     check_resume_config(older, new, same_run=True)  # the default: what the run did
-    changed = _parse(tiny_model, "use_async_actor_learner=true", "lr_staleness=inverse")
-    with pytest.raises(ConfigError, match="lr_staleness=constant to continue"):
+    changed = _parse(tiny_model, "use_async_actor_learner=true", "lr_kl_target=0.05")
+    with pytest.raises(ConfigError, match="lr_kl_target=0.0 to continue"):
         check_resume_config(older, changed.to_json(), same_run=True)
+
+
+def test_a_retired_key_resumes_where_the_run_used_what_remains(tiny_model: Path) -> None:  # noqa: F811
+    """A run folder saved before options were retired: the keys it wrote at the value
+    Spiral still does (or exact shortcuts at any value) resume; another value is refused."""
+    new = _parse(tiny_model).to_json()
+    saved = {**new, "lr_staleness": "constant", "kl_direction": "reverse", "share_prefix": False}
+    check_resume_config(saved, new, same_run=True)
+    with pytest.raises(ConfigError, match="kl_direction=forward, an option this version"):
+        check_resume_config({**saved, "kl_direction": "forward"}, new, same_run=True)

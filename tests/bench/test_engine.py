@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from spiral.engines.benchmark import (
+from spiral.bench.engine import (
     decode_bytes_per_step,
     decode_flops_per_step,
     run_engine_benchmark,

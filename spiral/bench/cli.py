@@ -67,7 +67,7 @@ class BenchArgs:
 
 def bench_games(seconds: float) -> dict[str, float]:
     from spiral import games
-    from spiral.games.speed import games_per_second
+    from spiral.bench.games import games_per_second
 
     return {f"games_per_s/{g}": games_per_second(g, seconds=seconds) for g in games.ids()}
 
@@ -104,7 +104,7 @@ def engine_dtypes(spec: str) -> list[str]:
 def bench_engine(args: BenchArgs) -> dict[str, float]:
     """The engine benchmark per dtype (keys prefixed `<dtype>/` when more than one), and
     bf16-over-fp32 ratios of learner and decode tokens/s when both ran."""
-    from spiral.engines.benchmark import run_engine_benchmark
+    from spiral.bench.engine import run_engine_benchmark
 
     dtypes = engine_dtypes(args.dtypes)
     results: dict[str, float] = {}
@@ -127,19 +127,19 @@ def bench_engine(args: BenchArgs) -> dict[str, float]:
 
 
 def bench_selfplay(args: BenchArgs) -> dict[str, float]:
-    from spiral.train.benchmark import run_selfplay_benchmark
+    from spiral.bench.selfplay import run_selfplay_benchmark
 
     return run_selfplay_benchmark(model=args.model, hands=args.hands)
 
 
 def bench_pool(args: BenchArgs) -> dict[str, float]:
-    from spiral.train.benchmark import run_pool_benchmark
+    from spiral.bench.selfplay import run_pool_benchmark
 
     return run_pool_benchmark(model=args.model, hands=args.hands, members=args.members)
 
 
 def bench_prefix_cache(args: BenchArgs) -> dict[str, float]:
-    from spiral.train.benchmark import run_prefix_cache_benchmark
+    from spiral.bench.selfplay import run_prefix_cache_benchmark
 
     return run_prefix_cache_benchmark(model=args.model, games=args.games)
 
@@ -147,7 +147,7 @@ def bench_prefix_cache(args: BenchArgs) -> dict[str, float]:
 def bench_async(args: BenchArgs) -> dict[str, float]:
     import os
 
-    from spiral.train.async_benchmark import run_async_benchmark
+    from spiral.bench.async_loop import run_async_benchmark
 
     return run_async_benchmark(
         preset=args.preset,
@@ -159,7 +159,7 @@ def bench_async(args: BenchArgs) -> dict[str, float]:
 
 
 def bench_vllm(args: BenchArgs) -> dict[str, Any]:
-    from spiral.train.vllm_benchmark import run_vllm_benchmark
+    from spiral.bench.vllm import run_vllm_benchmark
 
     return run_vllm_benchmark(preset=args.preset, reps=args.steps, games=args.games)
 

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from spiral.train.benchmark import MODES, run_pool_benchmark, run_selfplay_benchmark
+from spiral.bench.selfplay import MODES, run_pool_benchmark, run_selfplay_benchmark
 
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from spiral.engines.tiny import make_tiny_model
+    from spiral.testing import make_tiny_model
 
     return make_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
 
@@ -38,7 +38,7 @@ def test_pool_benchmark_measures_members_and_both_rollouts(tiny_model: Path) -> 
 
 
 def test_prefix_cache_benchmark_plays_the_same_games_with_less_prefill(tiny_model: Path) -> None:
-    from spiral.train.benchmark import run_prefix_cache_benchmark
+    from spiral.bench.selfplay import run_prefix_cache_benchmark
 
     result = run_prefix_cache_benchmark(
         model=str(tiny_model), games=3, extra=("lora_rank=4", "max_tokens=4")

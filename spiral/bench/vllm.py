@@ -39,8 +39,8 @@ def run_vllm_benchmark(
         engine, _ = open_engine(
             model,
             lora_rank=cfg.lora_rank,
-            kv_cache_gb=cfg.vllm_kv_cache_gb,
-            max_model_len=cfg.vllm_max_model_len,
+            kv_cache_gb=cfg.compute.vllm_kv_cache_gb,
+            max_model_len=cfg.compute.vllm_max_model_len,
         )
         startup = time.perf_counter() - t0
         wrapped = VllmSampledLearner(learner, engine)

@@ -1,4 +1,5 @@
-"""Tiny real models for tests: a BPE tokenizer trained on game text plus a random-init LM.
+"""Tiny real models for tests and benchmarks: a BPE tokenizer trained on game text plus a
+random-init LM. Not part of the public API: names here change with the tests' needs.
 
 `make_tiny_model(path)` writes a genuine Hugging Face folder (config.json,
 model.safetensors, tokenizer.json, tokenizer_config.json with a ChatML chat template), so

@@ -101,7 +101,7 @@ def run_prefix_cache_benchmark(
     collect(chz.replace(cfg, batch_size=2), setup, learner, 0)  # warm-up
     result: dict[str, float] = {}
     tokens: dict[str, list[tuple[int, ...]]] = {}
-    for mode, budget in (("off", 0.0), ("on", cfg.prefix_cache_mb or 512.0)):
+    for mode, budget in (("off", 0.0), ("on", cfg.compute.prefix_cache_mb or 512.0)):
         learner.prefix_cache_mb = budget  # type: ignore[attr-defined]
         t0 = time.perf_counter()
         episodes, metrics = collect(cfg, setup, learner, 0)
