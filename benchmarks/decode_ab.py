@@ -16,7 +16,7 @@ from typing import Any
 
 from ab_setup import ab_args, preset_learner, report
 
-from spiral.engines.decode import drop_packed
+from spiral.engines.torch.decode import drop_packed
 from spiral.train.loop import collect
 
 

@@ -31,10 +31,10 @@ from typing import Any
 import torch
 
 from spiral.engines.base import SamplingParams
-from spiral.engines.learner import TorchLearner
 from spiral.engines.loading import ModelConfig, cache_keyword
-from spiral.engines.prefill import prefill
-from spiral.engines.sampler import _Row
+from spiral.engines.torch.learner import TorchLearner
+from spiral.engines.torch.prefill import prefill
+from spiral.engines.torch.sampler import _Row
 from spiral.testing import make_shaped_model
 
 

@@ -1,5 +1,5 @@
 """Sampling one step of games with the LoRA adapter merged into the base weights vs
-PEFT's adapter path (`spiral/engines/merged.py`), in one process on the same weights and
+PEFT's adapter path (`spiral/engines/torch/merged.py`), in one process on the same weights and
 games (so the VM's drift cancels out). Arms alternate, `--reps` times; the merged arm
 drops its cached merge before each step, as a training step (whose update changes the
 adapter) does, so the merge's cost is counted. The adapter is first made non-zero by a
@@ -15,8 +15,8 @@ from typing import Any
 
 from ab_setup import ab_args, preset_learner, report
 
-from spiral.engines.merged import _lora_layers, drop_merged, merged_weights
-from spiral.engines.snapshots import TRAINED
+from spiral.engines.torch.merged import _lora_layers, drop_merged, merged_weights
+from spiral.engines.torch.snapshots import TRAINED
 from spiral.train.loop import collect
 
 

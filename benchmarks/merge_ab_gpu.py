@@ -17,9 +17,9 @@ from typing import Any
 import torch
 
 from spiral.engines.base import SamplingParams
-from spiral.engines.learner import TorchLearner
 from spiral.engines.loading import ModelConfig
-from spiral.engines.merged import drop_merged
+from spiral.engines.torch.learner import TorchLearner
+from spiral.engines.torch.merged import drop_merged
 from spiral.testing import make_shaped_model
 
 

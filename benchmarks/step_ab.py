@@ -3,8 +3,8 @@ changes, in one process on the same weights and games (so the VM's drift cancels
 
 - before: transformers' `sdpa` attention and PEFT's fp32 LoRA path (the engine before
   these changes);
-- after: the `spiral` attention (matmuls on CPUs in bf16, `spiral/engines/attention.py`)
-  and the LoRA products in bf16 (`spiral/engines/precision.py`).
+- after: the `spiral` attention (matmuls on CPUs in bf16, `spiral/engines/torch/attention.py`)
+  and the LoRA products in bf16 (`spiral/engines/torch/precision.py`).
 
 Each arm samples one step of games (the preset's batch, same seeds) and runs the
 learner's forward + backward on one fixed set of rows; arms alternate, `--reps` times.
@@ -22,12 +22,12 @@ from typing import Any
 
 from ab_setup import ab_args, preset_learner, report
 
-import spiral.engines.learner as learner_module
-import spiral.engines.sampler as sampler_module
+import spiral.engines.torch.learner as learner_module
+import spiral.engines.torch.sampler as sampler_module
 from spiral.algo.losses import importance_sampling_loss
-from spiral.engines.attention import NAME
-from spiral.engines.learner import Regularizer
-from spiral.engines.precision import lora_compute
+from spiral.engines.torch.attention import NAME
+from spiral.engines.torch.learner import Regularizer
+from spiral.engines.torch.precision import lora_compute
 from spiral.train.loop import collect
 
 

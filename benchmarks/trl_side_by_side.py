@@ -40,8 +40,8 @@ from spiral.agents.llm_policy import LLMPolicy
 from spiral.algo.assemble import turn_to_datum
 from spiral.algo.losses import importance_sampling_loss
 from spiral.engines.base import SamplingParams
-from spiral.engines.learner import TorchLearner
 from spiral.engines.loading import ModelConfig, resolve_dtype, resolve_model_path
+from spiral.engines.torch.learner import TorchLearner
 from spiral.games.base import State
 from spiral.games.registry import make
 from spiral.prompts.parse import parse_move

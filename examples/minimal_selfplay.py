@@ -20,8 +20,8 @@ import statistics
 from spiral import games
 from spiral.algo.losses import get_loss
 from spiral.engines.base import SamplingParams
-from spiral.engines.learner import TorchLearner
 from spiral.engines.loading import ModelConfig
+from spiral.engines.torch.learner import TorchLearner
 from spiral.prompts.invalid import invalid_policy
 from spiral.prompts.parse import parse_move
 from spiral.prompts.render import build_prompt, encode

@@ -62,9 +62,9 @@ from typing import Any
 import torch
 
 from spiral.engines.base import SamplingParams
-from spiral.engines.learner import TorchLearner
 from spiral.engines.loading import ModelConfig
-from spiral.engines.sampler import TorchSampler
+from spiral.engines.torch.learner import TorchLearner
+from spiral.engines.torch.sampler import TorchSampler
 from spiral.types import Datum
 
 
@@ -156,7 +156,7 @@ def _time_decode_products(model: Any, rows: int, reps: int = 5) -> float | None:
     `reps`; None where the packed step stands aside for this model."""
     from contextlib import nullcontext
 
-    from spiral.engines.decode import drop_packed, packed_weights
+    from spiral.engines.torch.decode import drop_packed, packed_weights
 
     name = "benchmark-products"  # its own slot (it may push out the least recent one)
     base_weights = model.disable_adapter() if hasattr(model, "disable_adapter") else nullcontext()

@@ -11,21 +11,20 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from spiral.engines.base import Learner, LossFn, Sampler, SamplingParams
+from spiral.engines.base import Learner, LossFn, Sampler, SamplingParams, StaleSamplerError
 from spiral.engines.loading import ModelConfig, resolve_model_path
 
 if TYPE_CHECKING:
-    from spiral.engines.constrained import TokenTrie
     from spiral.engines.embedded import ensure_embedded_model
-    from spiral.engines.learner import TorchLearner
     from spiral.engines.loading import load_model_and_tokenizer
-    from spiral.engines.sampler import StaleSamplerError, TorchSampler
+    from spiral.engines.torch.constrained import TokenTrie
+    from spiral.engines.torch.learner import TorchLearner
+    from spiral.engines.torch.sampler import TorchSampler
 
 _LAZY = {
-    "TorchSampler": "spiral.engines.sampler",
-    "StaleSamplerError": "spiral.engines.sampler",
-    "TorchLearner": "spiral.engines.learner",
-    "TokenTrie": "spiral.engines.constrained",
+    "TorchSampler": "spiral.engines.torch.sampler",
+    "TorchLearner": "spiral.engines.torch.learner",
+    "TokenTrie": "spiral.engines.torch.constrained",
     "load_model_and_tokenizer": "spiral.engines.loading",
     "ensure_embedded_model": "spiral.engines.embedded",
 }

@@ -37,6 +37,20 @@ class SamplingParams:
     cancel: CancelFlag | None = field(default=None, compare=False, repr=False)
 
 
+class StaleSamplerError(RuntimeError):
+    """A sampler was used after the learner's weights changed."""
+
+
+def check_current(is_current: Callable[[], bool] | None, version: int) -> None:
+    """The one stale-sampler rule every sampler a learner makes keeps: once the learner's
+    weights change (an optimizer step, a load), a sampler made before refuses to run."""
+    if is_current is not None and not is_current():
+        raise StaleSamplerError(
+            f"this sampler was made at policy version {version}, but the learner's weights "
+            "have changed since (optim_step or load); call learner.sampler() again"
+        )
+
+
 @runtime_checkable
 class Sampler(Protocol):
     version: int

@@ -238,7 +238,7 @@ def load_model_and_tokenizer(cfg: ModelConfig) -> tuple[Any, Any]:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from spiral.engines.attention import use_spiral_attention
+    from spiral.engines.torch.attention import use_spiral_attention
 
     if cfg.lora_rank < 0:
         raise ValueError(f"lora_rank must be >= 0 (0 = full fine-tuning), got {cfg.lora_rank}")

@@ -90,14 +90,14 @@ def sampled_by(name: str, learner: Learner, model: ModelConfig, **options: Any) 
 
 
 def _torch_learner(model: ModelConfig, **options: Any) -> Learner:
-    from spiral.engines.learner import TorchLearner
+    from spiral.engines.torch.learner import TorchLearner
 
     return TorchLearner(model, **options)
 
 
 def _torch_sampler(model: ModelConfig, version: int) -> Sampler:
     from spiral.engines.loading import load_model_and_tokenizer
-    from spiral.engines.sampler import TorchSampler
+    from spiral.engines.torch.sampler import TorchSampler
 
     loaded, tokenizer = load_model_and_tokenizer(model)
     loaded.eval()
@@ -111,13 +111,13 @@ register(Engine(DEFAULT, _torch_learner, _torch_sampler))
 
 
 def _tinker_learner(model: ModelConfig, **options: Any) -> Learner:
-    from spiral.engines.tinker_engine import TinkerLearner
+    from spiral.engines.tinker import TinkerLearner
 
     return TinkerLearner(model, **options)
 
 
 def _tinker_sampler(model: ModelConfig, version: int) -> Sampler:
-    from spiral.engines.tinker_engine import tinker_sampler
+    from spiral.engines.tinker import tinker_sampler
 
     return tinker_sampler(model, version)
 
@@ -136,13 +136,13 @@ def _vllm_learner(model: ModelConfig, **options: Any) -> Learner:
 
 
 def _vllm_sampler(model: ModelConfig, version: int) -> Sampler:
-    from spiral.engines.vllm_engine import vllm_sampler
+    from spiral.engines.vllm.engine import vllm_sampler
 
     return vllm_sampler(model, version)
 
 
 def _vllm_live(learner: Learner, model: ModelConfig, **options: Any) -> Learner:
-    from spiral.engines.vllm_engine import sampled_by_vllm
+    from spiral.engines.vllm.engine import sampled_by_vllm
 
     return sampled_by_vllm(learner, model, **options)
 

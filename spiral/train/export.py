@@ -49,8 +49,8 @@ def main(argv: Sequence[str]) -> int:
         print(help_text(ExportArgs, "export"))
         return 0
     args = parse_command(ExportArgs, argv, "export")
-    from spiral.engines.learner import TorchLearner
     from spiral.engines.loading import ModelConfig
+    from spiral.engines.torch.learner import TorchLearner
 
     ckpt = resolve_checkpoint(Path(args.checkpoint))
     state = load_loop_state(ckpt)

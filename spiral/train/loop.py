@@ -26,8 +26,8 @@ from typing import Any
 
 from spiral.algo.rae import Baselines
 from spiral.engines.base import Learner
-from spiral.engines.distributed import DataParallelLearner, Ranks
-from spiral.engines.sharded import gather_on_every_rank
+from spiral.engines.parallel.distributed import DataParallelLearner, Ranks
+from spiral.engines.parallel.sharded import gather_on_every_rank
 from spiral.errors import SpiralError
 from spiral.report.console import format_eval, format_progress
 from spiral.report.run_info import write_run_info

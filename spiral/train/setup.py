@@ -18,7 +18,7 @@ from spiral import games
 from spiral.agents import make as make_agent
 from spiral.agents.llm_policy import LLMPolicy
 from spiral.engines.base import Learner, SamplingParams
-from spiral.engines.distributed import Ranks
+from spiral.engines.parallel.distributed import Ranks
 from spiral.evaluation.exploitability import KUHN_CARDS, KUHN_GAME_ID
 from spiral.evaluation.match import evaluate, results_metrics
 from spiral.evaluation.model_policy import model_kuhn_exploitability
@@ -141,11 +141,11 @@ def make_learner_factory(cfg: TrainConfig, ranks: Ranks | None = None) -> Callab
                 max_model_len=cfg.compute.vllm_max_model_len,
             )
         if ranks is not None and ranks.world > 1 and cfg.compute.fsdp:
-            from spiral.engines.sharded import FullyShardedLearner
+            from spiral.engines.parallel.sharded import FullyShardedLearner
 
             learner = FullyShardedLearner(learner)
         elif ranks is not None and ranks.world > 1:
-            from spiral.engines.distributed import DataParallelLearner
+            from spiral.engines.parallel.distributed import DataParallelLearner
 
             learner = DataParallelLearner(learner)
         return learner

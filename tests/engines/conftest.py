@@ -3,24 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-import pytest
 import torch
 
-from spiral.testing import make_tiny_model
 from spiral.types import AnswerConstraint, Completion, Datum
-
-
-@pytest.fixture(scope="session")
-def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_tiny_model(tmp_path_factory.mktemp("tiny") / "llama", arch="llama")
-
-
-@pytest.fixture(scope="session")
-def tiny_qwen3(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_tiny_model(tmp_path_factory.mktemp("tiny") / "qwen3", arch="qwen3")
 
 
 def chat_prompts(tokenizer: Any, texts: list[str]) -> list[list[int]]:
@@ -106,7 +93,9 @@ def is_loss(
     """Importance-sampling loss summed over tokens (the Tinker default's shape)."""
     ratio_T = torch.exp(new_T - old_T)
     n = float(mask_T.sum().clamp(min=1.0))
-    return -(adv_T * ratio_T * mask_T).sum(), {"ratio": float((ratio_T * mask_T).sum()) / n}
+    return -(adv_T * ratio_T * mask_T).sum(), {
+        "ratio": float((ratio_T * mask_T).sum().detach()) / n
+    }
 
 
 LossFnT = Callable[..., tuple[torch.Tensor, dict[str, float]]]

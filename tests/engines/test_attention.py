@@ -12,8 +12,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from spiral.engines.attention import NAME, attention_forward, matmul_attention
 from spiral.engines.loading import ModelConfig, cache_kwarg, load_model_and_tokenizer
+from spiral.engines.torch.attention import NAME, attention_forward, matmul_attention
 
 
 def _exact(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None):
@@ -99,7 +99,7 @@ def test_large_score_matrices_go_to_sdpa(monkeypatch: pytest.MonkeyPatch) -> Non
     """Above MAX_SCORE_BYTES of fp32 scores per layer (a long prefill) it is sdpa itself."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    from spiral.engines import attention
+    from spiral.engines.torch import attention
 
     mask = _padding_mask(2, 3, 5)
     q, k, v = _inputs(2, 4, 2, 3, 5)

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from spiral.engines.base import SamplingParams
-from spiral.engines.decode import (
+from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
+from spiral.engines.torch.decode import (
     _SLOT,
     MIN_ROOM_TO_PACK,
     ModelDecoder,
@@ -20,12 +21,11 @@ from spiral.engines.decode import (
     packed_decoder,
     packed_weights,
 )
-from spiral.engines.learner import TorchLearner
-from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
-from spiral.engines.merged import merged
-from spiral.engines.prefill import prefill
-from spiral.engines.sampler import eval_mode
-from spiral.engines.snapshots import TRAINED
+from spiral.engines.torch.learner import TorchLearner
+from spiral.engines.torch.merged import merged
+from spiral.engines.torch.prefill import prefill
+from spiral.engines.torch.sampler import eval_mode
+from spiral.engines.torch.snapshots import TRAINED
 from spiral.testing import make_tiny_model
 
 from .conftest import PROMPT_TEXTS, chat_prompts, is_loss, to_datum

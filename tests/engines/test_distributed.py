@@ -42,8 +42,8 @@ def _datums() -> list[Datum]:
 
 
 def _learner(model: str):  # type: ignore[no-untyped-def]
-    from spiral.engines.learner import TorchLearner
     from spiral.engines.loading import ModelConfig
+    from spiral.engines.torch.learner import TorchLearner
 
     return TorchLearner(ModelConfig(model=model, lora_rank=4, device="cpu", seed=0))
 
@@ -55,7 +55,7 @@ REG = Regularizer(entropy_coef=0.1)
 def _rank(rank: int, world: int, model: str, init: str, out: str) -> None:
     import torch.distributed as dist
 
-    from spiral.engines.distributed import DataParallelLearner
+    from spiral.engines.parallel.distributed import DataParallelLearner
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)

@@ -9,7 +9,7 @@ import pytest
 from spiral.engines.base import SamplingParams
 from spiral.engines.embedded import ensure_embedded_model, find_embedded_gguf
 from spiral.engines.loading import ModelConfig, load_model_and_tokenizer, resolve_model_path
-from spiral.engines.sampler import TorchSampler
+from spiral.engines.torch.sampler import TorchSampler
 
 
 def test_wheel_gguf_is_found() -> None:

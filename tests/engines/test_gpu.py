@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from spiral.engines.learner import TorchLearner
 from spiral.engines.loading import ModelConfig
+from spiral.engines.torch.learner import TorchLearner
 
 from .conftest import is_loss, max_gap, sample_agreement_datums
 

@@ -10,10 +10,9 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from spiral.algo.losses import get_loss
-from spiral.engines.base import Learner, SamplingParams
-from spiral.engines.learner import TorchLearner
+from spiral.engines.base import Learner, SamplingParams, StaleSamplerError
 from spiral.engines.loading import ModelConfig, activation_checkpointing_on
-from spiral.engines.sampler import StaleSamplerError
+from spiral.engines.torch.learner import TorchLearner
 from spiral.types import Datum
 
 from .conftest import PROMPT_TEXTS, chat_prompts, is_loss, move_constraint, to_datum

@@ -140,7 +140,7 @@ def test_a_model_of_a_real_shape_is_built_from_its_config_file(tmp_path: Path) -
     throughput where weights cannot be downloaded); fields may be overridden."""
     from transformers import AutoConfig
 
-    from spiral.engines.learner import TorchLearner
+    from spiral.engines.torch.learner import TorchLearner
     from spiral.testing import make_shaped_model
 
     shapes = Path(__file__).resolve().parents[2] / "benchmarks" / "model-shapes"

@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from spiral.engines.base import SamplingParams
-from spiral.engines.learner import TorchLearner
 from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
-from spiral.engines.merged import _SLOT, MAX_MERGED, merged
-from spiral.engines.sampler import TorchSampler
-from spiral.engines.snapshots import TRAINED, drop_snapshot, take_snapshot
+from spiral.engines.torch.learner import TorchLearner
+from spiral.engines.torch.merged import _SLOT, MAX_MERGED, merged
+from spiral.engines.torch.sampler import TorchSampler
+from spiral.engines.torch.snapshots import TRAINED, drop_snapshot, take_snapshot
 
 from .conftest import (
     PROMPT_TEXTS,

@@ -12,7 +12,7 @@ from spiral.engines.loading import (
     enable_activation_checkpointing,
     load_model_and_tokenizer,
 )
-from spiral.engines.precision import lora_compute, mixed_lora
+from spiral.engines.torch.precision import lora_compute, mixed_lora
 
 
 def _model(path: Path, dtype: str, rank: int = 4):

@@ -1,4 +1,4 @@
-"""The prefix cache across sampler calls (spiral.engines.kv_cache): the radix tree's
+"""The prefix cache across sampler calls (spiral.engines.torch.kv_cache): the radix tree's
 rules on hand-made tensors, then on a tiny real model: the same tokens and log-probs as
 without it, history computed once, per-adapter keys, and never stale after an update."""
 
@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from spiral.engines.base import SamplingParams
-from spiral.engines.kv_cache import PrefixCache
-from spiral.engines.learner import TorchLearner
+from spiral.engines.base import SamplingParams, StaleSamplerError
 from spiral.engines.loading import ModelConfig
-from spiral.engines.sampler import StaleSamplerError, TorchSampler
+from spiral.engines.torch.kv_cache import PrefixCache
+from spiral.engines.torch.learner import TorchLearner
+from spiral.engines.torch.sampler import TorchSampler
 
 from .conftest import chat_prompts, is_loss, move_constraint
 from .test_learner import _datums

@@ -44,7 +44,7 @@ def test_torch_is_the_default_and_unknown_names_are_refused() -> None:
         registry.get("nope")
     from spiral.train.config import parse_config
 
-    assert parse_config([]).engine == "torch"
+    assert parse_config([]).compute.engine == "torch"
     with pytest.raises(UsageError, match="unknown engine"):
         parse_config(["engine=nope"])
 
@@ -57,7 +57,7 @@ def test_vllm_samples_only_and_says_what_to_install() -> None:
         registry.learner("vllm", ModelConfig(str(tiny_model_dir())))
     with pytest.raises(UsageError, match="sampler_engine=tinker cannot sample"):
         parse_config(["sampler_engine=tinker"])
-    assert parse_config(["sampler_engine=vllm"]).sampler_engine == "vllm"
+    assert parse_config(["sampler_engine=vllm"]).compute.sampler_engine == "vllm"
     if importlib.util.find_spec("vllm") is None:  # this venv: the message names the fix
         with pytest.raises(UsageError, match="make setup-vllm"):
             registry.sampler("vllm", ModelConfig(str(tiny_model_dir())))

@@ -14,8 +14,8 @@ from spiral.algo.losses import importance_sampling_loss, ppo_loss
 from spiral.algo.merge import merge_identical
 from spiral.algo.regularizers import Regularizer
 from spiral.engines.base import SamplingParams
-from spiral.engines.learner import TorchLearner
 from spiral.engines.loading import ModelConfig
+from spiral.engines.torch.learner import TorchLearner
 from spiral.types import AnswerConstraint, Datum, Turn
 
 from .conftest import PROMPT_TEXTS, chat_prompts

@@ -9,8 +9,8 @@ import torch
 
 from spiral.engines.base import Sampler, SamplingParams
 from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
-from spiral.engines.prefill import common_prefix_len
-from spiral.engines.sampler import (
+from spiral.engines.torch.prefill import common_prefix_len
+from spiral.engines.torch.sampler import (
     TorchSampler,
     _mask_to_allowed,
     draw_inverse_cdf,
@@ -192,7 +192,7 @@ def test_nan_weights_stop_sampling_with_a_clear_error(
 ) -> None:
     """A diverged model (NaN weights) used to hang constrained sampling forever: a NaN
     drew a token outside the legal set and the row never finished."""
-    from spiral.engines.sampler import NonFiniteLogitsError
+    from spiral.engines.torch.sampler import NonFiniteLogitsError
     from spiral.errors import SpiralError
 
     from .conftest import move_constraint

@@ -1,5 +1,5 @@
-"""Pool members as LoRA adapters over one base model (spiral.engines.snapshots), and for
-full fine-tuning as model folders read on demand (spiral.engines.full_members): frozen
+"""Pool members as LoRA adapters over one base model (spiral.engines.torch.snapshots), and for
+full fine-tuning as model folders read on demand (spiral.engines.torch.full_members): frozen
 while the policy trains, switched per call, and equal to their saved folder loaded alone."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from spiral.engines.base import SamplingParams
-from spiral.engines.learner import TorchLearner
+from spiral.engines.base import SamplingParams, StaleSamplerError
 from spiral.engines.loading import ModelConfig
-from spiral.engines.sampler import StaleSamplerError, TorchSampler
-from spiral.engines.snapshots import SnapshotError, snapshot_names
+from spiral.engines.torch.learner import TorchLearner
+from spiral.engines.torch.sampler import TorchSampler
+from spiral.engines.torch.snapshots import SnapshotError, snapshot_names
 
 from .conftest import PROMPT_TEXTS, chat_prompts, is_loss, move_constraint
 from .test_learner import _datums

@@ -19,7 +19,7 @@ from spiral.algo.regularizers import Regularizer  # noqa: E402
 from spiral.engines import registry  # noqa: E402
 from spiral.engines.base import SamplingParams  # noqa: E402
 from spiral.engines.loading import ModelConfig  # noqa: E402
-from spiral.engines.tinker_engine import (  # noqa: E402
+from spiral.engines.tinker import (  # noqa: E402
     API_KEY_ENV,
     POINTER_FILE,
     TINKER_LOSSES,

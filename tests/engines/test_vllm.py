@@ -15,10 +15,10 @@ import pytest
 
 pytest.importorskip("vllm")
 
-from spiral.engines.base import SamplingParams  # noqa: E402
-from spiral.engines.learner import TorchLearner  # noqa: E402
+from spiral.engines.base import SamplingParams, StaleSamplerError  # noqa: E402
 from spiral.engines.loading import ModelConfig  # noqa: E402
-from spiral.engines.vllm_engine import VllmSampledLearner, open_engine  # noqa: E402
+from spiral.engines.torch.learner import TorchLearner  # noqa: E402
+from spiral.engines.vllm.engine import VllmSampledLearner, open_engine  # noqa: E402
 from spiral.types import Datum  # noqa: E402
 
 from .conftest import (
@@ -90,7 +90,7 @@ def test_vllm_samples_agree_with_the_torch_learner_and_adapters_hot_swap(pair) -
     fresh = _datums(wrapped, seed=1)  # the new adapter, in the same engine
     assert wrapped.engine.llm is llm
     assert max_gap(learner, fresh) < TOLERANCE
-    with pytest.raises(RuntimeError, match="ask the learner for a new sampler"):
+    with pytest.raises(StaleSamplerError, match="call learner.sampler"):  # the one rule
         old_sampler.sample([[1, 2, 3]], SamplingParams(max_tokens=2))
 
 
@@ -263,7 +263,7 @@ def test_spiral_serve_on_vllm_answers_the_openai_client_with_legal_moves_only(
 
 
 def test_full_fine_tuning_syncs_every_weight_into_a_private_engine(model_dir: Path) -> None:
-    from spiral.engines.vllm_engine import sampled_by_vllm
+    from spiral.engines.vllm.engine import sampled_by_vllm
 
     cfg = ModelConfig(str(model_dir), lora_rank=0, dtype="float32")
     learner = TorchLearner(cfg, micro_batch_tokens=200)

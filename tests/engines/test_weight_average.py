@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from spiral.agents.model_agent import resolve_source
-from spiral.engines.learner import AVERAGED, TorchLearner
+from spiral.engines.base import StaleSamplerError
 from spiral.engines.loading import ModelConfig
-from spiral.engines.sampler import StaleSamplerError
+from spiral.engines.torch.learner import AVERAGED, TorchLearner
 from spiral.types import Datum
 
 from .conftest import PROMPT_TEXTS, chat_prompts, is_loss, to_datum

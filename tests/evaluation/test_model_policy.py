@@ -8,7 +8,7 @@ import pytest
 from spiral.agents.llm_policy import LLMPolicy
 from spiral.engines.base import SamplingParams
 from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
-from spiral.engines.sampler import TorchSampler
+from spiral.engines.torch.sampler import TorchSampler
 from spiral.evaluation.model_policy import (
     model_move_distribution,
     model_move_distributions,

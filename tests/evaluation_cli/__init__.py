@@ -66,8 +66,8 @@ def write_checkpoint(run_dir: Path, step: int, seed: int = 0, **config: Any) -> 
     and a row in checkpoints/index.jsonl."""
     import torch
 
-    from spiral.engines.learner import TorchLearner
     from spiral.engines.loading import ModelConfig
+    from spiral.engines.torch.learner import TorchLearner
     from spiral.train.checkpoint import LoopState, save_checkpoint
 
     learner = TorchLearner(ModelConfig(model=str(tiny_model_dir()), lora_rank=4, device="cpu"))

@@ -169,7 +169,7 @@ def test_benchmark_labels(tmp_path: Path) -> None:
 
 def test_real_tiny_model_end_to_end(tiny_dir: Path, tokenizer: Any) -> None:
     from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
-    from spiral.engines.sampler import TorchSampler
+    from spiral.engines.torch.sampler import TorchSampler
 
     model, tok = load_model_and_tokenizer(
         ModelConfig(model=str(tiny_dir), lora_rank=0, device="cpu", dtype="float32")

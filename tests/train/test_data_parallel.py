@@ -19,7 +19,7 @@ import pytest
 import torch.multiprocessing as mp
 
 from spiral import agents
-from spiral.engines.distributed import Ranks
+from spiral.engines.parallel.distributed import Ranks
 from spiral.prompts.invalid import invalid_policy
 from spiral.rollout.play import GameSpec, derive_seed, play_with_draw_retry
 from spiral.train.checkpoint import latest_checkpoint
@@ -187,8 +187,8 @@ def test_torchrun_trains_on_two_ranks_writes_once_and_resumes(
     # Resume on two ranks from step 3 (both read it; their weights are checked equal at
     # the next checkpoint, which raises if a rank diverged).
     # A checkpoint of either kind is a plain one: one process resumes from it.
-    from spiral.engines.learner import TorchLearner
     from spiral.engines.loading import ModelConfig
+    from spiral.engines.torch.learner import TorchLearner
 
     alone = TorchLearner(ModelConfig(model=str(tiny_model), lora_rank=4, device="cpu"))
     alone.load(run / "checkpoints" / "step_000003" / "learner")

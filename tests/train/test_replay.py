@@ -84,8 +84,8 @@ def test_stats_are_ages_in_versions() -> None:
 
 @pytest.fixture(scope="module")
 def tiny_learner(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    from spiral.engines.learner import TorchLearner
     from spiral.engines.loading import ModelConfig
+    from spiral.engines.torch.learner import TorchLearner
     from spiral.testing import make_tiny_model
 
     model = make_tiny_model(tmp_path_factory.mktemp("tiny") / "model")

@@ -10,7 +10,7 @@ import torch
 
 from spiral.engines.base import SamplingParams
 from spiral.engines.benchmark import _benchmark_loss, _learner_datums, _prompts
-from spiral.engines.learner import TorchLearner
+from spiral.engines.torch.learner import TorchLearner
 from spiral.engines.loading import ModelConfig
 from spiral.types import Datum
 

@@ -17,7 +17,7 @@ sys.path.insert(0, "benchmarks")
 
 from ab_setup import ab_args, preset_learner  # noqa: E402
 
-from spiral.engines.learner import TorchLearner  # noqa: E402
+from spiral.engines.torch.learner import TorchLearner  # noqa: E402
 from spiral.train.step import update  # noqa: E402
 
 STEP = 60

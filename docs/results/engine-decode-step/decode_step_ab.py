@@ -15,13 +15,13 @@ import time
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from spiral.engines.decode import ModelDecoder, PackedDecoder, packed_weights
-from spiral.engines.learner import TorchLearner
+from spiral.engines.torch.decode import ModelDecoder, PackedDecoder, packed_weights
+from spiral.engines.torch.learner import TorchLearner
 from spiral.engines.loading import ModelConfig
-from spiral.engines.merged import merged
-from spiral.engines.prefill import prefill
-from spiral.engines.sampler import eval_mode
-from spiral.engines.snapshots import TRAINED
+from spiral.engines.torch.merged import merged
+from spiral.engines.torch.prefill import prefill
+from spiral.engines.torch.sampler import eval_mode
+from spiral.engines.torch.snapshots import TRAINED
 
 ROWS, PROMPT, STEPS = 16, 256, 10
 

@@ -11,10 +11,10 @@ import time
 
 import torch
 
-import spiral.engines.attention as attention
+import spiral.engines.torch.attention as attention
 from spiral.engines.base import SamplingParams
 from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
-from spiral.engines.sampler import TorchSampler
+from spiral.engines.torch.sampler import TorchSampler
 
 fp32_scores = attention.matmul_attention
 

@@ -22,7 +22,7 @@ from safetensors.torch import load_file
 from spiral.agents.llm_policy import LLMPolicy
 from spiral.agents.model_agent import list_checkpoints
 from spiral.engines.base import SamplingParams
-from spiral.engines.learner import TorchLearner
+from spiral.engines.torch.learner import TorchLearner
 from spiral.engines.loading import ModelConfig
 from spiral.evaluation.model_policy import model_kuhn_exploitability
 from spiral.prompts.spec import PromptSpec

@@ -7,7 +7,7 @@ from spiral.algo.assemble import assemble
 from spiral.algo.merge import merge_identical
 from spiral.algo.rae import Baselines, rae_advantages
 from spiral.algo.losses import importance_sampling_loss
-from spiral.engines.learner import Regularizer
+from spiral.engines.torch.learner import Regularizer
 from spiral.train.config import parse_config
 from spiral.train.loop import POLICY, collect
 from spiral.train.setup import build_setup, make_learner_factory

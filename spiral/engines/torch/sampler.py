@@ -70,26 +70,22 @@ from typing import Any
 
 import torch
 
-from spiral.engines.base import SamplingCancelled, SamplingParams
-from spiral.engines.constrained import ConstrainedRow
-from spiral.engines.decode import Decoder, ModelDecoder, packed_decoder
-from spiral.engines.kv_cache import PrefixCache
-from spiral.engines.merged import merged
-from spiral.engines.precision import lora_compute
-from spiral.engines.prefill import (
+from spiral.engines.base import SamplingCancelled, SamplingParams, check_current
+from spiral.engines.torch.constrained import ConstrainedRow
+from spiral.engines.torch.decode import Decoder, ModelDecoder, packed_decoder
+from spiral.engines.torch.kv_cache import PrefixCache
+from spiral.engines.torch.merged import merged
+from spiral.engines.torch.precision import lora_compute
+from spiral.engines.torch.prefill import (
     common_prefix_len,
     prefill,
     prefill_cached,
     prefill_grouped,
     supports_prefix_cache,
 )
-from spiral.engines.snapshots import TRAINED, SnapshotError, active_adapter
+from spiral.engines.torch.snapshots import TRAINED, SnapshotError, active_adapter
 from spiral.errors import SpiralError
 from spiral.types import AnswerConstraint, Completion, StopReason
-
-
-class StaleSamplerError(RuntimeError):
-    """A sampler was used after the learner's weights changed."""
 
 
 @contextlib.contextmanager
@@ -229,11 +225,7 @@ class TorchSampler:
         return self._tokenizer
 
     def _check_current(self) -> None:
-        if self._is_current is not None and not self._is_current():
-            raise StaleSamplerError(
-                f"this sampler was made at policy version {self.version}, but the learner's "
-                "weights have changed since (optim_step or load); call learner.sampler() again"
-            )
+        check_current(self._is_current, self.version)
 
     def sample(
         self,

@@ -52,9 +52,9 @@ from typing import Any, Protocol
 import torch
 import torch.nn.functional as F
 
-from spiral.engines.attention import grouped_attention, stacked_mask
 from spiral.engines.loading import cache_keyword
-from spiral.engines.merged import drop_merged, drop_slot
+from spiral.engines.torch.attention import grouped_attention, stacked_mask
+from spiral.engines.torch.merged import drop_merged, drop_slot
 
 ARCHITECTURES = ("llama", "qwen2", "qwen3")
 _SLOT = "_spiral_packed_decode"

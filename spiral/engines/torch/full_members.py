@@ -29,9 +29,9 @@ from typing import Any
 
 from safetensors import SafetensorError
 
-import spiral.engines.checkpoint_io as checkpoint_io
+import spiral.engines.torch.checkpoint_io as checkpoint_io
 from spiral.engines.base import SamplingParams
-from spiral.engines.snapshots import SnapshotError
+from spiral.engines.torch.snapshots import SnapshotError
 from spiral.types import AnswerConstraint, Completion
 
 CONFIG_FILE = "config.json"
@@ -130,7 +130,7 @@ class MemberSampler:
         return self._tokenizer
 
     def _sampler(self) -> Any:
-        from spiral.engines.sampler import TorchSampler
+        from spiral.engines.torch.sampler import TorchSampler
 
         if self._name not in self._members.names:
             raise SnapshotError(f"pool member {self._name!r} was dropped from the pool")

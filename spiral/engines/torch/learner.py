@@ -41,7 +41,7 @@ Choices:
   made earlier raises StaleSamplerError instead of sampling from changed weights.
 - Checkpoints are HF folders (PEFT adapter or full model, plus tokenizer) and the
   optimizer state in safetensors + JSON (checkpoint_io). No pickle.
-- Weight averaging (`average_decay` > 0, `spiral.engines.averaging`): after every
+- Weight averaging (`average_decay` > 0, `spiral.engines.torch.averaging`): after every
   optimizer step the trainable weights are folded into a bias-corrected moving average.
   `averaged()` swaps it in for evaluation; `save` writes it as a loadable model folder
   `averaged/` (with `averaging.json`: decay and count), and `load` restores it bit for
@@ -61,20 +61,20 @@ from typing import Any, Literal
 
 import torch
 
-import spiral.engines.checkpoint_io as checkpoint_io
-import spiral.engines.snapshots as snapshots
+import spiral.engines.torch.checkpoint_io as checkpoint_io
+import spiral.engines.torch.snapshots as snapshots
 from spiral.algo.losses import combine_diagnostics
 from spiral.algo.regularizers import Regularizer, regularizer_loss, uniform_magnet
-from spiral.engines.averaging import WeightAverage
 from spiral.engines.base import LossFn, Sampler
-from spiral.engines.constrained import answer_masks
-from spiral.engines.decode import drop_sampling_weights
-from spiral.engines.full_members import FullMembers, MemberSampler
 from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
 from spiral.engines.manifest import DamagedCheckpointError
-from spiral.engines.precision import lora_compute
-from spiral.engines.prefill import common_prefix_len, prefill_grouped
-from spiral.engines.sampler import TorchSampler, eval_mode, hidden_to_logits
+from spiral.engines.torch.averaging import WeightAverage
+from spiral.engines.torch.constrained import answer_masks
+from spiral.engines.torch.decode import drop_sampling_weights
+from spiral.engines.torch.full_members import FullMembers, MemberSampler
+from spiral.engines.torch.precision import lora_compute
+from spiral.engines.torch.prefill import common_prefix_len, prefill_grouped
+from spiral.engines.torch.sampler import TorchSampler, eval_mode, hidden_to_logits
 from spiral.types import Datum
 
 

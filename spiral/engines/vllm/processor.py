@@ -19,7 +19,7 @@ import itertools
 from collections.abc import Sequence
 from typing import Any
 
-from spiral.engines.constrained import ConstrainedRow
+from spiral.engines.torch.constrained import ConstrainedRow
 from spiral.types import AnswerConstraint
 
 CONSTRAINT_KEY = "spiral_constraint"  # SamplingParams.extra_args key of a row's constraint

@@ -38,7 +38,7 @@ def _require_lora(model: Any) -> None:
     if not hasattr(model, "peft_config") or TRAINED not in model.peft_config:
         raise SnapshotError(
             "this snapshot is a LoRA adapter over one base model; train with lora_rank > 0 "
-            "(full fine-tuning's pool members are model folders: engines/full_members.py)"
+            "(full fine-tuning's pool members are model folders: engines/torch/full_members.py)"
         )
 
 
@@ -95,7 +95,7 @@ def load_snapshot(model: Any, name: str, folder: Path) -> None:
 def drop_snapshot(model: Any, name: str) -> None:
     """Free member `name`'s weights (its folder on disk is left to the caller)."""
     if name in getattr(model, "peft_config", {}) and name != TRAINED:
-        from spiral.engines.decode import drop_sampling_weights
+        from spiral.engines.torch.decode import drop_sampling_weights
 
         drop_sampling_weights(model, name)
         model.delete_adapter(name)

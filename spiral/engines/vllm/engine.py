@@ -52,9 +52,10 @@ from spiral.engines.base import (
     Sampler,
     SamplingCancelled,
     SamplingParams,
+    check_current,
 )
 from spiral.engines.loading import ModelConfig, resolve_device, resolve_dtype, resolve_model_path
-from spiral.engines.vllm_processor import (
+from spiral.engines.vllm.processor import (
     CONSTRAINT_KEY,
     SCORE_KEY,
     SCORES,
@@ -244,7 +245,7 @@ def _eos_ids(base: Path, tokenizer: Any) -> frozenset[int]:
 
     from transformers import GenerationConfig
 
-    from spiral.engines.sampler import eos_token_ids
+    from spiral.engines.torch.sampler import eos_token_ids
 
     has_config = (base / "generation_config.json").is_file()
     config = GenerationConfig.from_pretrained(str(base)) if has_config else None
@@ -278,11 +279,7 @@ class VllmSampler:
         return self.engine.tokenizer
 
     def _check_current(self) -> None:
-        if self.is_current is not None and not self.is_current():
-            raise RuntimeError(
-                f"this sampler holds version {self.version}; the weights have changed since: "
-                "ask the learner for a new sampler"
-            )
+        check_current(self.is_current, self.version)
 
     def sample(
         self,

@@ -67,9 +67,9 @@ import torch.distributed as dist
 
 from spiral.algo.losses import combine_diagnostics
 from spiral.algo.regularizers import Regularizer
-from spiral.engines import checkpoint_io
 from spiral.engines.base import LossFn
-from spiral.engines.distributed import RankedLearner
+from spiral.engines.parallel.distributed import RankedLearner
+from spiral.engines.torch import checkpoint_io
 from spiral.types import Datum
 
 
