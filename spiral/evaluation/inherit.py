@@ -52,6 +52,14 @@ AGENT_KEYS: dict[str, str | None] = {
     "dtype": "dtype",
     "invalid_move_policy": "invalid_policy",
 }
+# Values of the keys without an eval override that are not worth a word (the defaults).
+QUIET: dict[str, tuple[Any, ...]] = {
+    "system_rules": (None, False),
+    "think_budget": (None, 0),
+    "top_p": (None, 1.0),
+    "stop": (None, [], ()),
+    "max_turns": (None, 0),
+}
 
 
 @dataclass(frozen=True)
@@ -110,8 +118,9 @@ def inherit(a: EvalArgs, config: Mapping[str, Any]) -> Inherited:
             taken["exploitability"] = "true"
     for key, arg in AGENT_KEYS.items():
         overridden = arg is not None and getattr(a, arg) not in (None, "")
-        if config.get(key) not in (None, "", [], ()) and not overridden:
-            taken[arg or key] = _shown(config[key])
+        if config.get(key) in QUIET.get(key, (None, "", [], ())) or overridden:
+            continue  # nothing to say: unset, or the value every prompt has unless set
+        taken[arg or key] = _shown(config[key])
     filled = chz.replace(
         a,
         env_ids=tuple(env_ids),
