@@ -113,15 +113,3 @@ def split_minibatches(datums: Sequence[Datum], n: int, seed: int) -> list[list[D
         out.append(order[start:end])
         start = end
     return out
-
-
-def prompt_key(datum: Datum) -> tuple[object, ...]:
-    """What identifies a row's situation: game, seat and every token before its first
-    trained token (the prompt, for answers without free reasoning)."""
-    first = next((t for t, m in enumerate(datum.mask) if m > 0), len(datum.mask))
-    return (datum.game_id, datum.seat, datum.input_ids[: first + 1])
-
-
-def _row_advantage(datum: Datum) -> float:
-    trained = [a for a, m in zip(datum.advantages, datum.mask, strict=True) if m > 0]
-    return trained[0] if trained else 0.0

@@ -10,7 +10,7 @@ Keys (rates in tokens/s):
   once per row as the caller sees it (the effective rate with prefix reuse);
   `sample/prefill_computed_tokens_per_s`: tokens actually run through the model / time.
 - `sample/decode_tokens_per_s`: generated tokens / decode-loop time (the sampler as it
-  runs: `decode.py`'s packed step where it applies);
+  runs: `engines/torch/decode.py`'s packed step where it applies);
   `sample/decode_tokens_per_s_model_forward`: the same call decoded by the model's own
   forward (`packed_decode=False`), and `sample/speedup_packed_decode` their ratio.
 - `sample/speedup_vs_hf_generate`: generated tokens per second of our batched sampler
@@ -29,7 +29,7 @@ Keys (rates in tokens/s):
   bounds: where a step's FLOPs per byte read exceed the machine's FLOPs per byte of
   bandwidth, decode is bound by compute and the bandwidth bound cannot be reached.
 - `sample/decode_products_share_of_bound`: one step's matrix products alone (the packed
-  step's prepacked linears, `decode.py`, on random inputs of `batch` rows; median of 5)
+  step's prepacked linears, `engines/torch/decode.py`, on random inputs of `batch` rows; median of 5)
   as a share of the bandwidth bound: the most any decode of these kernels can reach,
   with norms, rotary, attention and sampling taking no time at all. Absent where the
   packed step stands aside for the model.

@@ -15,7 +15,7 @@ says which to install when it is built),
 `sampler` and `names` are what callers use. A name that is not registered is refused
 with the list of those that are. Registered here: `torch` (the local transformers +
 PEFT engine, CPU and CUDA), `tinker` (the hosted Tinker API through its SDK,
-`tinker_engine.py`; needs TINKER_API_KEY) and `vllm` (sampling only, `vllm_engine.py`;
+`tinker.py`; needs TINKER_API_KEY) and `vllm` (sampling only, `vllm/engine.py`;
 the vllm extra or vLLM's CPU build).
 
 Samplers made by a learner (`Learner.sampler()`, over its live weights) are the engine's
@@ -96,12 +96,15 @@ def _torch_learner(model: ModelConfig, **options: Any) -> Learner:
 
 
 def _torch_sampler(model: ModelConfig, version: int) -> Sampler:
-    from spiral.engines.loading import load_model_and_tokenizer
+    from spiral.engines.loading import exact_shortcuts, load_model_and_tokenizer
     from spiral.engines.torch.sampler import TorchSampler
 
     loaded, tokenizer = load_model_and_tokenizer(model)
     loaded.eval()
-    return TorchSampler(loaded, tokenizer, version=version)
+    on = exact_shortcuts()
+    return TorchSampler(
+        loaded, tokenizer, version=version, prefix_reuse=on, merge_lora=on, packed_decode=on
+    )
 
 
 register(Engine(DEFAULT, _torch_learner, _torch_sampler))

@@ -58,6 +58,43 @@ LrSchedule = Literal["constant", "linear", "cosine", "step"]
 # One error type for a bad command line, whichever command (spiral.args).
 ConfigError = UsageError
 
+# Keys Spiral no longer offers (docs/architecture.md, "Options retired"), with the value
+# that is still what it does; a run folder saved with another value used the option.
+RETIRED_KEYS: dict[str, Any] = {
+    "lr_staleness": "constant",
+    "async_lockstep_steps": 0,
+    "kl_direction": "reverse",
+    "prompt_baseline": False,
+    "fsp_sampling": "uniform",
+    "rae_baseline": "ema",
+}
+RETIRED_VALUES: dict[str, tuple[Any, ...]] = {"loss_fn": ("truncated_importance_sampling",)}
+# Exact shortcuts, always on now (SPIRAL_EXACT_SHORTCUTS=0 turns the engine's off).
+EXACT_KEYS = ("merge_rows", "share_prefix", "merge_lora_for_sampling", "packed_decode")
+RETIRED_HINT = (
+    "retired: the option was measured not to help or never measured "
+    '(docs/architecture.md, "Options retired")'
+)
+
+
+def retired_option(config: dict[str, Any]) -> str | None:
+    """`key=value` of a retired option a saved config used (and that had an effect), or
+    None. A KL direction without a KL, a baseline kind without a baseline, a pool choice
+    without a pool, an async start without the async loop changed nothing."""
+    idle = {
+        "kl_direction": not config.get("kl_coef") and not config.get("kl_coef_final"),
+        "rae_baseline": config.get("use_role_baseline") is False,
+        "fsp_sampling": not config.get("fsp_enabled"),
+        "async_lockstep_steps": not config.get("use_async_actor_learner"),
+    }
+    for key, kept in RETIRED_KEYS.items():
+        if key in config and config[key] != kept and not idle.get(key, False):
+            return f"{key}={config[key]}"
+    for key, values in RETIRED_VALUES.items():
+        if config.get(key) in values:
+            return f"{key}={config[key]}"
+    return None
+
 
 @chz.chz
 class TrainConfig:
@@ -267,5 +304,11 @@ def help_text(argv: Sequence[str] = ()) -> str:
 
 def parse_config(argv: Sequence[str]) -> TrainConfig:
     """A validated TrainConfig from `key=value` strings (`preset=NAME` first, then the
-    rest; the shared front door, spiral.args.parse_command)."""
+    rest; the shared front door, spiral.args.parse_command). A retired key is named as
+    retired, not as unknown."""
+    for word in argv:
+        key, _, value = word.partition("=")
+        if key in RETIRED_KEYS or key in EXACT_KEYS or value in RETIRED_VALUES.get(key, ()):
+            what = "always on now" if key in EXACT_KEYS else RETIRED_HINT
+            raise ConfigError(f"{key}={value}: {what}; drop it")
     return parse_command(TrainConfig, argv, "train", presets=PRESETS)

@@ -132,7 +132,7 @@ class RegularizerConfig:
     kl_coef_final: float | None = chz.field(
         default=None,
         doc="if set, kl_coef moves linearly to this value over the run (e.g. 0 -> 0.1 with "
-        "a forward KL to uniform: free to leave a plateau early, kept off the simplex "
+        "a KL to uniform: free to leave a plateau early, kept off the simplex "
         "corners late)",
     )
     kl_reference: KlReference = chz.field(

@@ -16,7 +16,8 @@
   from before the key resumes as long as the key is left at its default. This holds
   because a new key's default is always the behaviour from before the key (the rule for
   adding one: `lr_kl_target=0`, `fsdp=false`). Keys Spiral retired are ignored where the
-  run used what remains (`RETIRED_KEYS`) and refused otherwise.
+  run used what remains or where they had no effect (`config.retired_option`); a run
+  folder that used one is refused, though a new run may start from its checkpoints.
 """
 
 from __future__ import annotations
@@ -30,22 +31,16 @@ from typing import Any
 from spiral.engines.base import Learner
 from spiral.engines.manifest import DamagedCheckpointError
 from spiral.train.checkpoint import LoopState, complete_checkpoints, verified_loop_state
-from spiral.train.config import ConfigError, TrainConfig
+from spiral.train.config import (
+    EXACT_KEYS,
+    RETIRED_HINT,
+    RETIRED_KEYS,
+    ConfigError,
+    TrainConfig,
+    retired_option,
+)
 
 SHAPE_KEYS = ("model_name", "lora_rank", "lora_alpha")
-# Keys Spiral no longer offers, with the value that is still what it does. A run folder
-# saved with that value resumes (the key is ignored); one saved with another value was a
-# different experiment, which this version cannot continue.
-RETIRED_KEYS: dict[str, Any] = {
-    "lr_staleness": "constant",
-    "async_lockstep_steps": 0,
-    "kl_direction": "reverse",
-    "prompt_baseline": False,
-    "fsp_sampling": "uniform",
-    "rae_baseline": "ema",
-}
-# Exact shortcuts that are always on now: any saved value continues the same run.
-EXACT_KEYS = ("merge_rows", "share_prefix", "merge_lora_for_sampling", "packed_decode")
 SAFE_KEYS = frozenset(
     {
         "max_steps",
@@ -92,17 +87,16 @@ def remove_partial_writes(ckpt_dir: Path) -> int:
 def check_resume_config(saved: dict[str, Any], new: dict[str, Any], same_run: bool) -> None:
     """Raise ConfigError naming the first key whose change the resume cannot honour.
     A key missing from `saved` (added to Spiral after the run) counts as its default."""
+    retired = retired_option(saved)
+    saved = {k: v for k, v in saved.items() if k not in RETIRED_KEYS and k not in EXACT_KEYS}
     saved = {**TrainConfig().to_json(), **saved}
-    for key, kept in RETIRED_KEYS.items():
-        used = saved.pop(key, kept)
-        if used != kept:
-            raise ConfigError(
-                f"cannot resume: the run was trained with {key}={_cli(used)}, an option this "
-                "version of Spiral no longer offers (measured not to help, docs/log.md); "
-                "continue it with the version that wrote it, or start a new run"
-            )
-    for key in EXACT_KEYS:
-        saved.pop(key, None)
+    if retired and same_run:
+        raise ConfigError(
+            f"cannot resume this run folder: it was trained with {retired}, an option this "
+            f"version of Spiral no longer offers ({RETIRED_HINT}); continue it with the "
+            "version that wrote it, or start a new run from its checkpoint "
+            "(another log_path, load_checkpoint_path=<this checkpoint>)"
+        )
     for key in SHAPE_KEYS:
         if key in saved and saved[key] != new.get(key):
             raise ConfigError(

@@ -57,7 +57,9 @@ def test_make_train_uses_a_known_preset() -> None:
         (["preset=nope"], "embedded-tictactoe"),
         (["lora_rank"], "key=value"),
         (["use_llm_obs_wrappers=True,False"], "one per env"),
-        (["lr_staleness=inverse"], "unknown key 'lr_staleness'"),  # retired: did not help
+        (["lr_staleness=inverse"], "lr_staleness=inverse: retired"),  # did not help
+        (["share_prefix=false"], "share_prefix=false: always on now"),
+        (["loss_fn=truncated_importance_sampling"], "retired"),
     ],
 )
 def test_bad_config_says_what_to_do(args: list[str], message: str) -> None:

@@ -153,8 +153,14 @@ def test_a_key_newer_than_the_run_folder_counts_as_its_default(tiny_model: Path)
 def test_a_retired_key_resumes_where_the_run_used_what_remains(tiny_model: Path) -> None:  # noqa: F811
     """A run folder saved before options were retired: the keys it wrote at the value
     Spiral still does (or exact shortcuts at any value) resume; another value is refused."""
-    new = _parse(tiny_model).to_json()
+    new = _parse(tiny_model, "kl_coef=0.1").to_json()
     saved = {**new, "lr_staleness": "constant", "kl_direction": "reverse", "share_prefix": False}
     check_resume_config(saved, new, same_run=True)
+    forward = {**saved, "kl_direction": "forward"}
     with pytest.raises(ConfigError, match="kl_direction=forward, an option this version"):
-        check_resume_config({**saved, "kl_direction": "forward"}, new, same_run=True)
+        check_resume_config(forward, new, same_run=True)
+    check_resume_config(forward, new, same_run=False)  # a new run from its checkpoint
+    no_kl = _parse(tiny_model).to_json()  # a direction without a KL changed nothing
+    check_resume_config({**no_kl, "kl_direction": "forward"}, no_kl, same_run=True)
+    with pytest.raises(ConfigError, match="loss_fn=truncated_importance_sampling"):
+        check_resume_config({**new, "loss_fn": "truncated_importance_sampling"}, new, True)

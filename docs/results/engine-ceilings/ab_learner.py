@@ -8,10 +8,10 @@ import time
 
 import torch
 
+from spiral.bench.engine import _benchmark_loss, _learner_datums, _prompts
 from spiral.engines.base import SamplingParams
-from spiral.engines.benchmark import _benchmark_loss, _learner_datums, _prompts
-from spiral.engines.torch.learner import TorchLearner
 from spiral.engines.loading import ModelConfig
+from spiral.engines.torch.learner import TorchLearner
 from spiral.types import Datum
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from ab_learner import learner_and_datums, timed_call
 
-from spiral.engines.benchmark import _benchmark_loss
+from spiral.bench.engine import _benchmark_loss
 
 
 def main() -> None:

@@ -70,7 +70,12 @@ from typing import Any
 
 import torch
 
-from spiral.engines.base import SamplingCancelled, SamplingParams, check_current
+from spiral.engines.base import (
+    SamplingCancelled,
+    SamplingParams,
+    StaleSamplerError,
+    check_current,
+)
 from spiral.engines.torch.constrained import ConstrainedRow
 from spiral.engines.torch.decode import Decoder, ModelDecoder, packed_decoder
 from spiral.engines.torch.kv_cache import PrefixCache
@@ -225,6 +230,10 @@ class TorchSampler:
         return self._tokenizer
 
     def _check_current(self) -> None:
+        if self.adapter is not None and self._is_current is not None and not self._is_current():
+            raise StaleSamplerError(
+                f"pool member {self.adapter!r} was dropped from the pool; sample another member"
+            )
         check_current(self._is_current, self.version)
 
     def sample(

@@ -13,7 +13,7 @@ Choices:
   (a request per row names its adapter), so the wrapped learner is an `AdapterSampler`
   source exactly like the torch one.
 - **Constrained answers at the token level**: a vLLM logits processor
-  (`vllm_processor.py`) runs the same `ConstrainedRow` as the torch sampler over each
+  (`processor.py`) runs the same `ConstrainedRow` as the torch sampler over each
   row's output ids. vLLM's own structured outputs (`choice`) would accept any
   tokenisation that spells a legal move, which the learner could not score under the
   same mask, so they are not used for training. Log-probs are vLLM's *processed* ones
