@@ -151,7 +151,7 @@ def run_pool_benchmark(
     from pathlib import Path
 
     from spiral.evaluation.league import League
-    from spiral.train.population import Pool, Population, member_name
+    from spiral.train.population import Pool, Population, copies, member_name
 
     cfg = parse_config(
         [
@@ -175,7 +175,7 @@ def run_pool_benchmark(
         before = _rss_mb()
         names = [member_name(k) for k in range(members)]
         for name in names:
-            learner.take_snapshot(name, Path(tmp) / "pool" / name)
+            copies(learner).freeze(name, Path(tmp) / "pool" / name)
         result["pool/rss_growth_mb"] = _rss_mb() - before
         pool = Pool(tuple((name, k) for k, name in enumerate(names)))
         population = Population(cfg, Path(tmp), pool, League(), {})

@@ -8,7 +8,6 @@ a sampler carries the `version` of the weights it samples from.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -102,6 +101,43 @@ class AdapterSampler(Sampler, Protocol):
 LossFn = Callable[..., tuple[Any, dict[str, float]]]
 
 
+MAGNET = "magnet"  # the frozen copy the KL term pulls towards (kl_reference=snapshot)
+
+
+@runtime_checkable
+class FrozenCopies(Protocol):
+    """Named frozen copies of a learner's trained weights: population play's past policies
+    and the KL's snapshot magnet. Which copies exist, when they are made and dropped and
+    where they are kept on disk is the caller's business (the population, the loop's
+    magnet); the engine only holds and samples them."""
+
+    @property
+    def share_model(self) -> bool:
+        """Whether copies and the policy sample in one batch (`AdapterSampler`: adapters
+        of the policy's model); False: one sampler call per copy."""
+        ...
+
+    def freeze(self, name: str, folder: Path | None = None) -> None:
+        """Copy the current trained weights as `name` (written to `folder` if given)."""
+        ...
+
+    def save(self, name: str, folder: Path) -> None:
+        """Write copy `name` to `folder`, from which `load` restores it exactly."""
+        ...
+
+    def load(self, name: str, folder: Path) -> None: ...
+
+    def drop(self, name: str) -> None:
+        """Free copy `name` (its folder is the caller's to remove)."""
+        ...
+
+    def names(self) -> list[str]: ...
+
+    def sampler(self, name: str) -> Sampler:
+        """A sampler that draws from copy `name`; it refuses to run once it is dropped."""
+        ...
+
+
 @runtime_checkable
 class Learner(Protocol):
     version: int
@@ -132,53 +168,34 @@ class Learner(Protocol):
         ...
 
     def trained_state(self) -> dict[str, Any]:
-        """The trained weights by name (LoRA: the adapter only), for actors to load."""
+        """The trained weights by name (LoRA: the adapter only), copied: what actors load,
+        what vLLM samples, what the loop's weight average folds in."""
         ...
 
     def load_trained_state(self, state: dict[str, Any], version: int) -> None:
-        """Take another learner's `trained_state()` and its weights `version`."""
+        """Take a `trained_state()` and its weights `version` (samplers made before are
+        stale from now on)."""
         ...
 
-    def save(self, path: Path) -> None: ...
+    def save(self, path: Path) -> None:
+        """A checkpoint: the trained weights and the optimizer state."""
+        ...
 
     def load(self, path: Path) -> None: ...
 
-    @property
-    def has_average(self) -> bool:
-        """True when the learner keeps an average of its weights (and has one yet)."""
+    def save_weights(self, folder: Path, state: dict[str, Any] | None = None) -> None:
+        """A model folder of `state` (a `trained_state()`; None: the current weights) that
+        other tools load, such as the averaged weights beside a checkpoint."""
         ...
 
-    def averaged(self) -> AbstractContextManager[None]:
-        """A block in which the model (and samplers made inside it) hold the averaged
-        weights; the live weights come back on exit."""
-        ...
-
-    # Population play: frozen past policies the current one plays against.
-    def take_snapshot(self, name: str, folder: Path) -> None:
-        """Freeze the current weights as pool member `name`, also written to `folder`."""
-        ...
-
-    def load_snapshot(self, name: str, folder: Path) -> None:
-        """Restore pool member `name` from `folder` (resume)."""
-        ...
-
-    def drop_snapshot(self, name: str) -> None:
-        """Free pool member `name` (its folder is the caller's to remove)."""
-        ...
-
-    def snapshot_sampler(self, name: str) -> Sampler:
-        """A sampler that draws from pool member `name`."""
+    def read_weights(self, folder: Path) -> dict[str, Any]:
+        """The weights of a folder `save_weights` wrote, as a `trained_state()`."""
         ...
 
     @property
-    def members_share_model(self) -> bool:
-        """Whether pool members and the policy sample in one batch (`AdapterSampler`:
-        members are adapters of the policy's model); False: one call per member."""
-        ...
-
-    def refresh_magnet(self) -> None:
-        """kl_reference="snapshot": the KL now pulls towards a frozen copy of the current
-        weights (saved in checkpoints)."""
+    def frozen(self) -> FrozenCopies | None:
+        """Frozen copies of the trained weights this engine can hold and sample (pool
+        members, the KL's snapshot magnet); None where it cannot."""
         ...
 
 

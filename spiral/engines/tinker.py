@@ -28,10 +28,9 @@ Choices:
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -179,13 +178,10 @@ class TinkerLearner:
         cfg: ModelConfig,
         service: Any = None,
         max_grad_norm: float = 1.0,
-        average_decay: float = 0.0,
         **_local_options: Any,  # micro-batching, prefix cache: the service's business
     ) -> None:
         if cfg.lora_rank <= 0:
             raise TinkerUnsupported("Tinker trains LoRA adapters; set lora_rank > 0")
-        if average_decay > 0:
-            raise TinkerUnsupported("weight averaging (weight_ema_decay) needs engine=torch")
         self.cfg = cfg
         self.service = service if service is not None else service_client()
         self.client = self.service.create_lora_training_client(
@@ -273,15 +269,6 @@ class TinkerLearner:
         self.version = int(pointer["version"])
 
     # ----- what the hosted engine does not offer ------------------------------------
-    @property
-    def has_average(self) -> bool:
-        return False
-
-    @contextlib.contextmanager
-    def averaged(self) -> Iterator[None]:
-        raise TinkerUnsupported("weight averaging needs engine=torch")
-        yield  # pragma: no cover
-
     def _unsupported(self, what: str) -> TinkerUnsupported:
         return TinkerUnsupported(f"{what} is not built for engine=tinker; use engine=torch")
 
@@ -291,24 +278,14 @@ class TinkerLearner:
     def load_trained_state(self, state: dict[str, Any], version: int) -> None:
         raise self._unsupported("the async actor-learner")
 
-    def take_snapshot(self, name: str, folder: Path) -> None:
-        raise self._unsupported("population play")
+    def save_weights(self, folder: Path, state: dict[str, Any] | None = None) -> None:
+        raise self._unsupported("weight averaging (weight_ema_decay)")
 
-    def load_snapshot(self, name: str, folder: Path) -> None:
-        raise self._unsupported("population play")
+    def read_weights(self, folder: Path) -> dict[str, Any]:
+        raise self._unsupported("weight averaging (weight_ema_decay)")
 
-    def drop_snapshot(self, name: str) -> None:
-        raise self._unsupported("population play")
-
-    def snapshot_sampler(self, name: str) -> Sampler:
-        raise self._unsupported("population play")
-
-    @property
-    def members_share_model(self) -> bool:
-        return False
-
-    def refresh_magnet(self) -> None:
-        raise self._unsupported("kl_reference=snapshot")
+    # Frozen copies (population play, the snapshot magnet) live in a local model only.
+    frozen = None
 
 
 def tinker_sampler(cfg: ModelConfig, version: int = 0) -> Sampler:

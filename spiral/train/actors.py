@@ -19,7 +19,7 @@ from typing import Any
 from spiral.errors import SpiralError
 from spiral.evaluation import league as league_lib
 from spiral.train.config import TrainConfig
-from spiral.train.population import POOL_DIR, Pool, Population
+from spiral.train.population import POOL_DIR, Pool, Population, copies
 from spiral.train.setup import RunSetup, make_learner_factory
 from spiral.train.step import collect
 from spiral.types import Episode
@@ -101,7 +101,7 @@ class RolloutWorker:
             self.scratch = Path(tempfile.mkdtemp(prefix="spiral-actor-"))
         pool = Pool.from_json(state.get("pool", {}))
         for name in self.members - set(pool.names):
-            self.learner.drop_snapshot(name)
+            copies(self.learner).drop(name)
             self.members.discard(name)
         for name in pool.names:
             if name in self.members:
@@ -111,7 +111,7 @@ class RolloutWorker:
                 files = ray_module().get(files)
             folder = self.scratch / POOL_DIR / name
             _write_folder(folder, files)
-            self.learner.load_snapshot(name, folder)
+            copies(self.learner).load(name, folder)
             self.members.add(name)
         league = league_lib.from_json(state["league"]) if "league" in state else league_lib.League()
         return Population(self.cfg, self.scratch, pool, league, self.fixed_agents)

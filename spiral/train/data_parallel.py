@@ -78,7 +78,7 @@ def _check_fsdp(cfg: TrainConfig) -> None:
         f"weight_ema_decay={cfg.learning.weight_ema_decay} (the average swaps whole weights in)": (
             cfg.learning.weight_ema_decay > 0
         ),
-        "kl_reference=snapshot (the magnet is a copy of the whole weights)": (
+        "kl_reference=snapshot (the magnet is a frozen copy of the whole weights)": (
             cfg.regularizer.kl_reference == "snapshot"
         ),
     }

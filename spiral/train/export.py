@@ -16,6 +16,7 @@ import chz
 
 from spiral.agents.model_agent import RUN_FILE
 from spiral.args import help_text, parse_command, wants_help
+from spiral.train.averaging import AVERAGED, WeightAverage
 from spiral.train.checkpoint import CheckpointError, latest_checkpoint, load_loop_state
 from spiral.train.model_card import CARD, model_card
 
@@ -62,17 +63,19 @@ def main(argv: Sequence[str]) -> int:
             lora_alpha=int(config.get("lora_alpha", 0)) or None,
             device="cpu",
         ),
-        average_decay=float(config.get("weight_ema_decay", 0.0)),
     )
     learner.load(ckpt / "learner")
     out = Path(args.out)
     if args.weights == "averaged":
-        if not learner.has_average:
+        # The decay matters only for folding in more steps, which export does not.
+        decay = float(config.get("weight_ema_decay", 0.0)) or 0.5
+        average = WeightAverage.load(ckpt / "learner" / AVERAGED, learner, decay)
+        if average is None:
             raise CheckpointError(
                 f"{ckpt} holds no averaged weights (the run had weight_ema_decay=0); "
                 "export weights=live"
             )
-        with learner.averaged():
+        with average.swapped_into(learner):
             learner.export_merged(out)
     else:
         learner.export_merged(out)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from spiral.algo.rae import Baselines
-from spiral.engines.base import Learner
+from spiral.engines.base import MAGNET, Learner
 from spiral.engines.parallel.distributed import DataParallelLearner, Ranks
 from spiral.engines.parallel.sharded import gather_on_every_rank
 from spiral.errors import SpiralError
@@ -33,8 +33,10 @@ from spiral.report.console import format_eval, format_progress
 from spiral.report.run_info import write_run_info
 from spiral.report.sinks import JsonlSink, MultiSink
 from spiral.report.transcripts import Decode, write_transcripts
+from spiral.train.averaging import AVERAGED, WeightAverage
 from spiral.train.checkpoint import LoopState, latest_checkpoint, save_checkpoint
 from spiral.train.config import TrainConfig
+from spiral.train.magnet import SnapshotMagnet
 from spiral.train.population import MEMBER_PREFIX, Population, members_in_checkpoints
 from spiral.train.resume import remove_partial_writes, restore
 from spiral.train.setup import RunSetup, build_sinks, make_eval_fn
@@ -89,7 +91,12 @@ def _silent(line: str) -> None:  # the log of ranks other than 0
     del line
 
 
-def _no_eval(learner: Learner, step: int, population: Population | None = None) -> dict[str, float]:
+def _no_eval(
+    learner: Learner,
+    step: int,
+    population: Population | None = None,
+    average: WeightAverage | None = None,
+) -> dict[str, float]:
     del learner, step, population  # ranks other than 0 do not evaluate
     return {}
 
@@ -127,6 +134,8 @@ class _Start:
     step: int
     baselines: Baselines
     population: Population | None
+    average: WeightAverage | None = None
+    folder: Path | None = None  # the checkpoint resumed from
 
 
 def _begin(
@@ -138,9 +147,12 @@ def _begin(
     """The learner, first step, baselines and population: from the newest intact
     checkpoint, or fresh."""
     restored = restore(cfg, run_dir / "checkpoints", make_learner, log)
+    decay = cfg.learning.weight_ema_decay
     if restored is None:
         learner = make_learner()
-        return _Start(learner, 0, Baselines({}), _population(cfg, run_dir, learner, {}, run_dir))
+        population = _population(cfg, run_dir, learner, {}, run_dir)
+        average = WeightAverage(decay) if decay > 0 else None
+        return _Start(learner, 0, Baselines({}), population, average)
     state = restored.state
     if state.step >= cfg.num_steps:
         log(
@@ -154,7 +166,12 @@ def _begin(
         log(f"temperature {saved_t} -> {cfg.temperature}: sampling and scoring now use it")
     source = restored.folder.parent.parent  # the run folder the checkpoint came from
     population = _population(cfg, run_dir, restored.learner, state.extra, source)
-    return _Start(restored.learner, state.step, Baselines.from_json(state.baselines), population)
+    average = None
+    if decay > 0:  # the saved average continues; without one, averaging restarts
+        saved = restored.folder / "learner" / AVERAGED
+        average = WeightAverage.load(saved, restored.learner, decay) or WeightAverage(decay)
+    baselines = Baselines.from_json(state.baselines)
+    return _Start(restored.learner, state.step, baselines, population, average, restored.folder)
 
 
 def _population(
@@ -209,20 +226,33 @@ def train(
         log(f"removed {removed} unfinished checkpoint write(s) left by a killed run")
     ranks.barrier()  # the others read the checkpoints once rank 0 has cleaned them
     begun = _begin(cfg, run_dir, make_learner, log)
-    learner, start, baselines, population = (
+    learner, start, baselines, population, average = (
         begun.learner,
         begun.step,
         begun.baselines,
         begun.population,
+        begun.average,
     )
     if learner is None:
         return RunResult(run_dir, start, {})
+    magnet = None
+    if cfg.regularizer.kl_reference == "snapshot":
+        magnet = SnapshotMagnet(learner, cfg.regularizer.kl_magnet_interval)
+        if begun.folder is not None:
+            magnet.load(begun.folder / "learner" / MAGNET)
     if population is not None:
         population.writes = ranks.main
     # After any load: the learner scores at the temperature the sampler draws at.
     learner.temperature = cfg.temperature
     sinks = _open_run_files(cfg, run_dir, start) if ranks.main else MultiSink([])
     evaluate = make_eval_fn(cfg, setup) if ranks.main else _no_eval
+
+    def save_learner(path: Path) -> None:
+        learner.save(path)
+        if average is not None and average.count:
+            average.save(path / AVERAGED, learner)
+        if magnet is not None:
+            magnet.save(path / MAGNET)
 
     def checkpoint(next_step: int, final: bool = False) -> Path:
         if isinstance(learner, DataParallelLearner):
@@ -232,7 +262,7 @@ def train(
         if ranks.main:
             extra = population.to_json() if population is not None else {}
             state = LoopState(next_step, baselines.to_json(), cfg.to_json(), extra)
-            path = save_checkpoint(ckpt_dir, state, learner.save, final=final)
+            path = save_checkpoint(ckpt_dir, state, save_learner, final=final)
             if population is not None:
                 population.prune_folders(members_in_checkpoints(ckpt_dir))
         ranks.barrier()  # no rank runs ahead of a checkpoint it may resume from
@@ -246,18 +276,15 @@ def train(
             for step in range(start, cfg.num_steps):
                 if population is not None:
                     population.begin_step(learner, step)
-                if (
-                    cfg.regularizer.kl_reference == "snapshot"
-                    and step % cfg.regularizer.kl_magnet_interval == 0
-                ):
-                    learner.refresh_magnet()
+                if magnet is not None and magnet.due(step):
+                    magnet.refresh()
                 if cfg.eval_every and step % cfg.eval_every == 0:
                     gather_on_every_rank(learner)  # FSDP: rank 0 evaluates alone
-                    found = evaluate(learner, step, population)
+                    found = evaluate(learner, step, population, average)
                     sinks.log(found, step)
                     log(format_eval(step, found))
                 metrics, baselines, episodes = train_step(
-                    cfg, setup, learner, step, baselines, population, collector
+                    cfg, setup, learner, step, baselines, population, collector, average
                 )
                 if cfg.logging.transcripts_per_step and ranks.main:
                     write_transcripts(
@@ -284,7 +311,7 @@ def train(
             step = cfg.num_steps
             if cfg.eval_every:
                 gather_on_every_rank(learner)
-                final_eval = evaluate(learner, step, population)
+                final_eval = evaluate(learner, step, population, average)
                 sinks.log(final_eval, step)
                 log(format_eval(step, final_eval))
                 metrics.update(final_eval)

@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from spiral.agents.base import Agent
-from spiral.engines.base import Learner
+from spiral.engines.base import FrozenCopies, Learner
+from spiral.errors import UsageError
 from spiral.evaluation import league as league_lib
 from spiral.rollout.play import GameSpec, derive_seed
 from spiral.types import Episode
@@ -58,6 +59,18 @@ class Pool:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Pool:
         return cls(tuple((str(name), int(step)) for name, step in data.get("members", [])))
+
+
+def copies(learner: Learner) -> FrozenCopies:
+    """The learner's frozen copies, where the pool's members live; refused for an engine
+    that cannot hold any."""
+    found = learner.frozen
+    if found is None:
+        raise UsageError(
+            f"population play keeps past policies as frozen copies, which "
+            f"{type(learner).__name__} cannot hold; use engine=torch"
+        )
+    return found
 
 
 def member_name(step: int) -> str:
@@ -230,7 +243,7 @@ class Population:
         every member's adapter is loaded back from run_dir/pool."""
         pool = Pool.from_json(extra.get("pool", {}))
         for name, _ in pool.members:
-            learner.load_snapshot(name, run_dir / POOL_DIR / name)
+            copies(learner).load(name, run_dir / POOL_DIR / name)
         league = league_lib.from_json(extra["league"]) if "league" in extra else league_lib.League()
         return cls(cfg, run_dir, pool, league, {})
 
@@ -248,9 +261,9 @@ class Population:
             cfg.population.fsp_pool_size,
         )
         if added is not None:
-            learner.take_snapshot(added, self.run_dir / POOL_DIR / added)
+            copies(learner).freeze(added, self.run_dir / POOL_DIR / added)
         for name in evicted:
-            learner.drop_snapshot(name)
+            copies(learner).drop(name)
 
     def matchups(
         self, specs: Sequence[GameSpec], step: int, policy: str
@@ -296,13 +309,13 @@ class Population:
         labels = sorted({label for s in specs for label in s.seats} - {policy})
         members = [label for label in labels if label in set(self.pool.names)]
         out: dict[str, Agent] = {}
-        if self.batch_members and learner.members_share_model:
+        if self.batch_members and copies(learner).share_model:
             joint = make_policy(learner.sampler(), policy, {m: m for m in members})
             out = {policy: joint, **dict.fromkeys(members, joint)}
         else:
             out[policy] = make_policy(learner.sampler(), policy)
             for name in members:
-                out[name] = make_policy(learner.snapshot_sampler(name), name)
+                out[name] = make_policy(copies(learner).sampler(name), name)
         for label in labels:
             if label in members:
                 continue
@@ -341,7 +354,8 @@ class Population:
         tables = []
         for name in self.pool.names:
             if name not in self.member_tables:
-                found = model_kuhn_exploitability(make_policy(learner.snapshot_sampler(name), name))
+                member = make_policy(copies(learner).sampler(name), name)
+                found = model_kuhn_exploitability(member)
                 self.member_tables[name] = kuhn_tabular_policy(_table_fn(found["distributions"]))
             tables.append(self.member_tables[name])
         for name in set(self.member_tables) - set(self.pool.names):

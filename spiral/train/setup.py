@@ -25,6 +25,7 @@ from spiral.evaluation.model_policy import model_kuhn_exploitability
 from spiral.prompts.invalid import InvalidMovePolicy, invalid_policy
 from spiral.prompts.spec import PromptSpec
 from spiral.report.sinks import MetricsSink, TensorBoardSink, WandbSink, missing_sink_package
+from spiral.train.averaging import WeightAverage
 from spiral.train.config import ConfigError, TrainConfig
 from spiral.train.population import Population
 
@@ -96,6 +97,11 @@ def check_machine(cfg: TrainConfig) -> None:
         resolve_dtype(cfg.dtype, device, full_fine_tuning=cfg.lora_rank == 0)
     if cfg.model_name not in EMBEDDED_NAMES:
         resolve_model_path(cfg.model_name)  # a missing folder is refused here, not later
+    if cfg.learning.weight_ema_decay > 0 and cfg.compute.engine != "torch":
+        raise ConfigError(
+            f"weight_ema_decay averages weights held here; engine={cfg.compute.engine} keeps "
+            "them elsewhere: use engine=torch or weight_ema_decay=0"
+        )
     problem = missing_sink_package(
         tensorboard=cfg.logging.tensorboard, wandb=bool(cfg.logging.wandb_project)
     )
@@ -125,7 +131,6 @@ def make_learner_factory(cfg: TrainConfig, ranks: Ranks | None = None) -> Callab
             model_cfg,
             micro_batch_tokens=cfg.compute.micro_batch_tokens,
             max_grad_norm=cfg.learning.max_grad_norm,
-            average_decay=cfg.learning.weight_ema_decay,
             max_loaded_members=cfg.population.fsp_max_loaded_members,
             prefix_cache_mb=cfg.compute.prefix_cache_mb,
             share_prefix=exact_shortcuts(),
@@ -174,7 +179,12 @@ def make_eval_fn(cfg: TrainConfig, setup: RunSetup) -> Callable[..., dict[str, f
     with a population, also the exploitability of the pool's average policy (Kuhn)."""
     env_ids = cfg.evaluation.eval_env_ids or cfg.env_ids
 
-    def run(learner: Learner, step: int, population: Population | None = None) -> dict[str, float]:
+    def run(
+        learner: Learner,
+        step: int,
+        population: Population | None = None,
+        average: WeightAverage | None = None,
+    ) -> dict[str, float]:
         t0 = time.perf_counter()
         params = SamplingParams(
             max_tokens=cfg.max_tokens,
@@ -211,8 +221,8 @@ def make_eval_fn(cfg: TrainConfig, setup: RunSetup) -> Callable[..., dict[str, f
             metrics.update(results_metrics(results))
         if cfg.evaluation.eval_exploitability and KUHN_GAME_ID in env_ids:
             metrics.update(kuhn_exploitability_metrics(candidate, cfg.temperature))
-            if learner.has_average:
-                with learner.averaged():
+            if average is not None and average.count:
+                with average.swapped_into(learner):
                     found = kuhn_exploitability_metrics(policy(), cfg.temperature)
                 metrics.update(_averaged_keys(found))
             if population is not None and population.pool.members:

@@ -28,6 +28,7 @@ from spiral.algo.stats import episode_metrics
 from spiral.engines.base import Learner, SamplingParams
 from spiral.report.run_info import reset_peak_rss, window_peak_rss_mb
 from spiral.rollout.play import GameSpec, derive_seed, play_with_draw_retry
+from spiral.train.averaging import WeightAverage
 from spiral.train.config import TrainConfig
 from spiral.train.population import Population
 from spiral.train.setup import RunSetup
@@ -127,7 +128,12 @@ def collect(
 
 
 def learn(
-    cfg: TrainConfig, learner: Learner, episodes: list[Episode], baselines: Baselines, step: int
+    cfg: TrainConfig,
+    learner: Learner,
+    episodes: list[Episode],
+    baselines: Baselines,
+    step: int,
+    average: WeightAverage | None = None,
 ) -> tuple[dict[str, float], Baselines]:
     """Advantages (RAE), training rows, merged identical rows, the update(s)."""
     t0 = time.perf_counter()
@@ -143,7 +149,7 @@ def learn(
     )
     datums, merge_metrics = merge_identical(datums)  # exact: identical rows trained once
     t1 = time.perf_counter()
-    train_metrics = update(cfg, learner, datums, step)
+    train_metrics = update(cfg, learner, datums, step, average)
     return {
         **rae_metrics,
         **{f"train/{k}": v for k, v in {**assemble_metrics, **merge_metrics}.items()},
@@ -153,10 +159,17 @@ def learn(
     }, new_baselines
 
 
-def update(cfg: TrainConfig, learner: Learner, datums: list[Datum], step: int) -> dict[str, float]:
+def update(
+    cfg: TrainConfig,
+    learner: Learner,
+    datums: list[Datum],
+    step: int,
+    average: WeightAverage | None = None,
+) -> dict[str, float]:
     """`num_substeps` optimizer steps, one per minibatch; metrics averaged over them.
     With `lr_kl_target` each step's learning rate is scaled by how far the weights moved
-    since the rows were played (`kl_lr_scale`)."""
+    since the rows were played (`kl_lr_scale`). Every step taken (not skipped for NaN)
+    is folded into `average`, the run's weight average."""
     loss_fn = functools.partial(get_loss(cfg.loss_fn), clip=cfg.learning.ppo_clip)
     entropy_coef, kl_coef = cfg.entropy_coef_at(step), cfg.kl_coef_at(step)
     reg = Regularizer(entropy_coef, kl_coef, cfg.regularizer.kl_reference)
@@ -168,6 +181,8 @@ def update(cfg: TrainConfig, learner: Learner, datums: list[Datum], step: int) -
         metrics = forward_backward_by_staleness(learner, minibatch, loss_fn, reg)
         scale = lr_scale(cfg, metrics)
         metrics.update(learner.optim_step(cfg.learning_rate_at(step) * scale))
+        if average is not None and not metrics.get("skipped_nonfinite"):
+            average.update(learner.trained_state())
         per_substep.append(metrics)
     return {
         **mean_metrics(per_substep),
@@ -239,6 +254,7 @@ def train_step(
     baselines: Baselines,
     population: Population | None = None,
     collector: Collector | None = None,
+    average: WeightAverage | None = None,
 ) -> tuple[dict[str, float], Baselines, list[Episode]]:
     """One step: the step's games (played now by `collect`, or handed over by the async
     loop's `collector`) and learning on them; returns its metrics and the new baselines."""
@@ -247,7 +263,7 @@ def train_step(
     t0 = time.perf_counter()
     episodes, rollout_metrics = gather(learner, step, population)
     sample_s = time.perf_counter() - t0
-    learn_metrics, new_baselines = learn(cfg, learner, episodes, baselines, step)
+    learn_metrics, new_baselines = learn(cfg, learner, episodes, baselines, step, average)
     sampled = sum(len(t.completion.tokens) for ep in episodes for t in ep.turns if t.completion)
     prompt_tokens = sum(len(t.prompt_ids) for ep in episodes for t in ep.turns)
     total_s = time.perf_counter() - t0

@@ -102,7 +102,7 @@ def test_members_and_policy_are_cached_apart(tiny_llama: Path, tmp_path: Path) -
     datums = _datums(learner)
     learner.forward_backward(datums, is_loss)
     learner.optim_step(1e-2)  # the trained adapter now differs from the snapshot below
-    learner.take_snapshot("step_000001", tmp_path / "m")
+    learner.frozen.freeze("step_000001", tmp_path / "m")
     learner.forward_backward(datums, is_loss)
     learner.optim_step(1e-2)
     tok = learner.tokenizer

@@ -37,8 +37,8 @@ def test_members_are_frozen_and_switch_per_call(tiny_llama: Path, tmp_path: Path
     _train(learner, 2)
     before = _score(learner.sampler(), prompts)
     trainable = {n: p.detach().clone() for n, p in learner._named_trainable()}
-    learner.take_snapshot("step_000002", tmp_path / "step_000002")
-    member = learner.snapshot_sampler("step_000002")
+    learner.frozen.freeze("step_000002", tmp_path / "step_000002")
+    member = learner.frozen.sampler("step_000002")
     assert _score(member, prompts) == before  # the member is the policy of that moment
     # Sampling with the member leaves the trained adapter trainable and untouched.
     member.sample(prompts[:2], SamplingParams(max_tokens=3, seed=0))
@@ -59,9 +59,9 @@ def test_members_are_frozen_and_switch_per_call(tiny_llama: Path, tmp_path: Path
     )
     # And loaded back as a member of a fresh learner (resume), bit for bit.
     fresh = TorchLearner(ModelConfig(model=str(tiny_llama), lora_rank=4, device="cpu"))
-    fresh.load_snapshot("step_000002", tmp_path / "step_000002")
-    assert _score(fresh.snapshot_sampler("step_000002"), prompts) == before
-    learner.drop_snapshot("step_000002")
+    fresh.frozen.load("step_000002", tmp_path / "step_000002")
+    assert _score(fresh.frozen.sampler("step_000002"), prompts) == before
+    learner.frozen.drop("step_000002")
     assert snapshot_names(learner.model) == []
     with pytest.raises(StaleSamplerError):
         _score(member, prompts)
@@ -70,11 +70,11 @@ def test_members_are_frozen_and_switch_per_call(tiny_llama: Path, tmp_path: Path
 def test_checkpoints_hold_only_the_trained_adapter(tiny_llama: Path, tmp_path: Path) -> None:
     learner = TorchLearner(ModelConfig(model=str(tiny_llama), lora_rank=4, device="cpu"))
     _train(learner, 1)
-    learner.take_snapshot("step_000001", tmp_path / "pool" / "step_000001")
+    learner.frozen.freeze("step_000001", tmp_path / "pool" / "step_000001")
     learner.save(tmp_path / "ckpt")
     assert not (tmp_path / "ckpt" / "step_000001").exists()
     with pytest.raises(SnapshotError, match="already exists"):
-        learner.take_snapshot("step_000001", tmp_path / "pool" / "again")
+        learner.frozen.freeze("step_000001", tmp_path / "pool" / "again")
 
 
 def test_full_fine_tuning_members_are_folders_read_under_a_bound(
@@ -83,17 +83,17 @@ def test_full_fine_tuning_members_are_folders_read_under_a_bound(
     learner = TorchLearner(
         ModelConfig(model=str(tiny_llama), lora_rank=0, device="cpu"), max_loaded_members=1
     )
-    assert not learner.members_share_model  # one sampler call per member
+    assert not learner.frozen.share_model  # one sampler call per member
     prompts = chat_prompts(learner.tokenizer, PROMPT_TEXTS)
     _train(learner, 2)
     early = _score(learner.sampler(), prompts)
-    learner.take_snapshot("step_000002", tmp_path / "step_000002")
+    learner.frozen.freeze("step_000002", tmp_path / "step_000002")
     _train(learner, 3)
     late = _score(learner.sampler(), prompts)
-    learner.take_snapshot("step_000005", tmp_path / "step_000005")
+    learner.frozen.freeze("step_000005", tmp_path / "step_000005")
     _train(learner, 2)
     assert _score(learner.sampler(), prompts) != late  # the policy trained on
-    a, b = learner.snapshot_sampler("step_000002"), learner.snapshot_sampler("step_000005")
+    a, b = learner.frozen.sampler("step_000002"), learner.frozen.sampler("step_000005")
     # Each member is the policy of its moment, however the one shell is shared.
     assert _score(a, prompts) == early
     assert _score(b, prompts) == late
@@ -109,31 +109,36 @@ def test_full_fine_tuning_members_are_folders_read_under_a_bound(
     )
     # Registered again in a fresh learner (resume): read when first met, bit for bit.
     fresh = TorchLearner(ModelConfig(model=str(tiny_llama), lora_rank=0, device="cpu"))
-    fresh.load_snapshot("step_000005", tmp_path / "step_000005")
+    fresh.frozen.load("step_000005", tmp_path / "step_000005")
     assert fresh.full_members.loaded == []
-    assert _score(fresh.snapshot_sampler("step_000005"), prompts) == late
-    learner.drop_snapshot("step_000002")
+    assert _score(fresh.frozen.sampler("step_000005"), prompts) == late
+    learner.frozen.drop("step_000002")
     with pytest.raises(SnapshotError, match="dropped"):
         _score(a, prompts)
     with pytest.raises(SnapshotError, match="is missing"):
-        fresh.load_snapshot("step_000009", tmp_path / "nowhere")
+        fresh.frozen.load("step_000009", tmp_path / "nowhere")
     (tmp_path / "step_000005" / "model.safetensors").write_bytes(b"not weights")
-    fresh.drop_snapshot("step_000005")
-    fresh.load_snapshot("step_000005", tmp_path / "step_000005")
+    fresh.frozen.drop("step_000005")
+    fresh.frozen.load("step_000005", tmp_path / "step_000005")
     with pytest.raises(SnapshotError, match="step_000005"):
-        _score(fresh.snapshot_sampler("step_000005"), prompts)
+        _score(fresh.frozen.sampler("step_000005"), prompts)
 
 
 def test_snapshot_magnet_pulls_towards_the_frozen_copy_and_is_saved(
     tiny_llama: Path, tmp_path: Path
 ) -> None:
     from spiral.algo.regularizers import Regularizer
+    from spiral.engines.base import MAGNET
+    from spiral.train.magnet import SnapshotMagnet
 
     learner = TorchLearner(ModelConfig(model=str(tiny_llama), lora_rank=4, device="cpu"))
+    magnet = SnapshotMagnet(learner, interval=10)
     datums = _datums(learner)
     reg = Regularizer(kl_coef=0.5, kl_reference="snapshot")
+    with pytest.raises(RuntimeError, match="freeze the magnet"):
+        learner.forward_backward(datums, is_loss, reg)
     _train(learner, 1)
-    learner.refresh_magnet()
+    magnet.refresh()
     first = learner.forward_backward(datums, is_loss, reg)
     assert first["kl_to_magnet"] == pytest.approx(0.0, abs=1e-7)  # the magnet is the policy
     learner.optim_step(1e-2)
@@ -142,14 +147,17 @@ def test_snapshot_magnet_pulls_towards_the_frozen_copy_and_is_saved(
     learner.model.zero_grad(set_to_none=True)
     assert moved["kl_to_magnet"] > 1e-6
     learner.save(tmp_path / "ckpt")
+    magnet.save(tmp_path / "ckpt" / MAGNET)
     fresh = TorchLearner(ModelConfig(model=str(tiny_llama), lora_rank=4, device="cpu"))
     fresh.load(tmp_path / "ckpt")
+    SnapshotMagnet(fresh, interval=10).load(tmp_path / "ckpt" / MAGNET)
     again = fresh.forward_backward(datums, is_loss, reg)
     assert again["kl_to_magnet"] == pytest.approx(moved["kl_to_magnet"], rel=1e-6)
-    learner.refresh_magnet()  # a refresh replaces the magnet with the current weights
+    magnet.refresh()  # a refresh replaces the magnet with the current weights
     assert learner.forward_backward(datums, is_loss, reg)["kl_to_magnet"] == pytest.approx(
         0.0, abs=1e-7
     )
+    assert magnet.due(20) and not magnet.due(21)
 
 
 def test_one_batch_of_mixed_adapters_equals_each_adapter_alone(
@@ -160,9 +168,9 @@ def test_one_batch_of_mixed_adapters_equals_each_adapter_alone(
     learner = TorchLearner(ModelConfig(model=str(tiny_llama), lora_rank=4, device="cpu"))
     prompts = chat_prompts(learner.tokenizer, PROMPT_TEXTS) * 2
     _train(learner, 2)
-    learner.take_snapshot("old", tmp_path / "old")
+    learner.frozen.freeze("old", tmp_path / "old")
     _train(learner, 3)
-    learner.take_snapshot("older", tmp_path / "older")  # names sort apart from "default"
+    learner.frozen.freeze("older", tmp_path / "older")  # names sort apart from "default"
     _train(learner, 3)
     sampler = learner.sampler()
     params = SamplingParams(max_tokens=6, seed=7)
@@ -185,7 +193,7 @@ def test_frozen_members_answer_from_kept_distributions(tiny_llama: Path, tmp_pat
     same tokens and log-probs as the model gives, for the same seed."""
     learner = TorchLearner(ModelConfig(model=str(tiny_llama), lora_rank=4, device="cpu"))
     _train(learner, 2)
-    learner.take_snapshot("m", tmp_path / "m")
+    learner.frozen.freeze("m", tmp_path / "m")
     _train(learner, 2)
     prompts = chat_prompts(learner.tokenizer, PROMPT_TEXTS) * 8  # 4 distinct, 32 rows
     cons = [move_constraint(learner.tokenizer, think_budget=0)] * len(prompts)
@@ -208,5 +216,5 @@ def test_frozen_members_answer_from_kept_distributions(tiny_llama: Path, tmp_pat
         assert got.logprobs == pytest.approx(want.logprobs, abs=1e-5)
     # The trained adapter's rows still differ from the member's: the test can tell.
     assert [c.logprobs for c in truth[0::2]] != [c.logprobs for c in truth[1::2]]
-    learner.drop_snapshot("m")
+    learner.frozen.drop("m")
     assert "m" not in learner.frozen_answers

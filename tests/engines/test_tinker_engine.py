@@ -198,8 +198,12 @@ def test_what_tinker_does_not_offer_is_refused_with_the_reason() -> None:
         learner.forward_backward([_datum()], loss, Regularizer(entropy_coef=0.1))
     with pytest.raises(TinkerUnsupported, match="clips PPO at 0.2"):
         learner.forward_backward([_datum()], functools.partial(get_loss("ppo"), clip=0.3))
-    with pytest.raises(TinkerUnsupported, match="population play"):
-        learner.take_snapshot("m1", Path("/tmp/x"))
+    assert learner.frozen is None  # no frozen copies: population play is refused
+    from spiral.errors import UsageError
+    from spiral.train.population import copies
+
+    with pytest.raises(UsageError, match="use engine=torch"):
+        copies(learner)
     with pytest.raises(TinkerUnsupported, match="LoRA"):
         TinkerLearner(ModelConfig(model="m", lora_rank=0), service=_Service())
     sampler = TinkerSampler(client=None, tokenizer=_Tokenizer())

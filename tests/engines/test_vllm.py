@@ -207,7 +207,7 @@ def test_pool_members_are_adapters_sampled_beside_the_policy(  # type: ignore[no
     pair, tmp_path: Path
 ) -> None:
     learner, wrapped = pair
-    wrapped.take_snapshot("past", tmp_path / "past")  # the current weights, frozen
+    wrapped.frozen.freeze("past", tmp_path / "past")  # the current weights, frozen
     learner.temperature = 1.0
     datums = _datums(wrapped, seed=4)
     learner.forward_backward(datums, is_loss)
@@ -215,7 +215,7 @@ def test_pool_members_are_adapters_sampled_beside_the_policy(  # type: ignore[no
     prompts = chat_prompts(wrapped.tokenizer, PROMPT_TEXTS)
     params = SamplingParams(max_tokens=6, seed=5)
     mixed = wrapped.sampler().sample(prompts, params, adapters=["past", None, "past", None])
-    member = wrapped.snapshot_sampler("past").sample(prompts, params)
+    member = wrapped.frozen.sampler("past").sample(prompts, params)
     policy = wrapped.sampler().sample(prompts, params)
     for i, row in enumerate(mixed):  # one batch, each row with its own adapter
         expected = member[i] if i % 2 == 0 else policy[i]
@@ -225,7 +225,7 @@ def test_pool_members_are_adapters_sampled_beside_the_policy(  # type: ignore[no
             < TOLERANCE
         )
     assert any(a.logprobs != b.logprobs for a, b in zip(member, policy, strict=True))
-    wrapped.drop_snapshot("past")
+    wrapped.frozen.drop("past")
     assert not wrapped.engine.has_adapter(wrapped.prefix + "past")
 
 

@@ -23,6 +23,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -134,6 +135,30 @@ class RankedLearner(LearnerWrapper):
         return combine_diagnostics(gathered)
 
 
+class RankedCopies:
+    """The inner learner's frozen copies on one rank: a copy written to a folder is frozen
+    and written by rank 0 and read back by the others once it is there (bit-exact), so no
+    two processes write one folder; everything else is each rank's own."""
+
+    def __init__(self, inner: Any, rank: int, group: Any) -> None:
+        self.inner, self.rank, self.group = inner, rank, group
+
+    def freeze(self, name: str, folder: Path | None = None) -> None:
+        if folder is None:
+            self.inner.freeze(name)
+            return
+        if self.rank == 0:
+            self.inner.freeze(name, folder)
+        dist.barrier(group=self.group)
+        if self.rank != 0:
+            self.inner.load(name, folder)
+
+    def __getattr__(self, name: str) -> Any:  # share_model, save, load, drop, names, sampler
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
 class DataParallelLearner(RankedLearner):
     """A TorchLearner whose rows are shared out over the ranks of a process group."""
 
@@ -142,14 +167,9 @@ class DataParallelLearner(RankedLearner):
         self._pending = False  # rows seen since the last optim_step (same on every rank)
         self.broadcast_weights()
 
-    def take_snapshot(self, name: str, folder: Any) -> None:
-        """A pool member (population play): rank 0 freezes and writes it, the others read
-        it back once it is written (bit-exact), so no two processes write one folder."""
-        if self.rank == 0:
-            self.inner.take_snapshot(name, folder)
-        dist.barrier(group=self.group)
-        if self.rank != 0:
-            self.inner.load_snapshot(name, folder)
+    @property
+    def frozen(self) -> RankedCopies:
+        return RankedCopies(self.inner.frozen, self.rank, self.group)
 
     def _trainable(self) -> list[torch.Tensor]:
         return [param for _, param in self.inner._named_trainable()]

@@ -328,8 +328,9 @@ class FullyShardedLearner(RankedLearner):
             )
         self.inner.load(path)
 
-    def take_snapshot(self, name: str, folder: Any) -> None:
-        raise NotImplementedError("population play under FSDP is not supported (fsdp=false)")
+    # Frozen copies swap whole weights in: none under FSDP (population play and the
+    # snapshot magnet are refused with fsdp=true, spiral/train/data_parallel.py).
+    frozen = None
 
     def trained_state(self) -> dict[str, Any]:
         raise NotImplementedError("the async loop does not run under torchrun")

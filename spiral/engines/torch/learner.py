@@ -41,11 +41,9 @@ Choices:
   made earlier raises StaleSamplerError instead of sampling from changed weights.
 - Checkpoints are HF folders (PEFT adapter or full model, plus tokenizer) and the
   optimizer state in safetensors + JSON (checkpoint_io). No pickle.
-- Weight averaging (`average_decay` > 0, `spiral.engines.torch.averaging`): after every
-  optimizer step the trainable weights are folded into a bias-corrected moving average.
-  `averaged()` swaps it in for evaluation; `save` writes it as a loadable model folder
-  `averaged/` (with `averaging.json`: decay and count), and `load` restores it bit for
-  bit, so a resumed run continues the same average.
+- Weights as data: `trained_state` / `load_trained_state` (what actors, vLLM and the
+  loop's weight average move around), `save_weights` (a loadable model folder of given
+  weights) and `read_weights` (a folder's weights as a `trained_state`).
 """
 
 from __future__ import annotations
@@ -65,17 +63,29 @@ import spiral.engines.torch.checkpoint_io as checkpoint_io
 import spiral.engines.torch.snapshots as snapshots
 from spiral.algo.losses import combine_diagnostics
 from spiral.algo.regularizers import Regularizer, regularizer_loss, uniform_magnet
-from spiral.engines.base import LossFn, Sampler
+from spiral.engines.base import MAGNET, LossFn
 from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
 from spiral.engines.manifest import DamagedCheckpointError
-from spiral.engines.torch.averaging import WeightAverage
 from spiral.engines.torch.constrained import answer_masks
 from spiral.engines.torch.decode import drop_sampling_weights
-from spiral.engines.torch.full_members import FullMembers, MemberSampler
+from spiral.engines.torch.frozen import TorchFrozenCopies
+from spiral.engines.torch.full_members import FullMembers
 from spiral.engines.torch.precision import lora_compute
 from spiral.engines.torch.prefill import common_prefix_len, prefill_grouped
 from spiral.engines.torch.sampler import TorchSampler, eval_mode, hidden_to_logits
 from spiral.types import Datum
+
+
+@contextlib.contextmanager
+def live_weights_kept(named: Sequence[tuple[str, torch.nn.Parameter]]) -> Iterator[None]:
+    """Whatever the block writes into the parameters, they hold their values again after."""
+    live = {n: p.detach().clone() for n, p in named}
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for n, p in named:
+                p.copy_(live[n])
 
 
 @dataclass
@@ -183,11 +193,6 @@ def _damaged_if_unreadable(path: Path) -> Iterator[None]:
         ) from err
 
 
-AVERAGED = "averaged"  # the averaged weights' model folder inside a learner checkpoint
-AVERAGING_JSON = "averaging.json"
-MAGNET = "magnet"  # the snapshot magnet (kl_reference="snapshot") inside a learner checkpoint
-
-
 class TorchLearner:
     """Learner over a local transformers model (LoRA via PEFT or full fine-tuning)."""
 
@@ -202,7 +207,6 @@ class TorchLearner:
         normalize: Literal["datums", "none"] = "datums",
         sampler_batch_tokens: int = 32768,
         share_prefix: bool = True,
-        average_decay: float = 0.0,
         max_loaded_members: int = 2,
         prefix_cache_mb: float = 0.0,
         merge_lora: bool = True,
@@ -210,8 +214,6 @@ class TorchLearner:
     ) -> None:
         if normalize not in ("datums", "none"):
             raise ValueError(f"normalize must be 'datums' or 'none', got {normalize!r}")
-        if not 0.0 <= average_decay < 1.0:
-            raise ValueError(f"average_decay must be in [0, 1), got {average_decay}")
         self.cfg = cfg
         self.model, self.tokenizer = load_model_and_tokenizer(cfg)
         self.micro_batch_tokens = micro_batch_tokens
@@ -237,9 +239,7 @@ class TorchLearner:
         self._epoch = 0  # bumped on every weight change; samplers check it
         self._optimizer: torch.optim.Optimizer | None = None
         self._reference: Any = None  # frozen base model for full fine-tuning's KL
-        self.average_decay = average_decay
-        self._average: WeightAverage | None = None  # None until a step is averaged
-        self.magnet: str | None = None  # the snapshot the KL pulls towards, if any
+        self.frozen = TorchFrozenCopies(self)  # pool members, the KL's snapshot magnet
 
     # ----- parameters and optimizer -------------------------------------------------
     def _named_trainable(self) -> list[tuple[str, torch.nn.Parameter]]:
@@ -377,13 +377,18 @@ class TorchLearner:
             logits_NV = logits_NV + add_NV
         return torch.log_softmax(logits_NV, dim=-1)
 
-    def _reference_dists(self, batch: Sequence[Datum], fwd: _Forward) -> torch.Tensor:
+    def _reference_dists(
+        self, batch: Sequence[Datum], fwd: _Forward, snapshot: bool
+    ) -> torch.Tensor:
         """The magnet model's log-distributions at the same positions (no gradient): the
-        snapshot magnet when one is set (`refresh_magnet`), else the reference model: the
-        base model under the LoRA adapter, or a frozen copy for full fine-tuning."""
+        frozen copy named MAGNET (`snapshot`, which the loop refreshes), else the reference
+        model: the base model under the LoRA adapter, or a frozen copy for full
+        fine-tuning."""
+        if snapshot and MAGNET not in self.frozen.names():
+            raise RuntimeError("kl_reference=snapshot: freeze the magnet before learning")
         with torch.no_grad():
-            if self.magnet is not None:
-                with snapshots.active_adapter(self.model, self.magnet):
+            if snapshot:
+                with snapshots.active_adapter(self.model, MAGNET):
                     hidden_BSH, _ = self._hidden(self.model, batch, fwd.shared)
             elif _is_peft(self.model):
                 with self.model.disable_adapter():
@@ -474,7 +479,7 @@ class TorchLearner:
             return torch.zeros((), device=fwd.logp_NV.device), {}
         magnet_NV = None
         if reg.needs_reference_model:
-            magnet_NV = self._reference_dists(batch, fwd)
+            magnet_NV = self._reference_dists(batch, fwd, reg.kl_reference == "snapshot")
         elif reg.kl_coef > 0:
             magnet_NV = uniform_magnet(fwd.logp_NV.shape[-1], fwd.plan.shares, fwd.logp_NV.device)
         weight_N = torch.tensor(fwd.plan.weights, dtype=torch.float32, device=fwd.logp_NV.device)
@@ -501,36 +506,9 @@ class TorchLearner:
             group["lr"] = learning_rate
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        self._update_average()
         self.version += 1
         self._epoch += 1
         return {"grad_norm": grad_norm, "lr": learning_rate, "skipped_nonfinite": 0.0}
-
-    # ----- weight averaging -----------------------------------------------------------
-    @property
-    def has_average(self) -> bool:
-        """True once an average of the weights exists (average_decay > 0, >= 1 step)."""
-        return self._average is not None
-
-    def _update_average(self) -> None:
-        if self.average_decay <= 0:
-            return
-        if self._average is None:
-            self._average = WeightAverage(self.average_decay)
-        self._average.update(self._named_trainable())
-
-    @contextlib.contextmanager
-    def averaged(self) -> Iterator[None]:
-        """Inside the block the model holds the averaged weights (samplers made inside
-        are valid only there); the live weights come back on exit, also on error."""
-        if self._average is None:
-            raise RuntimeError("no averaged weights: set average_decay > 0 and train a step")
-        self._epoch += 1
-        try:
-            with self._average.swapped_in(self._named_trainable()):
-                yield
-        finally:
-            self._epoch += 1
 
     # ----- weights that travel (the async actor-learner) ------------------------------
     def trained_state(self) -> dict[str, torch.Tensor]:
@@ -571,68 +549,6 @@ class TorchLearner:
             packed_decode=self.packed_decode,
         )
 
-    # ----- the snapshot magnet (kl_reference="snapshot") ------------------------------
-    def refresh_magnet(self) -> None:
-        """From now on the KL term pulls towards a frozen copy of the current weights."""
-        snapshots.drop_snapshot(self.model, MAGNET)
-        snapshots.take_snapshot(self.model, MAGNET)
-        self.magnet = MAGNET
-
-    # ----- pool members (population play) --------------------------------------------
-    # LoRA: each member is a frozen adapter over the one model (snapshots.py); full
-    # fine-tuning: a weight file, read into a bounded set of copies when sampled
-    # (full_members.py).
-    def take_snapshot(self, name: str, folder: Path) -> None:
-        """Freeze the current weights as pool member `name`, written to `folder` for resume."""
-        if not _is_peft(self.model):
-            self.full_members.take(name, folder)
-            return
-        snapshots.take_snapshot(self.model, name)
-        snapshots.save_snapshot(self.model, name, folder)
-        self.frozen_answers[name] = {}
-
-    def load_snapshot(self, name: str, folder: Path) -> None:
-        if not _is_peft(self.model):
-            self.full_members.load(name, folder)
-            return
-        snapshots.load_snapshot(self.model, name, folder)
-        self.frozen_answers[name] = {}
-
-    def drop_snapshot(self, name: str) -> None:
-        self.full_members.drop(name)
-        snapshots.drop_snapshot(self.model, name)
-        self.frozen_answers.pop(name, None)
-
-    @property
-    def members_share_model(self) -> bool:
-        """Whether members and the policy can be sampled in one batch (LoRA adapters)."""
-        return _is_peft(self.model)
-
-    def snapshot_sampler(self, name: str) -> Sampler:
-        """A sampler for pool member `name`; it refuses to run once the member is dropped."""
-        if not _is_peft(self.model):
-            return MemberSampler(
-                self.full_members,
-                name,
-                self.tokenizer,
-                max_batch_tokens=self.sampler_batch_tokens,
-                share_identical=self.share_identical,
-                prefix_reuse=self.prefix_reuse,
-            )
-        return TorchSampler(
-            self.model,
-            self.tokenizer,
-            version=-1,
-            max_batch_tokens=self.sampler_batch_tokens,
-            is_current=lambda: name in snapshots.snapshot_names(self.model),
-            share_identical=self.share_identical,
-            adapter=name,
-            frozen=self.frozen_answers,
-            prefix_reuse=self.prefix_reuse,
-            merge_lora=self.merge_lora,
-            packed_decode=self.packed_decode,
-        )
-
     # ----- checkpoints ----------------------------------------------------------------
     def save(self, path: Path) -> None:
         """HF model folder (adapter or full) + tokenizer + optimizer state, no pickle."""
@@ -643,14 +559,28 @@ class TorchLearner:
         names = [n for n, _ in self._named_trainable()]
         extra = {"version": self.version, "temperature": self.temperature}
         checkpoint_io.save_optimizer(self._get_optimizer(), names, path, extra)
-        if self._average is not None:
-            with self.averaged():
-                self.save_trained(path / AVERAGED)
-            self.tokenizer.save_pretrained(str(path / AVERAGED))
-            state = {"decay": self.average_decay, "count": self._average.count}
-            (path / AVERAGED / AVERAGING_JSON).write_text(json.dumps(state), encoding="utf-8")
-        if self.magnet is not None:
-            snapshots.save_snapshot(self.model, self.magnet, path / MAGNET)
+
+    def save_weights(self, folder: Path, state: dict[str, torch.Tensor] | None = None) -> None:
+        """A model folder (adapter or full weights, and the tokenizer) of `state` (a
+        `trained_state()`; None: the current weights) that any HF tool loads."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        named = self._named_trainable()
+        with live_weights_kept(named):
+            if state is not None:
+                with torch.no_grad():
+                    for name, param in named:
+                        param.copy_(state[name].to(param.device, param.dtype))
+            self.save_trained(folder)
+        self.tokenizer.save_pretrained(str(folder))
+
+    def read_weights(self, folder: Path) -> dict[str, torch.Tensor]:
+        """The weights of a model folder `save_weights` wrote, as a `trained_state()`;
+        this learner's own weights are left as they were."""
+        named = self._named_trainable()
+        with live_weights_kept(named), _damaged_if_unreadable(Path(folder)):
+            self._load_weights(Path(folder))
+            return {n: p.detach().to("cpu", copy=True) for n, p in named}
 
     def save_trained(self, path: Path, weights: dict[str, torch.Tensor] | None = None) -> None:
         """The trained weights only (a PEFT adapter folder with LoRA; pool members are
@@ -684,31 +614,7 @@ class TorchLearner:
         names = [n for n, _ in self._named_trainable()]
         with _damaged_if_unreadable(path):
             extra = checkpoint_io.load_optimizer(self._get_optimizer(), names, path)
-            self._load_average(path)
-            self._load_magnet(path)
         self.version = int(extra.get("version", self.version))
-
-    def _load_magnet(self, path: Path) -> None:
-        """The snapshot magnet saved beside the weights, or none."""
-        snapshots.drop_snapshot(self.model, MAGNET)
-        self.magnet = None
-        if (path / MAGNET / snapshots.WEIGHTS_FILE).is_file():
-            snapshots.load_snapshot(self.model, MAGNET, path / MAGNET)
-            self.magnet = MAGNET
-
-    def _load_average(self, path: Path) -> None:
-        """The average saved beside the weights (exact), or none: averaging restarts."""
-        self._average = None
-        folder = path / AVERAGED
-        if self.average_decay <= 0 or not (folder / AVERAGING_JSON).is_file():
-            return
-        state = json.loads((folder / AVERAGING_JSON).read_text(encoding="utf-8"))
-        self._average = WeightAverage.capture(
-            self.average_decay,
-            int(state["count"]),
-            self._named_trainable(),
-            lambda: self._load_weights(folder),
-        )
 
     def _load_weights(self, folder: Path) -> None:
         """A PEFT adapter or full weights from `folder` into this learner's model."""

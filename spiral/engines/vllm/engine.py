@@ -42,11 +42,11 @@ import shutil
 import tempfile
 import time
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 from spiral.engines.base import (
+    FrozenCopies,
     Learner,
     LearnerWrapper,
     Sampler,
@@ -489,7 +489,7 @@ class VllmSampledLearner(LearnerWrapper):
     def __init__(self, learner: Learner, engine: VllmEngine, workdir: Path | None = None) -> None:
         self.inner: Any = learner  # a TorchLearner (save_trained: its adapter folder)
         self.full = engine.lora_slot == 0  # full weights: synced into a private engine
-        if not self.full and not learner.members_share_model:
+        if not self.full and not (learner.frozen is not None and learner.frozen.share_model):
             raise UsageError("a LoRA engine samples a LoRA learner; this one trains full weights")
         self.engine = engine
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="spiral-vllm-"))
@@ -525,48 +525,62 @@ class VllmSampledLearner(LearnerWrapper):
             members=self.prefix,
         )
 
-    def averaged(self) -> AbstractContextManager[None]:
-        inner = self.inner.averaged()
-        wrapper = self
+    def load_trained_state(self, state: dict[str, Any], version: int) -> None:
+        """Other weights at any version (the loop's average swapped in and out): the
+        engine samples them from the next `sampler()` on."""
+        self.inner.load_trained_state(state, version)
+        self.published = -1
 
-        class _Averaged:
-            def __enter__(self) -> None:
-                inner.__enter__()
-                wrapper.published = -1  # the averaged weights are sampled inside the block
+    @property
+    def frozen(self) -> FrozenCopies:
+        return VllmCopies(self)
 
-            def __exit__(self, *exc: Any) -> None:
-                inner.__exit__(*exc)
-                wrapper.published = -1
 
-        return _Averaged()
+class VllmCopies:
+    """A vLLM-sampled learner's frozen copies: the torch learner holds them (its KL reads
+    the magnet there) and, with LoRA, each copy written to a folder is also an adapter in
+    the running engine, which samples it; with full weights the torch learner's own
+    copies sample (a weight file per copy, full_members.py)."""
 
-    # Pool members: adapters in the engine with LoRA; with full weights the torch
-    # learner's own member samplers (a weight file per member, full_members.py).
-    def take_snapshot(self, name: str, folder: Path) -> None:
-        self.inner.take_snapshot(name, folder)
-        if not self.full:
-            self.engine.add_adapter(self.prefix + name, Path(folder))
+    def __init__(self, learner: VllmSampledLearner) -> None:
+        self.learner, self.inner = learner, learner.inner.frozen
 
-    def load_snapshot(self, name: str, folder: Path) -> None:
-        self.inner.load_snapshot(name, folder)
-        if not self.full:
-            self.engine.add_adapter(self.prefix + name, Path(folder))
+    @property
+    def share_model(self) -> bool:
+        return bool(self.inner.share_model)
 
-    def drop_snapshot(self, name: str) -> None:
-        self.inner.drop_snapshot(name)
-        if not self.full:
-            self.engine.drop_adapter(self.prefix + name)
+    def freeze(self, name: str, folder: Path | None = None) -> None:
+        self.inner.freeze(name, folder)
+        if folder is not None and not self.learner.full:
+            self.learner.engine.add_adapter(self.learner.prefix + name, Path(folder))
 
-    def snapshot_sampler(self, name: str) -> Sampler:
-        if self.full:
-            return self.inner.snapshot_sampler(name)
-        adapter = self.prefix + name
+    def save(self, name: str, folder: Path) -> None:
+        self.inner.save(name, folder)
+
+    def load(self, name: str, folder: Path) -> None:
+        self.inner.load(name, folder)
+        if not self.learner.full:
+            self.learner.engine.add_adapter(self.learner.prefix + name, Path(folder))
+
+    def drop(self, name: str) -> None:
+        self.inner.drop(name)
+        adapter = self.learner.prefix + name
+        if not self.learner.full and self.learner.engine.has_adapter(adapter):
+            self.learner.engine.drop_adapter(adapter)
+
+    def names(self) -> list[str]:
+        return list(self.inner.names())
+
+    def sampler(self, name: str) -> Sampler:
+        if self.learner.full:
+            return self.inner.sampler(name)
+        adapter, engine = self.learner.prefix + name, self.learner.engine
         return VllmSampler(
-            self.engine,
+            engine,
             -1,
             adapter,
-            is_current=lambda: self.engine.has_adapter(adapter),
-            members=self.prefix,
+            is_current=lambda: engine.has_adapter(adapter),
+            members=self.learner.prefix,
         )
 
 
