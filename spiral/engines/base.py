@@ -159,10 +159,6 @@ class Learner(Protocol):
         """Apply accumulated gradients (clipped), bump `version`, zero gradients."""
         ...
 
-    def logprobs(self, datums: Sequence[Datum]) -> list[list[float]]:
-        """Current log-probs of each datum's targets (constraint applied), no grad."""
-        ...
-
     def sampler(self) -> Sampler:
         """A sampler bound to the current weights."""
         ...

@@ -1,8 +1,11 @@
 """The first steps of `make train` before and after a refactor, key by key.
 
-    bash docs/results/refactor-bit-identity/run10.sh OLD_CHECKOUT /tmp/before10
-    bash docs/results/refactor-bit-identity/run10.sh NEW_CHECKOUT /tmp/after10
-    python docs/results/refactor-bit-identity/compare.py before.metrics.jsonl after.metrics.jsonl
+    bash docs/results/refactor-bit-identity/run_until.sh OLD_CHECKOUT /tmp/before 22
+    bash docs/results/refactor-bit-identity/run_until.sh NEW_CHECKOUT /tmp/after 22
+    python docs/results/refactor-bit-identity/compare.py /tmp/before/metrics.jsonl /tmp/after/metrics.jsonl
+
+(`run10.sh` stops at step 10 instead.) Kept here: the first check (`before`/`after`,
+11 steps, before the narrow Learner) and the second (`*-23-steps`, after it).
 
 Both runs on a quiet machine (under load the first update's gradient norm moved in the
 third digit in one run: thread timing changes the float sums). Timing keys are left out;

@@ -1,5 +1,5 @@
 #!/bin/bash
-# usage: runN.sh REPO LOGDIR STEP : the embedded-kuhn preset until metrics hold STEP, stopped by SIGTERM
+# usage: run_until.sh REPO LOGDIR STEP : the embedded-kuhn preset until metrics hold STEP, stopped by SIGTERM
 cd "$1"; rm -rf "$2"
 .venv/bin/spiral train preset=embedded-kuhn log_path="$2" > "$2.log" 2>&1 &
 pid=$!
