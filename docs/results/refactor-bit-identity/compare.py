@@ -4,8 +4,8 @@
     bash docs/results/refactor-bit-identity/run_until.sh NEW_CHECKOUT /tmp/after 22
     python docs/results/refactor-bit-identity/compare.py /tmp/before/metrics.jsonl /tmp/after/metrics.jsonl
 
-(`run10.sh` stops at step 10 instead.) Kept here: the first check (`before`/`after`,
-11 steps, before the narrow Learner) and the second (`*-23-steps`, after it).
+Kept here: the first check (`before`/`after`, 11 steps, stopped at STEP 10, before the
+narrow Learner) and the second (`*-23-steps`, STEP 22, after it).
 
 Both runs on a quiet machine (under load the first update's gradient norm moved in the
 third digit in one run: thread timing changes the float sums). Timing keys are left out;
