@@ -27,7 +27,7 @@ import spiral.engines.torch.sampler as sampler_module
 from spiral.algo.losses import importance_sampling_loss
 from spiral.engines.torch.attention import NAME
 from spiral.engines.torch.learner import Regularizer
-from spiral.engines.torch.precision import lora_compute
+from spiral.engines.torch.precision import model_compute
 from spiral.train.loop import collect
 
 
@@ -41,9 +41,9 @@ def _arm(learner: Any, after: bool) -> None:
     model, the LoRA precision by rebinding the name the learner and sampler modules call
     (a benchmark-only swap of module globals; the product has no switch for it)."""
     learner.model.set_attn_implementation(NAME if after else "sdpa")
-    ctx = lora_compute if after else _no_lora_compute
-    learner_module.lora_compute = ctx  # type: ignore[attr-defined]
-    sampler_module.lora_compute = ctx  # type: ignore[attr-defined]
+    ctx = model_compute if after else _no_lora_compute
+    learner_module.model_compute = ctx  # type: ignore[attr-defined]
+    sampler_module.model_compute = ctx  # type: ignore[attr-defined]
 
 
 def main() -> None:

@@ -113,6 +113,16 @@ def regularizer_loss(
     if reg.kl_coef > 0 and magnet_logp_NV is None:
         raise ValueError("kl_coef > 0 needs the magnet's log-probs")
     entropy_N, kl_N = entropy_and_kl(logp_NV, magnet_logp_NV)
+    return regularizer_from_terms(entropy_N, kl_N, weight_N, reg)
+
+
+def regularizer_from_terms(
+    entropy_N: Tensor, kl_N: Tensor | None, weight_N: Tensor, reg: Regularizer
+) -> tuple[Tensor, dict[str, float]]:
+    """`regularizer_loss` from each position's entropy and KL (`entropy_and_kl`), for a
+    caller that computed them a chunk of positions at a time."""
+    if reg.kl_coef > 0 and kl_N is None:
+        raise ValueError("kl_coef > 0 needs the KL to the magnet")
     w_N = weight_N.detach().to(entropy_N.dtype)
     loss = -reg.entropy_coef * (w_N * entropy_N).sum()
     if kl_N is not None and reg.kl_coef > 0:

@@ -13,7 +13,9 @@ PEFT LoRA when `lora_rank > 0`) and its tokenizer. Accepted `model` values:
 Choices: `lora_alpha=None` means alpha = 2 * rank (the common "alpha/r = 2" scaling);
 LoRA targets every linear layer except the output head ("all-linear"); device "auto" is
 CUDA when available else CPU; dtype "auto" is bf16 on CUDA, bf16 for LoRA on CPUs with
-native bf16 (AVX512-BF16, AMX: ~2x fp32 matmuls), fp32 otherwise (`resolve_dtype`). A
+native bf16 (AVX512-BF16, AMX: ~2x fp32 matmuls), fp32 otherwise (`resolve_dtype`). The
+dtype is what the model computes in; what is trained stays fp32 (LoRA adapters, and full
+fine-tuning's weights under autocast: precision.py). A
 tokenizer without a pad token gets its eos token as pad (we always pass attention masks,
 so this is safe).
 """
@@ -159,10 +161,10 @@ def cpu_has_bf16() -> bool:
 
 
 def resolve_dtype(dtype: str, device: Any, full_fine_tuning: bool = False) -> Any:
-    """`auto`: bf16 on CUDA; on a CPU with native bf16, bf16 for LoRA (the frozen base in
-    bf16, the adapter and its optimizer state in fp32, PEFT's default) and fp32 for full
-    fine-tuning (its weights are the master weights and keep the optimizer's precision);
-    fp32 elsewhere."""
+    """The compute dtype. `auto`: bf16 on CUDA (LoRA: the frozen base in bf16, the adapter
+    and its optimizer state in fp32; full fine-tuning: fp32 weights and optimizer state,
+    bf16 products under autocast); on a CPU with native bf16, bf16 for LoRA and fp32 for
+    full fine-tuning (not measured faster there under autocast); fp32 elsewhere."""
     import torch
 
     if dtype == "auto":
@@ -233,12 +235,16 @@ def _contiguous_args(module: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(a.contiguous() if hasattr(a, "contiguous") else a for a in args)
 
 
-def load_model_and_tokenizer(cfg: ModelConfig) -> tuple[Any, Any]:
-    """Load (model, tokenizer) as `cfg` says; the model is on its device, in train mode."""
+def load_model_and_tokenizer(cfg: ModelConfig, trained: bool = True) -> tuple[Any, Any]:
+    """Load (model, tokenizer) as `cfg` says; the model is on its device, in train mode.
+    `trained` (full fine-tuning only): keep the weights in fp32 and compute in the
+    resolved half dtype under autocast (precision.py), as the learner needs; a model only
+    sampled or used as a frozen reference loads in the compute dtype itself."""
     import torch
     from transformers import AutoModelForCausalLM
 
     from spiral.engines.torch.attention import use_spiral_attention
+    from spiral.engines.torch.precision import set_compute_dtype
 
     if cfg.lora_rank < 0:
         raise ValueError(f"lora_rank must be >= 0 (0 = full fine-tuning), got {cfg.lora_rank}")
@@ -252,7 +258,9 @@ def load_model_and_tokenizer(cfg: ModelConfig) -> tuple[Any, Any]:
     if adapter_file.is_file():
         base_name = json.loads(adapter_file.read_text())["base_model_name_or_path"]
         base_source = resolve_model_path(base_name)
-    kwargs = {"dtype": dtype, "trust_remote_code": cfg.trust_remote_code}
+    master = trained and cfg.lora_rank == 0 and dtype in (torch.bfloat16, torch.float16)
+    weight_dtype = torch.float32 if master else dtype
+    kwargs = {"dtype": weight_dtype, "trust_remote_code": cfg.trust_remote_code}
     model = _from_pretrained(AutoModelForCausalLM, base_source, **kwargs)
     # An adapter folder without its own tokenizer (a population-play member) uses the base's.
     has_tokenizer = any(
@@ -277,6 +285,8 @@ def load_model_and_tokenizer(cfg: ModelConfig) -> tuple[Any, Any]:
             model = get_peft_model(model, _lora_config(cfg))
     if cfg.gradient_checkpointing and cfg.lora_rank > 0:
         model.enable_input_require_grads()  # checkpointed blocks need a grad-carrying input
+    if master:
+        set_compute_dtype(model, dtype)
     model.train()
     return model, tokenizer
 

@@ -99,7 +99,7 @@ def _torch_sampler(model: ModelConfig, version: int) -> Sampler:
     from spiral.engines.loading import exact_shortcuts, load_model_and_tokenizer
     from spiral.engines.torch.sampler import TorchSampler
 
-    loaded, tokenizer = load_model_and_tokenizer(model)
+    loaded, tokenizer = load_model_and_tokenizer(model, trained=False)
     loaded.eval()
     on = exact_shortcuts()
     return TorchSampler(

@@ -168,8 +168,9 @@ class TrainConfig:
     device: str = chz.field(default="auto", doc="auto | cpu | cuda | cuda:N", validator=device_name)
     dtype: DTypeName = chz.field(
         default="auto",
-        doc="auto (bf16 on CUDA, and for LoRA on CPUs with native bf16; else fp32) | "
-        "float32 | bfloat16 | float16",
+        doc="compute dtype: auto (bf16 on CUDA, and for LoRA on CPUs with native bf16; "
+        "else fp32) | float32 | bfloat16 | float16; what is trained stays fp32 (LoRA "
+        "adapters; full fine-tuning's weights and optimizer state, under autocast)",
     )
     eval_every: int = chz.field(
         default=16,

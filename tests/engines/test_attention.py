@@ -130,7 +130,9 @@ def test_models_switch_from_sdpa_and_agree_in_bf16(tiny_llama: Path) -> None:
     through a KV-cached decode step, match the same weights under sdpa."""
     model, tok = load_model_and_tokenizer(ModelConfig(str(tiny_llama), lora_rank=0))
     assert model.config._attn_implementation == NAME
-    bf16, _ = load_model_and_tokenizer(ModelConfig(str(tiny_llama), lora_rank=0, dtype="bfloat16"))
+    bf16, _ = load_model_and_tokenizer(
+        ModelConfig(str(tiny_llama), lora_rank=0, dtype="bfloat16"), trained=False
+    )
     ids = [tok("your move [4] and then")["input_ids"], tok("hello")["input_ids"]]
     width = max(len(s) for s in ids)
     input_ids = torch.tensor([[tok.pad_token_id] * (width - len(s)) + s for s in ids])

@@ -39,7 +39,7 @@ def tiny_qwen2(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def loaded(path: Path, dtype: str, lora_rank: int = 0, device: str = "cpu"):
     torch.manual_seed(0)
     cfg = ModelConfig(str(path), lora_rank=lora_rank, dtype=dtype, device=device)
-    model, tok = load_model_and_tokenizer(cfg)
+    model, tok = load_model_and_tokenizer(cfg, trained=False)  # a sampler's model
     torch.manual_seed(1)
     with torch.no_grad():
         for name, param in model.named_parameters():
@@ -123,7 +123,7 @@ def model_has_packed(model) -> bool:
 def test_short_answers_pack_only_weights_packed_already(tiny_llama: Path) -> None:
     """A call that may decode fewer than MIN_ROOM_TO_PACK tokens does not pay for packing,
     but uses weights a longer call packed; both sample what the model's forward does."""
-    learner = TorchLearner(ModelConfig(str(tiny_llama), lora_rank=0, dtype="bfloat16", seed=0))
+    learner = TorchLearner(ModelConfig(str(tiny_llama), lora_rank=4, dtype="bfloat16", seed=0))
     prompts = chat_prompts(learner.tokenizer, PROMPT_TEXTS)
     short = SamplingParams(max_tokens=MIN_ROOM_TO_PACK - 1, temperature=1.0, seed=5)
     sampler = learner.sampler()

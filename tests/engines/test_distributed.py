@@ -55,7 +55,7 @@ REG = Regularizer(entropy_coef=0.1)
 def _rank(rank: int, world: int, model: str, init: str, out: str) -> None:
     import torch.distributed as dist
 
-    from spiral.engines.parallel.distributed import DataParallelLearner
+    from spiral.engines.parallel.distributed import DataParallelLearner, Ranks, leave
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
@@ -88,7 +88,10 @@ def _rank(rank: int, world: int, model: str, init: str, out: str) -> None:
             metrics["diverged_refused"] = float("replicas diverged" in str(err))
         (Path(out) / f"rank{rank}.json").write_text(json.dumps(metrics))
     finally:
-        dist.destroy_process_group()
+        # As the loop leaves: a last barrier, so no rank tears its gloo pairs down while
+        # the other still reads from them (without it, a loaded machine saw rank 0 abort
+        # in teardown once in a few hundred runs).
+        leave(Ranks(rank, world))
 
 
 @pytest.fixture(scope="module")

@@ -118,3 +118,24 @@ def test_a_model_of_a_real_shape_builds_on_cuda_and_trains(shape: str, tmp_path:
     metrics = learner.forward_backward(sample_agreement_datums(learner, 0, 1.0), is_loss)
     assert math.isfinite(metrics["loss"])
     learner.optim_step(1e-4)
+
+
+def test_full_fine_tuning_keeps_its_updates_on_cuda(tiny_qwen3: Path) -> None:
+    """`dtype=auto` on CUDA with full fine-tuning: fp32 master weights computed under bf16
+    autocast, so an update at lr 1e-6 moves (nearly) every weight that has a gradient."""
+    from spiral.engines.torch.precision import compute_dtype
+
+    learner = TorchLearner(ModelConfig(str(tiny_qwen3), lora_rank=0, device=DEVICE))
+    assert {p.dtype for p in learner.model.parameters()} == {torch.float32}
+    assert compute_dtype(learner.model) == torch.bfloat16
+    datums = sample_agreement_datums(learner, 0, 1.0)
+    before = {n: p.detach().clone() for n, p in learner._named_trainable()}
+    learner.forward_backward(datums, is_loss)
+    has_grad = {n: p.grad != 0 for n, p in learner._named_trainable() if p.grad is not None}
+    learner.optim_step(1e-6)
+    moved = sum(
+        int(((p.detach() - before[n]) != 0)[has_grad[n]].sum())
+        for n, p in learner._named_trainable()
+    )
+    total = sum(int(mask.sum()) for mask in has_grad.values())
+    assert total > 0 and moved / total > 0.99

@@ -55,6 +55,7 @@ import torch.nn.functional as F
 from spiral.engines.loading import cache_keyword
 from spiral.engines.torch.attention import grouped_attention, stacked_mask
 from spiral.engines.torch.merged import drop_merged, drop_slot
+from spiral.engines.torch.precision import compute_dtype
 
 ARCHITECTURES = ("llama", "qwen2", "qwen3")
 _SLOT = "_spiral_packed_decode"
@@ -386,8 +387,10 @@ class PackedDecoder:
 
 def packed_decoder(model: Any, pre: Any, room: int, adapter: str) -> PackedDecoder | None:
     """A `PackedDecoder` for the prefilled batch `pre` that may decode `room` tokens, or
-    None where it stands aside or would not pay for packing (`MIN_ROOM_TO_PACK`)."""
-    if not pre.cache.layers:
+    None where it stands aside or would not pay for packing (`MIN_ROOM_TO_PACK`). It
+    stands aside for fp32 weights computing under autocast (full fine-tuning on CUDA:
+    precision.py), whose products the model's forward casts once per sampler call."""
+    if not pre.cache.layers or compute_dtype(model) is not None:
         return None
     rows = int(pre.mask_BK.shape[0])
     make = room >= MIN_ROOM_TO_PACK

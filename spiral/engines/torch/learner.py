@@ -62,7 +62,7 @@ import torch
 import spiral.engines.torch.checkpoint_io as checkpoint_io
 import spiral.engines.torch.snapshots as snapshots
 from spiral.algo.losses import combine_diagnostics
-from spiral.algo.regularizers import Regularizer, regularizer_loss, uniform_magnet
+from spiral.algo.regularizers import Regularizer, regularizer_from_terms, uniform_magnet
 from spiral.engines.base import MAGNET, LossFn
 from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
 from spiral.engines.manifest import DamagedCheckpointError
@@ -70,7 +70,8 @@ from spiral.engines.torch.constrained import answer_masks
 from spiral.engines.torch.decode import drop_sampling_weights
 from spiral.engines.torch.frozen import TorchFrozenCopies
 from spiral.engines.torch.full_members import FullMembers
-from spiral.engines.torch.precision import lora_compute
+from spiral.engines.torch.head import Magnet, Terms, chunk_rows, head_terms
+from spiral.engines.torch.precision import model_compute
 from spiral.engines.torch.prefill import common_prefix_len, prefill_grouped
 from spiral.engines.torch.sampler import TorchSampler, eval_mode, hidden_to_logits
 from spiral.types import Datum
@@ -106,9 +107,8 @@ class _Plan:
 @dataclass
 class _Forward:
     per_datum: list[torch.Tensor]  # target log-probs per datum (0 where not needed)
-    logp_NV: torch.Tensor  # full log-distribution at each planned position
+    terms: Terms  # per planned position: target log-prob, entropy, KL to the magnet
     plan: _Plan
-    shared: bool  # computed as a shared-prefix tree (the reference must match)
 
 
 def _is_peft(model: Any) -> bool:
@@ -325,7 +325,7 @@ class TorchLearner:
         seqs = [list(d.input_ids) for d in batch]
         stem_ends = [_first_needed(d) for d in batch] if share else [0] * len(batch)
         prefix_len = min(common_prefix_len(seqs), *stem_ends) if share and len(seqs) > 1 else 0
-        with lora_compute(model):
+        with model_compute(model):
             pre = prefill_grouped(
                 model,
                 seqs,
@@ -337,9 +337,13 @@ class TorchLearner:
             )
         return pre.out.hidden_states[-1], pre.tail_starts
 
-    def _batch_forward(self, batch: Sequence[Datum], every_target: bool) -> _Forward:
-        """Per datum, a 1-D tensor of target log-probs (0 where not needed or forced), plus
-        the selected positions' full (tempered, constrained) log-distributions.
+    def _batch_forward(
+        self, batch: Sequence[Datum], every_target: bool, reg: Regularizer | None = None
+    ) -> _Forward:
+        """Per datum, a 1-D tensor of target log-probs (0 where not needed or forced), and
+        per selected position the terms of the (tempered, constrained) distribution:
+        entropy, and the KL to `reg`'s magnet where it has one (head.py, a chunk of
+        positions at a time).
 
         Unless every target is wanted, the rows' common prefix (up to the first position
         any row needs) runs once and its KV cache is shared by all rows (`prefill`);
@@ -347,9 +351,16 @@ class TorchLearner:
         share = self.share_prefix and not every_target
         hidden_BSH, tail_starts = self._hidden(self.model, batch, share)
         plan = self._plan(batch, every_target, tail_starts, hidden_BSH.shape[1])
-        logp_NV = self._log_dists(hidden_BSH[plan.rows, plan.cols], plan.allowed)
-        target_N1 = torch.tensor(plan.targets, device=logp_NV.device, dtype=torch.long)
-        values_N = logp_NV.gather(1, target_N1.unsqueeze(1)).squeeze(1)
+        vocab = int(self.model.get_output_embeddings().weight.shape[0])
+        device = hidden_BSH.device
+        target_N = torch.tensor(plan.targets, device=device, dtype=torch.long)
+        terms = head_terms(
+            lambda h, sl: self._log_dists(h, plan.allowed[sl]),
+            hidden_BSH[plan.rows, plan.cols],
+            target_N,
+            self._magnet(batch, plan, share, reg, vocab) if reg is not None and plan.rows else None,
+            chunk_rows(vocab),
+        )
         lengths = [len(d.target_ids) for d in batch]
         offsets = [0]
         for n in lengths[:-1]:
@@ -358,16 +369,18 @@ class TorchLearner:
             [offsets[b] + t for b, t in zip(plan.rows, plan.positions, strict=True)],
             dtype=torch.long,
         )
-        flat_T = torch.zeros(sum(lengths), device=logp_NV.device, dtype=values_N.dtype)
-        flat_T = flat_T.index_put((flat_N.to(logp_NV.device),), values_N)
-        return _Forward(list(flat_T.split(lengths)), logp_NV, plan, share)
+        values_N = terms.values_N
+        flat_T = torch.zeros(sum(lengths), device=device, dtype=values_N.dtype)
+        flat_T = flat_T.index_put((flat_N.to(device),), values_N)
+        return _Forward(list(flat_T.split(lengths)), terms, plan)
 
     def _log_dists(
-        self, hidden_NH: torch.Tensor, allowed: list[tuple[int, ...] | None]
+        self, hidden_NH: torch.Tensor, allowed: list[tuple[int, ...] | None], model: Any = None
     ) -> torch.Tensor:
-        """log_softmax(logits / T) per position, restricted to `allowed` where given."""
+        """log_softmax(logits / T) per position, restricted to `allowed` where given; the
+        logits from `model`'s head (default: the live model's)."""
         temperature = self.temperature if self.temperature > 0 else 1.0
-        logits_NV = hidden_to_logits(self.model, hidden_NH) / temperature
+        logits_NV = hidden_to_logits(model or self.model, hidden_NH) / temperature
         constrained = [k for k, a in enumerate(allowed) if a is not None]
         if constrained:
             add_NV = torch.zeros_like(logits_NV)
@@ -377,32 +390,50 @@ class TorchLearner:
             logits_NV = logits_NV + add_NV
         return torch.log_softmax(logits_NV, dim=-1)
 
+    def _magnet(
+        self, batch: Sequence[Datum], plan: _Plan, shared: bool, reg: Regularizer, vocab: int
+    ) -> Magnet | None:
+        """The KL's magnet at the planned positions, by slice of positions: the model
+        that `reg` names, or the uniform distribution over legal moves; None without a
+        KL."""
+        if reg.needs_reference_model:
+            return self._reference_dists(batch, plan, shared, reg.kl_reference == "snapshot")
+        if reg.kl_coef > 0:
+            device = self.model.get_output_embeddings().weight.device
+            return lambda sl: uniform_magnet(vocab, plan.shares[sl], device)
+        return None
+
     def _reference_dists(
-        self, batch: Sequence[Datum], fwd: _Forward, snapshot: bool
-    ) -> torch.Tensor:
-        """The magnet model's log-distributions at the same positions (no gradient): the
-        frozen copy named MAGNET (`snapshot`, which the loop refreshes), else the reference
-        model: the base model under the LoRA adapter, or a frozen copy for full
-        fine-tuning."""
+        self, batch: Sequence[Datum], plan: _Plan, shared: bool, snapshot: bool
+    ) -> Magnet:
+        """The magnet model's log-distributions at the planned positions (no gradient),
+        by slice of positions: the frozen copy named MAGNET (`snapshot`, which the loop
+        refreshes), else the reference model: the base model under the LoRA adapter, or a
+        frozen copy for full fine-tuning. Its hidden states are computed here, its head
+        a chunk at a time."""
         if snapshot and MAGNET not in self.frozen.names():
             raise RuntimeError("kl_reference=snapshot: freeze the magnet before learning")
+        model = self.model
         with torch.no_grad():
             if snapshot:
                 with snapshots.active_adapter(self.model, MAGNET):
-                    hidden_BSH, _ = self._hidden(self.model, batch, fwd.shared)
+                    hidden_BSH, _ = self._hidden(self.model, batch, shared)
             elif _is_peft(self.model):
                 with self.model.disable_adapter():
-                    hidden_BSH, _ = self._hidden(self.model, batch, fwd.shared)
-            else:
-                hidden_BSH, _ = self._hidden(self._reference_model(), batch, fwd.shared)
-            plan = fwd.plan
-            return self._log_dists(hidden_BSH[plan.rows, plan.cols], plan.allowed)
+                    hidden_BSH, _ = self._hidden(self.model, batch, shared)
+            else:  # full fine-tuning: the frozen copy's own layers and head
+                model = self._reference_model()
+                hidden_BSH, _ = self._hidden(model, batch, shared)
+        hidden_NH = hidden_BSH[plan.rows, plan.cols]
+        return lambda sl: self._log_dists(hidden_NH[sl], plan.allowed[sl], model)
 
     def _reference_model(self) -> Any:
         if self._reference is None:
             from dataclasses import replace
 
-            self._reference, _ = load_model_and_tokenizer(replace(self.cfg, lora_rank=0))
+            self._reference, _ = load_model_and_tokenizer(
+                replace(self.cfg, lora_rank=0), trained=False
+            )
             self._reference.requires_grad_(False)
             self._reference.eval()
         return self._reference
@@ -442,7 +473,7 @@ class TorchLearner:
         parts: list[dict[str, float]] = []
         for chunk in self._micro_batches(datums, share_prefix=self.share_prefix):
             batch = [datums[i] for i in chunk]
-            fwd = self._batch_forward(batch, every_target=False)
+            fwd = self._batch_forward(batch, every_target=False, reg=reg)
             new_T = torch.cat(fwd.per_datum)
             device = new_T.device
 
@@ -455,7 +486,7 @@ class TorchLearner:
             )
             mask_T = flat("mask") * weight_T
             loss, diagnostics = loss_fn(new_T, flat("sampler_logprobs"), flat("advantages"), mask_T)
-            reg_loss, reg_diag = self._regularize(batch, fwd, reg)
+            reg_loss, reg_diag = self._regularize(fwd, reg)
             diagnostics = {**diagnostics, **reg_diag}
             if reg.active:
                 loss = loss + reg_loss
@@ -470,20 +501,16 @@ class TorchLearner:
         # Token-weighted means over the micro-batches; ratio_min / ratio_max their extremes.
         return combine_diagnostics(parts)
 
-    def _regularize(
-        self, batch: Sequence[Datum], fwd: _Forward, reg: Regularizer
-    ) -> tuple[torch.Tensor, dict[str, float]]:
+    def _regularize(self, fwd: _Forward, reg: Regularizer) -> tuple[torch.Tensor, dict[str, float]]:
         """The regulariser's summed loss over the trained positions (see
         spiral.algo.regularizers); its entropy diagnostic is reported even when off."""
+        device = fwd.terms.values_N.device
         if not fwd.plan.rows:
-            return torch.zeros((), device=fwd.logp_NV.device), {}
-        magnet_NV = None
-        if reg.needs_reference_model:
-            magnet_NV = self._reference_dists(batch, fwd, reg.kl_reference == "snapshot")
-        elif reg.kl_coef > 0:
-            magnet_NV = uniform_magnet(fwd.logp_NV.shape[-1], fwd.plan.shares, fwd.logp_NV.device)
-        weight_N = torch.tensor(fwd.plan.weights, dtype=torch.float32, device=fwd.logp_NV.device)
-        loss, diagnostics = regularizer_loss(fwd.logp_NV, magnet_NV, weight_N, reg)
+            return torch.zeros((), device=device), {}
+        weight_N = torch.tensor(fwd.plan.weights, dtype=torch.float32, device=device)
+        loss, diagnostics = regularizer_from_terms(
+            fwd.terms.entropy_N, fwd.terms.kl_N, weight_N, reg
+        )
         return loss, {
             **diagnostics,
             "reg_loss": float(loss.detach()) / max(float(weight_N.sum()), 1e-12),

@@ -1,4 +1,21 @@
-"""The LoRA path's precision: adapters kept in fp32, computed in the base model's dtype.
+"""Precision: what is trained stays in fp32, what is computed runs in the compute dtype.
+
+Two cases, one entry point (`model_compute(model)`, which every forward of the sampler
+and the learner runs under):
+
+- Full fine-tuning with a half-precision compute dtype (`dtype=auto` on CUDA, or
+  `dtype=bfloat16`): the loader keeps the weights in fp32 (they are the master weights,
+  and AdamW's moments take their dtype) and marks the model with its compute dtype
+  (`set_compute_dtype`); its forwards run under `torch.autocast`, so the products run in
+  bf16 from bf16 copies of the weights (made once per autocast block) and the updates
+  accumulate in fp32. Kept in bf16 instead, an update smaller than half a unit in the
+  last place of its weight is lost: at lr 1e-6 (SPIRAL's full fine-tuning rate) Adam moves
+  a weight by ~1e-6, and bf16's spacing near 0.02 is 1.2e-4, so nearly every update
+  rounds to nothing (tested).
+- LoRA over a half-precision base (below): the adapters are fp32, their products run in
+  the base's dtype.
+
+The LoRA path's precision: adapters kept in fp32, computed in the base model's dtype.
 
 PEFT keeps LoRA weights in fp32 over a bf16 base model (their optimizer state and small
 updates need it) and therefore casts every LoRA layer's input to fp32, runs the two
@@ -32,6 +49,38 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+
+_COMPUTE = "_spiral_compute_dtype"
+
+
+def set_compute_dtype(model: Any, dtype: torch.dtype) -> None:
+    """Mark a model whose fp32 weights compute in `dtype` under autocast."""
+    model.__dict__[_COMPUTE] = dtype
+
+
+def compute_dtype(model: Any) -> torch.dtype | None:
+    """The autocast dtype a full fine-tuning model computes in; None for a model that
+    computes in its weights' dtype."""
+    return model.__dict__.get(_COMPUTE)
+
+
+def autocast_for(model: Any) -> contextlib.AbstractContextManager[Any]:
+    """`torch.autocast` to the model's compute dtype, or a block that does nothing."""
+    dtype = compute_dtype(model)
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(model.device.type, dtype=dtype)
+
+
+@contextlib.contextmanager
+def model_compute(model: Any) -> Iterator[None]:
+    """Compute the block's forwards of `model` in its compute dtype (module docstring)."""
+    if compute_dtype(model) is not None:
+        with autocast_for(model):
+            yield
+        return
+    with lora_compute(model):
+        yield
 
 
 def _lora_dtypes(model: Any) -> tuple[torch.dtype, torch.dtype] | None:

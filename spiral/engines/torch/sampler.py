@@ -80,7 +80,7 @@ from spiral.engines.torch.constrained import ConstrainedRow
 from spiral.engines.torch.decode import Decoder, ModelDecoder, packed_decoder
 from spiral.engines.torch.kv_cache import PrefixCache
 from spiral.engines.torch.merged import merged
-from spiral.engines.torch.precision import lora_compute
+from spiral.engines.torch.precision import autocast_for, model_compute
 from spiral.engines.torch.prefill import (
     common_prefix_len,
     prefill,
@@ -290,7 +290,7 @@ class TorchSampler:
             stack.enter_context(eval_mode(self.model))
             stack.enter_context(active_adapter(self.model, adapter))
             if not is_merged:  # the adapters' products run only off the merge
-                stack.enter_context(lora_compute(self.model))
+                stack.enter_context(model_compute(self.model))
             yield
 
     def counters(self) -> dict[str, float]:
@@ -636,7 +636,8 @@ class TorchSampler:
 
 def hidden_to_logits(model: Any, hidden_NH: torch.Tensor) -> torch.Tensor:
     """Final hidden states -> fp32 logits, as the model's own head computes them."""
-    logits_NV = model.get_output_embeddings()(hidden_NH).float()
+    with autocast_for(model):  # full fine-tuning's fp32 head over bf16 hidden states
+        logits_NV = model.get_output_embeddings()(hidden_NH).float()
     cap = getattr(model.config, "final_logit_softcapping", None)
     if cap:  # Gemma-2 style soft-capping lives in the CausalLM forward, after the head
         logits_NV = torch.tanh(logits_NV / cap) * cap

@@ -1,0 +1,85 @@
+"""The output head over the positions a learner step needs, a chunk of positions at a time.
+
+A learner step needs, at every trained position, the target's log-prob, the entropy of
+the (tempered, constrained) distribution and its KL to a magnet. Each comes from a
+full-vocabulary fp32 log-distribution, and autograd keeps several such tensors per
+position for the backward pass (the logits, their log-softmax, the entropy's and KL's
+products): with Qwen's 152k-token vocabulary, 4,096 positions would hold ~2.5 GB per
+copy. `head_terms` computes them `rows` positions at a time under activation
+checkpointing (`torch.utils.checkpoint`, non-reentrant): only one chunk's distributions
+exist at once, and the backward pass recomputes each chunk's head product (one more
+matmul of the head per trained position, and the magnet's, which is cheap next to the
+model). Steps whose positions fit in one chunk (every make-train step: SmolLM2's 49k
+vocabulary, `LOGIT_CHUNK_BYTES` of fp32 per copy) compute exactly as without chunks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+from torch.utils.checkpoint import checkpoint
+
+from spiral.algo.regularizers import entropy_and_kl
+
+# One chunk's fp32 log-distributions: 1,365 positions of a 49k vocabulary, 441 of 152k.
+LOGIT_CHUNK_BYTES = 256 * 2**20
+
+Dists = Callable[[Tensor, slice], Tensor]  # (hidden states of positions sl, sl) -> log-dists
+Magnet = Callable[[slice], Tensor]  # positions sl -> the magnet's log-dists (no gradient)
+
+
+@dataclass(frozen=True)
+class Terms:
+    """Per position: the target's log-prob, the entropy, the KL to the magnet (None
+    without a magnet)."""
+
+    values_N: Tensor
+    entropy_N: Tensor
+    kl_N: Tensor | None
+
+
+def chunk_rows(vocab_size: int, budget_bytes: int = LOGIT_CHUNK_BYTES) -> int:
+    """Positions per chunk: fp32 log-distributions of at most `budget_bytes`."""
+    return max(1, budget_bytes // (4 * vocab_size))
+
+
+def _terms(
+    dists: Dists, hidden_NH: Tensor, sl: slice, targets_N: Tensor, magnet: Magnet | None
+) -> tuple[Tensor, Tensor, Tensor | None]:
+    logp_NV = dists(hidden_NH, sl)
+    values_N = logp_NV.gather(1, targets_N[sl].unsqueeze(1)).squeeze(1)
+    magnet_NV = None
+    if magnet is not None:
+        with torch.no_grad():
+            magnet_NV = magnet(sl)
+    entropy_N, kl_N = entropy_and_kl(logp_NV, magnet_NV)
+    return values_N, entropy_N, kl_N
+
+
+def head_terms(
+    dists: Dists, hidden_NH: Tensor, targets_N: Tensor, magnet: Magnet | None, rows: int
+) -> Terms:
+    """The terms at every position of `hidden_NH`, `rows` positions at a time (module
+    docstring). `dists` and `magnet` take the positions' slice (for their allowed tokens
+    and the magnet's own hidden states)."""
+    n = int(hidden_NH.shape[0])
+    if n <= rows:
+        return Terms(*_terms(dists, hidden_NH, slice(0, n), targets_N, magnet))
+    keep = torch.is_grad_enabled() and hidden_NH.requires_grad
+    parts: list[tuple[Tensor, ...]] = []
+    for start in range(0, n, rows):
+        sl = slice(start, min(n, start + rows))
+
+        def run(h: Tensor, sl: slice = sl) -> tuple[Tensor, ...]:
+            values, entropy, kl = _terms(dists, h, sl, targets_N, magnet)
+            return (values, entropy) if kl is None else (values, entropy, kl)
+
+        if keep:  # the chunk's distributions are recomputed in the backward pass
+            parts.append(checkpoint(run, hidden_NH[sl], use_reentrant=False))
+        else:
+            parts.append(run(hidden_NH[sl]))
+    kl = torch.cat([p[2] for p in parts]) if magnet is not None else None
+    return Terms(torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts]), kl)
