@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import chz
 
-from spiral.args import help_text, parse_command, positive, wants_help
+from spiral.args import help_text, non_negative, parse_command, positive, wants_help
 from spiral.errors import UsageError
 
 
@@ -47,6 +47,11 @@ class BenchArgs:
     batch: int = chz.field(default=16, doc="engine: prompts per batch", validator=positive)
     prompt_tokens: int = chz.field(default=256, doc="engine: prompt length", validator=positive)
     new_tokens: int = chz.field(default=32, doc="engine: tokens generated", validator=positive)
+    lora_rank: int = chz.field(
+        default=32,
+        doc="engine: the learner's LoRA rank; 0 = full fine-tuning",
+        validator=non_negative,
+    )
     dtypes: str = chz.field(
         default="auto",
         doc="engine: comma-separated dtypes to measure (float32, bfloat16); auto: float32, "
@@ -114,6 +119,7 @@ def bench_engine(args: BenchArgs) -> dict[str, float]:
             batch=args.batch,
             prompt_tokens=args.prompt_tokens,
             new_tokens=args.new_tokens,
+            lora_rank=args.lora_rank,
             dtype=dtype,
         )
         prefix = f"{dtype}/" if len(dtypes) > 1 else ""

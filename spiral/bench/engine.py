@@ -64,6 +64,7 @@ import torch
 from spiral.engines.base import SamplingParams
 from spiral.engines.loading import ModelConfig
 from spiral.engines.torch.learner import TorchLearner
+from spiral.engines.torch.precision import compute_dtype
 from spiral.engines.torch.sampler import TorchSampler
 from spiral.types import Datum
 
@@ -350,9 +351,11 @@ def run_engine_benchmark(
     tok = learner.tokenizer
     special = set(getattr(tok, "all_special_ids", []))
     prompts = _prompts(len(tok), special, batch, prompt_tokens, shared_prefix_tokens, seed)
+    # The dtype the products run in: full fine-tuning's fp32 weights compute in bf16.
     weight_dtype = learner.model.get_output_embeddings().weight.dtype
+    product_dtype = compute_dtype(learner.model) or weight_dtype
     result: dict[str, float] = {
-        "machine/matmul_flops": measure_matmul_flops(device, dtype=weight_dtype),
+        "machine/matmul_flops": measure_matmul_flops(device, dtype=product_dtype),
         "machine/memory_bandwidth": measure_memory_bandwidth(device),
     }
 
