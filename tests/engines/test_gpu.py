@@ -125,7 +125,8 @@ def test_full_fine_tuning_keeps_its_updates_on_cuda(tiny_qwen3: Path) -> None:
     autocast, so an update at lr 1e-6 moves (nearly) every weight that has a gradient."""
     from spiral.engines.torch.precision import compute_dtype
 
-    learner = TorchLearner(ModelConfig(str(tiny_qwen3), lora_rank=0, device=DEVICE))
+    dtype = "auto" if DEVICE.startswith("cuda") else "bfloat16"  # auto is fp32 on a CPU
+    learner = TorchLearner(ModelConfig(str(tiny_qwen3), lora_rank=0, device=DEVICE, dtype=dtype))
     assert {p.dtype for p in learner.model.parameters()} == {torch.float32}
     assert compute_dtype(learner.model) == torch.bfloat16
     datums = sample_agreement_datums(learner, 0, 1.0)
