@@ -11,7 +11,8 @@
 # bench-engine-<shape>.json (the engine benchmark on random-initialised Qwen3-0.6B and
 # Qwen3-4B shapes, benchmarks/model-shapes/), train-bf16.{console.txt,metrics.jsonl}
 # (a short `spiral train` in bf16 on the Qwen3-0.6B shape),
-# bench-learn-rank{32,0}-qwen3-0.6b.json (LoRA and full fine-tuning). Record the numbers in
+# bench-decode-rows{64,128}-qwen3-0.6b.json, bench-learn-rank{32,0}-qwen3-0.6b.json (LoRA
+# and full fine-tuning). Record the numbers in
 # docs/results.md with the machine named.
 set -uo pipefail
 OUT=${1:-${OUT:-gpu-checks-out}}
@@ -41,6 +42,15 @@ $PY -m spiral.cli train model_name=/tmp/qwen3-0.6b env_ids=KuhnPokerSingle-v0 \
   > "$OUT/train-bf16.console.txt" 2>&1
 grep -v "it/s]" "$OUT/train-bf16.console.txt" | tail -8; echo "[${SECONDS}s] train done"
 cp /tmp/train-bf16/metrics.jsonl "$OUT/train-bf16.metrics.jsonl" 2>/dev/null || true
+
+# Decode at 64 and 128 rows on the 0.6B shape (the sampler replays CUDA graphs; the
+# model's own forward, eager, is the baseline inside the same bench).
+for rows in 64 128; do
+  timeout 150 $PY -m spiral.cli bench what=engine model=/tmp/qwen3-0.6b dtypes=bfloat16 \
+    batch=$rows prompt_tokens=256 new_tokens=64 \
+    out="$OUT/bench-decode-rows$rows-qwen3-0.6b.json" 2>&1 | grep -v "it/s]" | tail -12
+  echo "[${SECONDS}s] bench rows=$rows done"
+done
 
 # Full fine-tuning (fp32 master weights, bf16 autocast) beside LoRA on the 0.6B shape:
 # learner tokens/s, share of the bf16 matmul peak, peak GPU memory; decode at 64 rows.

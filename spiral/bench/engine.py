@@ -10,11 +10,13 @@ Keys (rates in tokens/s):
   once per row as the caller sees it (the effective rate with prefix reuse);
   `sample/prefill_computed_tokens_per_s`: tokens actually run through the model / time.
 - `sample/decode_tokens_per_s`: generated tokens / decode-loop time (the sampler as it
-  runs: `engines/torch/decode.py`'s packed step where it applies);
+  runs: `engines/torch/decode.py`'s packed step where it applies, on CUDA replayed as
+  CUDA graphs, `engines/torch/graphs.py`);
   `sample/decode_tokens_per_s_model_forward`: the same call decoded by the model's own
   forward (`packed_decode=False`), and `sample/speedup_packed_decode` their ratio.
 - `sample/speedup_vs_hf_generate`: generated tokens per second of our batched sampler
-  (prefill + decode) over a loop of per-request `model.generate` calls with KV cache;
+  (prefill + decode) over a loop of per-request `model.generate` calls with KV cache (the
+  first `HF_REQUESTS` prompts: a per-request rate);
   `sample/speedup_prefix_reuse`: the same sampler with vs without prefix reuse.
 - `learn/tokens_per_s`: forward_backward over the prompts + completions, the shared
   prompt prefix computed once per micro-batch (the learner's default);
@@ -244,6 +246,9 @@ def _time_sampler(
     return dict(sampler.last_stats), time.perf_counter() - start, completions
 
 
+HF_REQUESTS = 16  # per-request `generate` calls timed (a bounded bench at 128 rows)
+
+
 def _time_hf_generate(
     model: Any, prompts: list[list[int]], new_tokens: int, pad: int
 ) -> tuple[float, int]:
@@ -371,7 +376,10 @@ def run_engine_benchmark(
     forward_stats, _, _ = _time_sampler(sampler, prompts, new_tokens)
     sampler.packed_decode = True
     _, plain_s, plain_completions = _time_sampler(plain, prompts, new_tokens)
-    hf_s, hf_tokens = _time_hf_generate(learner.model, prompts, new_tokens, sampler.pad_id)
+    # Per request, so its rate does not depend on how many: at most HF_REQUESTS of them.
+    hf_s, hf_tokens = _time_hf_generate(
+        learner.model, prompts[:HF_REQUESTS], new_tokens, sampler.pad_id
+    )
     decode_rate = stats["decode_tokens"] / stats["decode_s"]
     forward_rate = forward_stats["decode_tokens"] / forward_stats["decode_s"]
     ours_rate = sum(len(c.tokens) for c in completions) / reuse_s

@@ -21,6 +21,7 @@ from spiral.engines.torch.decode import (
     packed_decoder,
     packed_weights,
 )
+from spiral.engines.torch.graphs import StaticDecoder
 from spiral.engines.torch.learner import TorchLearner
 from spiral.engines.torch.merged import merged
 from spiral.engines.torch.prefill import prefill
@@ -60,7 +61,7 @@ def run_both(model, tok, steps: int = 6):
         model_dec = ModelDecoder(model, decoders[0][0], None)
         packed_weights(model, TRAINED)  # made here: so short a call would not pack them
         packed = packed_decoder(model, decoders[1][0], steps, TRAINED)
-        assert isinstance(packed, PackedDecoder)
+        assert isinstance(packed, (PackedDecoder, StaticDecoder))  # CUDA: graphs.py
         ids_B = decoders[0][1].argmax(-1)
         pairs = []
         for step in range(steps):

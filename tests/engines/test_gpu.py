@@ -140,3 +140,43 @@ def test_full_fine_tuning_keeps_its_updates_on_cuda(tiny_qwen3: Path) -> None:
     )
     total = sum(int(mask.sum()) for mask in has_grad.values())
     assert total > 0 and moved / total > 0.99
+
+
+def test_graph_replay_is_the_eager_static_step_on_cuda(tiny_qwen3: Path) -> None:
+    """graphs.py: the decode step replayed as CUDA graphs gives the logits of the same
+    static step run eagerly, through a branch (more rows: buffers grown, graphs captured
+    again) and ended rows (a smaller captured size)."""
+    from spiral.engines.torch.decode import packed_weights
+    from spiral.engines.torch.graphs import StaticDecoder, capacity_for
+    from spiral.engines.torch.prefill import prefill
+    from spiral.engines.torch.sampler import eval_mode
+    from spiral.engines.torch.snapshots import TRAINED
+
+    from .conftest import PROMPT_TEXTS, chat_prompts
+    from .test_decode import loaded
+
+    model, tok = loaded(tiny_qwen3, "bfloat16", device=DEVICE)
+    prompts = chat_prompts(tok, PROMPT_TEXTS)
+    with eval_mode(model):
+        pre = prefill(model, prompts, 0, tok.pad_token_id, None, logits_to_keep=1)
+        weights = packed_weights(model, TRAINED)
+        assert weights is not None
+        capacity = capacity_for(int(pre.mask_BK.shape[1]), 8)
+        dtype = pre.cache.layers[0].keys.dtype
+        eager = StaticDecoder(weights, len(prompts), capacity, dtype, capture=False)
+        graphs = StaticDecoder(weights, len(prompts), capacity, dtype, capture=DEVICE != "cpu")
+        for decoder in (eager, graphs):
+            decoder.load(prefill(model, prompts, 0, tok.pad_token_id, None, logits_to_keep=1))
+        ids_B = pre.out.logits[:, -1].argmax(-1)
+        for step in range(8):
+            index = {2: [0, 0, 1, 1, 2, 2, 3, 3], 5: [1, 6]}.get(step)
+            if index is not None:
+                index_B = torch.tensor(index, device=ids_B.device)
+                eager.select(index_B)
+                graphs.select(index_B)
+                ids_B = ids_B[index_B]
+            a, b = eager.step(ids_B).float(), graphs.step(ids_B).float()
+            torch.testing.assert_close(b, a, atol=1e-2 * float(a.abs().max()), rtol=0)
+            ids_B = a.argmax(-1)
+    if DEVICE != "cpu":
+        assert graphs.captures >= 3  # sizes 4, then 8 after growing, then 2

@@ -59,6 +59,7 @@ from spiral.engines.torch.precision import compute_dtype
 
 ARCHITECTURES = ("llama", "qwen2", "qwen3")
 _SLOT = "_spiral_packed_decode"
+GRAPH_SLOT = "_spiral_graph_decoder"  # graphs.py's static decoders, freed with the weights
 MAX_PACKED = 2  # adapters kept, as merged.MAX_MERGED: the trained one and the member sampled last
 # Packing takes ~0.2-0.3 s for the embedded model on this project's CPU and our step saves
 # ~20-25 ms a token at 16 rows, so a call that may decode fewer tokens than this uses
@@ -289,8 +290,10 @@ def packed_weights(
 
 
 def drop_packed(model: Any, adapter: str | None = None) -> None:
-    """Free the packed decode weights of `adapter` (None: of every adapter)."""
+    """Free the packed decode weights of `adapter` (None: of every adapter), and the
+    static decoder (graphs.py) made over them."""
     drop_slot(model, _SLOT, adapter)
+    drop_slot(model, GRAPH_SLOT, adapter)
 
 
 def drop_sampling_weights(model: Any, adapter: str | None = None) -> None:
@@ -385,14 +388,22 @@ class PackedDecoder:
         return w.head(w.norm(h_BH))
 
 
-def packed_decoder(model: Any, pre: Any, room: int, adapter: str) -> PackedDecoder | None:
-    """A `PackedDecoder` for the prefilled batch `pre` that may decode `room` tokens, or
-    None where it stands aside or would not pay for packing (`MIN_ROOM_TO_PACK`). It
-    stands aside for fp32 weights computing under autocast (full fine-tuning on CUDA:
-    precision.py), whose products the model's forward casts once per sampler call."""
+def packed_decoder(model: Any, pre: Any, room: int, adapter: str) -> Decoder | None:
+    """The packed step for the prefilled batch `pre` that may decode `room` tokens: on
+    CUDA replayed as CUDA graphs over static buffers (graphs.py), elsewhere a
+    `PackedDecoder`; None where it stands aside or would not pay for packing
+    (`MIN_ROOM_TO_PACK`). It stands aside for fp32 weights computing under autocast
+    (full fine-tuning on CUDA: precision.py), whose products the model's forward casts
+    once per sampler call."""
     if not pre.cache.layers or compute_dtype(model) is not None:
         return None
     rows = int(pre.mask_BK.shape[0])
     make = room >= MIN_ROOM_TO_PACK
     weights = packed_weights(model, adapter, rows=max(rows, 1), make=make)
-    return PackedDecoder(weights, pre, room) if weights is not None else None
+    if weights is None:
+        return None
+    if pre.mask_BK.device.type == "cuda":
+        from spiral.engines.torch.graphs import static_decoder  # graphs.py builds on this
+
+        return static_decoder(model, weights, pre, room, adapter, capture=True)
+    return PackedDecoder(weights, pre, room)
