@@ -12,7 +12,8 @@
 # Qwen3-4B shapes, benchmarks/model-shapes/), train-bf16.{console.txt,metrics.jsonl}
 # (a short `spiral train` in bf16 on the Qwen3-0.6B shape),
 # bench-decode-rows{64,128}-qwen3-0.6b.json, bench-learn-rank{32,0}-qwen3-0.6b.json (LoRA
-# and full fine-tuning). Record the numbers in
+# and full fine-tuning), pack-ab-qwen3-0.6b.json (packed vs padded learner rows). Record
+# the numbers in
 # docs/results.md with the machine named.
 set -uo pipefail
 OUT=${1:-${OUT:-gpu-checks-out}}
@@ -61,3 +62,7 @@ for rank in 32 0; do
     out="$OUT/bench-learn-rank$rank-qwen3-0.6b.json" 2>&1 | grep -v "it/s]" | tail -12
   echo "[${SECONDS}s] bench lora_rank=$rank done"
 done
+
+# The learner's rows packed into one sequence vs left-padded (0.6B shape, bf16 compute).
+timeout 120 $PY benchmarks/pack_ab.py /tmp/qwen3-0.6b "$OUT/pack-ab-qwen3-0.6b.json" 2>&1 | tail -10
+echo "[${SECONDS}s] pack_ab done"

@@ -52,7 +52,7 @@ import contextlib
 import copy
 import json
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -72,7 +72,7 @@ from spiral.engines.torch.frozen import TorchFrozenCopies
 from spiral.engines.torch.full_members import FullMembers
 from spiral.engines.torch.head import Magnet, Terms, chunk_rows, head_terms
 from spiral.engines.torch.precision import model_compute
-from spiral.engines.torch.prefill import common_prefix_len, prefill_grouped
+from spiral.engines.torch.prefill import common_prefix_len, packed_hidden, prefill_grouped
 from spiral.engines.torch.sampler import TorchSampler, eval_mode, hidden_to_logits
 from spiral.types import Datum
 
@@ -95,13 +95,17 @@ class _Plan:
     with its target, its allowed tokens (constrained answers), its legal-move shares
     (for the uniform magnet) and its weight (mask x row weight)."""
 
-    rows: list[int] = field(default_factory=list)
+    datums: list[int] = field(default_factory=list)  # which datum of the micro-batch
+    rows: list[int] = field(default_factory=list)  # row and column in the hidden states
     cols: list[int] = field(default_factory=list)
     positions: list[int] = field(default_factory=list)
     targets: list[int] = field(default_factory=list)
     allowed: list[tuple[int, ...] | None] = field(default_factory=list)
     shares: list[dict[int, int] | None] = field(default_factory=list)
     weights: list[float] = field(default_factory=list)
+
+
+Locate = Callable[[int, int], tuple[int, int]]  # (row b, position t) -> index in the hidden
 
 
 @dataclass
@@ -162,18 +166,25 @@ class _Chunk:
         )
 
 
-def _pack_plain(datums: Sequence[Datum], order: list[int], budget: int) -> list[list[int]]:
-    """Rows in `order`, cut so that rows x padded length stays within `budget`."""
+def _pack_plain(
+    datums: Sequence[Datum], order: list[int], budget: int, packed: bool = False
+) -> list[list[int]]:
+    """Rows in `order`, cut so that rows x padded length (`packed`: the rows' summed
+    length) stays within `budget`."""
     chunks: list[list[int]] = []
     current: list[int] = []
     width = 0
+    used = 0
     for i in order:
         new_width = max(width, len(datums[i].input_ids))
-        if current and (len(current) + 1) * new_width > budget:
+        cost = used + len(datums[i].input_ids) if packed else (len(current) + 1) * new_width
+        if current and cost > budget:
             chunks.append(current)
             current, new_width = [], len(datums[i].input_ids)
+            used = 0
         current.append(i)
         width = new_width
+        used += len(datums[i].input_ids)
     if current:
         chunks.append(current)
     return chunks
@@ -225,6 +236,11 @@ class TorchLearner:
         # the shared-prefix forward, which continues rows from the prefix's cache, cannot
         # run under gradient checkpointing: every row is then computed whole.
         self.share_prefix = share_prefix and not cfg.gradient_checkpointing
+        # Rows that run whole (no prefix sharing) packed into one sequence without padding
+        # (`prefill.packed_hidden`): exact, but under sdpa's block mask attention runs over
+        # the whole packed sequence, 0.56-0.65x the padded batch on this project's CPU
+        # (`benchmarks/pack_ab.py`), so it is off until a varlen kernel pays for it.
+        self.pack_rows = False
         self.prefix_reuse = share_prefix  # the samplers' (checkpointing is the learner's)
         self.merge_lora = merge_lora  # samplers compute with the adapter merged in (merged.py)
         self.packed_decode = packed_decode  # samplers decode with decode.py's step
@@ -270,7 +286,7 @@ class TorchLearner:
         diluted by rows that share only the start (the other seat's)."""
         if not share_prefix:
             order = sorted(range(len(datums)), key=lambda i: len(datums[i].input_ids))
-            return _pack_plain(datums, order, self.micro_batch_tokens)
+            return _pack_plain(datums, order, self.micro_batch_tokens, self.pack_rows)
         order = sorted(range(len(datums)), key=lambda i: tuple(datums[i].input_ids))
         chunks: list[list[int]] = []
         current: _Chunk | None = None
@@ -288,16 +304,12 @@ class TorchLearner:
             chunks.append(current.rows)
         return chunks
 
-    def _plan(
-        self, batch: Sequence[Datum], every_target: bool, tail_starts: list[int], width: int
-    ) -> _Plan:
+    def _plan(self, batch: Sequence[Datum], every_target: bool, locate: Locate) -> _Plan:
         """Which (row, position) pairs need a log-prob: every target, or only trained ones
-        (mask > 0; forced and single-option tokens are masked out by `assemble`), and the
-        column of each in the left-padded tails (`width` wide)."""
+        (mask > 0; forced and single-option tokens are masked out by `assemble`), and where
+        each one's hidden state is (`locate`, from `_hidden`)."""
         plan = _Plan()
         for b, d in enumerate(batch):
-            start = tail_starts[b]
-            pad = width - (len(d.input_ids) - start)
             forced: set[int] = set()
             answer: dict[int, tuple[int, ...]] = {}
             if d.constraint is not None and d.constraint_start is not None:
@@ -306,8 +318,10 @@ class TorchLearner:
             for t, token in enumerate(d.target_ids):
                 if t in forced or not (every_target or d.mask[t] > 0):
                     continue
-                plan.rows.append(b)
-                plan.cols.append(t - start + pad)
+                row, col = locate(b, t)
+                plan.datums.append(b)
+                plan.rows.append(row)
+                plan.cols.append(col)
                 plan.positions.append(t)
                 plan.targets.append(int(token))
                 plan.allowed.append(answer.get(t))
@@ -318,11 +332,19 @@ class TorchLearner:
                 plan.shares.append(shares)
         return plan
 
-    def _hidden(self, model: Any, batch: Sequence[Datum], share: bool) -> tuple[Any, list[int]]:
-        """Final hidden states of every row's tail, and where each tail starts. Shared:
-        the batch's common prefix once, each distinct prompt once (`prefill_grouped`);
-        otherwise every row whole."""
+    def _hidden(self, model: Any, batch: Sequence[Datum], share: bool) -> tuple[Any, Locate]:
+        """Final hidden states of every row's tail, and where position t of row b is in
+        them. Shared: the batch's common prefix once, each distinct prompt once
+        (`prefill_grouped`); packed: every row whole, concatenated into one sequence
+        (`prefill.packed_hidden`); otherwise every row whole, left-padded."""
         seqs = [list(d.input_ids) for d in batch]
+        if self.pack_rows and not share:
+            with model_compute(model):
+                hidden_1TH = packed_hidden(model, seqs)
+            offsets = [0]
+            for seq in seqs[:-1]:
+                offsets.append(offsets[-1] + len(seq))
+            return hidden_1TH, lambda b, t: (0, offsets[b] + t)
         stem_ends = [_first_needed(d) for d in batch] if share else [0] * len(batch)
         prefix_len = min(common_prefix_len(seqs), *stem_ends) if share and len(seqs) > 1 else 0
         with model_compute(model):
@@ -335,7 +357,9 @@ class TorchLearner:
                 output_hidden_states=True,
                 logits_to_keep=1,
             )
-        return pre.out.hidden_states[-1], pre.tail_starts
+        hidden_BSH = pre.out.hidden_states[-1]
+        width = int(hidden_BSH.shape[1])  # tails left-padded to it
+        return hidden_BSH, lambda b, t: (b, width - len(seqs[b]) + t)
 
     def _batch_forward(
         self, batch: Sequence[Datum], every_target: bool, reg: Regularizer | None = None
@@ -349,8 +373,8 @@ class TorchLearner:
         any row needs) runs once and its KV cache is shared by all rows (`prefill`);
         gradients flow through the shared cache, so the result equals separate rows."""
         share = self.share_prefix and not every_target
-        hidden_BSH, tail_starts = self._hidden(self.model, batch, share)
-        plan = self._plan(batch, every_target, tail_starts, hidden_BSH.shape[1])
+        hidden_BSH, locate = self._hidden(self.model, batch, share)
+        plan = self._plan(batch, every_target, locate)
         vocab = int(self.model.get_output_embeddings().weight.shape[0])
         device = hidden_BSH.device
         target_N = torch.tensor(plan.targets, device=device, dtype=torch.long)
@@ -366,7 +390,7 @@ class TorchLearner:
         for n in lengths[:-1]:
             offsets.append(offsets[-1] + n)
         flat_N = torch.tensor(
-            [offsets[b] + t for b, t in zip(plan.rows, plan.positions, strict=True)],
+            [offsets[b] + t for b, t in zip(plan.datums, plan.positions, strict=True)],
             dtype=torch.long,
         )
         values_N = terms.values_N
