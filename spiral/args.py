@@ -57,6 +57,13 @@ def unit_interval(obj: Any, attr: str) -> None:
         raise UsageError(f"{_name(attr)} must be in (0, 1], got {getattr(obj, attr)!r}")
 
 
+def zero_or_unit_interval(obj: Any, attr: str) -> None:
+    if not 0.0 <= getattr(obj, attr) <= 1.0:
+        raise UsageError(
+            f"{_name(attr)} must be 0 (automatic) or in (0, 1], got {getattr(obj, attr)!r}"
+        )
+
+
 def choice(valid: Iterable[str], what: str = "") -> Callable[[Any, str], None]:
     """A validator for an open-ended registry (games, opponents) read when it runs."""
 

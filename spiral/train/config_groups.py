@@ -8,7 +8,7 @@ import chz
 
 from spiral.agents.registry import known_opponents
 from spiral.algo.names import KlReference
-from spiral.args import UsageError, non_negative, positive, unit_interval
+from spiral.args import UsageError, non_negative, positive, unit_interval, zero_or_unit_interval
 from spiral.engines.registry import known_engine, known_sampler_engine
 from spiral.games.registry import known_game_ids
 from spiral.prompts.invalid import InvalidPolicyName
@@ -272,7 +272,15 @@ class ComputeConfig:
         validator=known_sampler_engine,
     )
     vllm_kv_cache_gb: float = chz.field(
-        default=1.0, doc="sampler_engine=vllm: memory for vLLM's KV cache (GiB)", validator=positive
+        default=1.0,
+        doc="sampler_engine=vllm on a CPU: memory for vLLM's KV cache (GiB)",
+        validator=positive,
+    )
+    vllm_gpu_memory: float = chz.field(
+        default=0.0,
+        doc="sampler_engine=vllm on a GPU: vLLM's share of the device (0 = what the learner "
+        "leaves free at start, less its optimizer state; vLLM sleeps while it trains)",
+        validator=zero_or_unit_interval,
     )
     vllm_max_model_len: int = chz.field(
         default=4096,

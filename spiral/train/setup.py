@@ -144,6 +144,9 @@ def make_learner_factory(cfg: TrainConfig, ranks: Ranks | None = None) -> Callab
                 model_cfg,
                 kv_cache_gb=cfg.compute.vllm_kv_cache_gb,
                 max_model_len=cfg.compute.vllm_max_model_len,
+                gpu_memory=cfg.compute.vllm_gpu_memory,
+                # the policy, the KL's snapshot magnet and every pool member as adapters
+                max_loras=2 + (cfg.population.fsp_pool_size if cfg.population.fsp_enabled else 0),
             )
         if ranks is not None and ranks.world > 1 and cfg.compute.fsdp:
             from spiral.engines.parallel.sharded import FullyShardedLearner

@@ -32,6 +32,17 @@ Choices:
   names; vLLM packs q/k/v and re-processes the weights itself), and its prefix cache is
   reset (its KV was computed with the old weights). Pool members then sample through
   the torch learner.
+- **Beside the learner on a GPU** (`EngineSettings`): vLLM gets the share of the device
+  the learner leaves (`memory_fraction`: free memory at start, less what the learner
+  will still allocate, its optimizer state; `vllm_gpu_memory` sets it), with CUDA graphs
+  and no KV cap, and sleeps while the learner trains: `sleep` after sampling (level 1
+  keeps the LoRA engine's base weights in host memory; level 2 drops the full-weights
+  engine's, which the next load replaces), then `wake` before sampling: torch's cached
+  blocks back to the device, the weights, the new weights loaded, the prefix cache
+  reset, the KV cache. On a CPU (vLLM's CPU build): eager, a fixed KV cache
+  (`vllm_kv_cache_gb`), no sleep. `max_loras` holds the policy, the magnet and the pool.
+  vLLM's single-process executor samples on the first visible GPU, so `device=cuda:N`
+  with N > 0 is refused with the fix (`CUDA_VISIBLE_DEVICES=N device=cuda`).
 """
 
 from __future__ import annotations
@@ -41,7 +52,8 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +95,94 @@ def _vllm() -> Any:
     return vllm
 
 
+# ---- how an engine is opened -----------------------------------------------------------
+
+GIB = 1 << 30
+HEADROOM = GIB  # kept free beside vLLM's share: the CUDA context, allocator slack
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """How a vLLM engine is opened on this machine (module docstring)."""
+
+    gpu: bool
+    max_model_len: int = 4096
+    max_loras: int = 4
+    kv_cache_gb: float = 1.0  # CPU: the KV cache's memory
+    memory_fraction: float = 0.9  # GPU: vLLM's share of the device (gpu_memory_utilization)
+
+    def llm_kwargs(self) -> dict[str, Any]:
+        if not self.gpu:
+            # vLLM's CPU build rewinds a seeded row's generator after a chunked prefill,
+            # which a CPU generator cannot do ("CPU Generator does not use offset"): whole
+            # prompts only.
+            return {
+                "enforce_eager": True,
+                "kv_cache_memory_bytes": int(self.kv_cache_gb * GIB),
+                "enable_chunked_prefill": False,
+                "max_num_batched_tokens": max(self.max_model_len, 8192),
+            }
+        return {
+            "enforce_eager": False,
+            "gpu_memory_utilization": self.memory_fraction,
+            "enable_sleep_mode": True,
+        }
+
+
+def memory_fraction(free: int, total: int, reserve: int, asked: float = 0.0) -> float:
+    """vLLM's share of a device whose `free` of `total` bytes are free now, beside a
+    learner that will still allocate `reserve` bytes: `asked` if set (0: computed), else
+    what is free less `reserve` and `HEADROOM`, at most 0.9. vLLM refuses to start on a
+    share larger than what is free, so that is refused here in one line."""
+    fraction = asked or min(0.9, (free - reserve - HEADROOM) / total)
+    if fraction * total > free:
+        raise UsageError(
+            f"vllm_gpu_memory={fraction:.2f} asks for {fraction * total / GIB:.1f} GiB but "
+            f"{free / GIB:.1f} GiB of the GPU are free beside the learner; lower it"
+        )
+    if fraction < 0.05:
+        raise UsageError(
+            f"only {free / GIB:.1f} GiB of {total / GIB:.1f} GiB are free beside the learner "
+            f"(which still needs {reserve / GIB:.1f} GiB for its optimizer state), too little "
+            "for vLLM: train LoRA (lora_rank > 0), use a smaller model, or sample with the "
+            "torch engine (sampler_engine=)"
+        )
+    return fraction
+
+
+def learner_reserve(learner: Any) -> int:
+    """Bytes a torch learner still allocates after vLLM starts: fp32 gradients and
+    AdamW's two moments of its trainable weights (0 where it has no torch model)."""
+    model = getattr(learner, "model", None)
+    if model is None:
+        return 0
+    return 12 * sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def engine_settings(
+    device: Any,
+    max_model_len: int = 4096,
+    max_loras: int = 4,
+    kv_cache_gb: float = 1.0,
+    gpu_memory: float = 0.0,
+    reserve: int = 0,
+) -> EngineSettings:
+    """The settings for an engine on `device` (a torch device), measuring the GPU's free
+    memory now."""
+    if device.type != "cuda":
+        return EngineSettings(False, max_model_len, max_loras, kv_cache_gb)
+    if (device.index or 0) != 0:
+        raise UsageError(
+            f"vLLM samples on the first visible GPU, not {device}: run with "
+            f"CUDA_VISIBLE_DEVICES={device.index} and device=cuda"
+        )
+    import torch
+
+    free, total = torch.cuda.mem_get_info(device)
+    fraction = memory_fraction(free, total, reserve, gpu_memory)
+    return EngineSettings(True, max_model_len, max_loras, kv_cache_gb, fraction)
+
+
 # ---- the engine ----------------------------------------------------------------------
 
 
@@ -97,10 +197,8 @@ class VllmEngine:
         base: Path,
         dtype: str,
         lora_slot: int,
+        settings: EngineSettings,
         seed: int = 0,
-        max_loras: int = 4,
-        kv_cache_gb: float = 1.0,
-        max_model_len: int = 4096,
         trust_remote_code: bool = False,
     ) -> None:
         vllm = _vllm()
@@ -112,24 +210,24 @@ class VllmEngine:
             lora = dict(
                 enable_lora=True,
                 max_lora_rank=lora_slot,
-                max_loras=max_loras,
-                max_cpu_loras=max_loras * 2,
+                max_loras=settings.max_loras,
+                max_cpu_loras=settings.max_loras * 2,
             )
         self.llm = vllm.LLM(
             model=str(base),
             dtype=dtype,
             seed=seed,
-            enforce_eager=True,
             enable_prefix_caching=True,
             logprobs_mode="processed_logprobs",
             logits_processors=[processor()],
-            kv_cache_memory_bytes=int(kv_cache_gb * (1 << 30)),
-            max_model_len=max_model_len,
+            max_model_len=settings.max_model_len,
             trust_remote_code=trust_remote_code,
             distributed_executor_backend="uni",
-            **_cpu_options(max_model_len),
+            **settings.llm_kwargs(),
             **lora,
         )
+        self.settings = settings
+        self.asleep = False
         self.lora_slot = lora_slot
         self.eos_ids = _eos_ids(base, self.tokenizer)
         self._ids = itertools.count(1)
@@ -149,6 +247,32 @@ class VllmEngine:
             raise RuntimeError("load_weights needs an engine without LoRA (a private one)")
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": list(state.items())})
         self.llm.reset_prefix_cache()
+
+    def sleep(self) -> None:
+        """Free the engine's GPU memory while the learner trains (GPU engines only):
+        level 1 keeps a LoRA engine's base weights in host memory, level 2 drops a
+        full-weights engine's (the next `wake` loads new ones)."""
+        if self.settings.gpu and not self.asleep:
+            self.llm.sleep(level=1 if self.lora_slot > 0 else 2)
+            self.asleep = True
+
+    def wake(self, load: Callable[[], None] | None = None) -> None:
+        """Ready the engine to sample, running `load` (new full weights) in the right
+        place: torch's cached blocks back to the device, the weights, `load`, a prefix
+        cache reset (its KV came from the old weights), the KV cache."""
+        if not self.asleep:
+            if load is not None:
+                load()
+            return
+        import torch
+
+        torch.cuda.empty_cache()
+        self.llm.wake_up(tags=["weights"])
+        if load is not None:
+            load()
+        self.llm.reset_prefix_cache()
+        self.llm.wake_up(tags=["kv_cache"])
+        self.asleep = False
 
     def drop_adapter(self, name: str) -> None:
         request = self._requests.pop(name, None)
@@ -180,6 +304,8 @@ def open_engine(
     kv_cache_gb: float = 1.0,
     max_model_len: int = 4096,
     private: bool = False,
+    gpu_memory: float = 0.0,
+    reserve: int = 0,
 ) -> tuple[VllmEngine, str | None]:
     """This process's engine for `model`'s base weights (started on first use, then
     shared; the first caller's memory settings hold), and the adapter name to sample
@@ -203,14 +329,15 @@ def open_engine(
         key = (key[0], dtype, 0, f"private-{next(_PRIVATE)}")
     engine = _OPEN.get(key)
     if engine is None:
+        settings = engine_settings(
+            device, max_model_len, max_loras, kv_cache_gb, gpu_memory, reserve
+        )
         engine = VllmEngine(
             base,
             dtype,
             int(key[2]),
+            settings,
             seed=model.seed,
-            max_loras=max_loras,
-            kv_cache_gb=kv_cache_gb,
-            max_model_len=max_model_len,
             trust_remote_code=model.trust_remote_code,
         )
         _OPEN[key] = engine
@@ -219,16 +346,6 @@ def open_engine(
     name = f"checkpoint:{source.resolve()}"
     engine.add_adapter(name, source)
     return engine, name
-
-
-def _cpu_options(max_model_len: int) -> dict[str, Any]:
-    """vLLM's CPU build rewinds a seeded row's generator after a chunked prefill, which a
-    CPU generator cannot do ("CPU Generator does not use offset"): whole prompts only."""
-    from vllm.platforms import current_platform
-
-    if not current_platform.is_cpu():
-        return {}
-    return {"enable_chunked_prefill": False, "max_num_batched_tokens": max(max_model_len, 8192)}
 
 
 def _lora_slot(rank: int) -> int:
@@ -291,6 +408,7 @@ class VllmSampler:
         self._check_current()
         if params.cancel is not None and params.cancel.is_set():
             raise SamplingCancelled()
+        self.engine.wake()  # a LoRA engine asleep since learning (its weights kept)
         n = len(prompts)
         cons: list[AnswerConstraint | None] = (
             list(constraints) if constraints is not None else [None] * n
@@ -427,6 +545,7 @@ class VllmSampler:
         self._check_current()
         if len(prompts) != len(continuations):
             raise ValueError(f"{len(prompts)} prompts but {len(continuations)} continuations")
+        self.engine.wake()
         vllm = _vllm()
         from vllm.inputs import TokensPrompt
 
@@ -497,14 +616,23 @@ class VllmSampledLearner(LearnerWrapper):
         self.prefix = f"learner-{next(_LEARNERS)}/"  # this learner's adapters in the engine
         self.policy = self.prefix + "policy"
 
+    def forward_backward(self, *args: Any, **kwargs: Any) -> dict[str, float]:
+        """The inner learner's, with the engine asleep (its GPU memory free) meanwhile."""
+        self.engine.sleep()
+        if self.full and self.engine.asleep:
+            self.published = -1  # level 2 dropped the engine's weights: load them again
+        return dict(self.inner.forward_backward(*args, **kwargs))
+
     def _publish(self) -> None:
         version = self.version
         if self.published == version:
+            self.engine.wake()
             return
         if self.full:  # every weight into the running engine
-            self.engine.load_weights(self.inner.trained_state())
+            self.engine.wake(lambda: self.engine.load_weights(self.inner.trained_state()))
             self.published = version
             return
+        self.engine.wake()
         folder = self.workdir / f"v{version}"
         self.inner.save_trained(folder)
         old = self.workdir / f"v{self.published}"
@@ -587,7 +715,10 @@ class VllmCopies:
 def sampled_by_vllm(learner: Learner, model: ModelConfig, **options: Any) -> Learner:
     """`learner`, its samplers drawn by a new vLLM engine over the same base model."""
     full = model.lora_rank <= 0
-    engine, _ = open_engine(model, lora_rank=model.lora_rank, private=full, **options)
+    reserve = learner_reserve(learner)
+    engine, _ = open_engine(
+        model, lora_rank=model.lora_rank, private=full, reserve=reserve, **options
+    )
     return VllmSampledLearner(learner, engine)  # type: ignore[return-value,unused-ignore]
 
 
