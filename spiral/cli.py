@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("spiral.train.export:main", "write a merged standalone model folder"),
     "bench": ("spiral.bench.cli:main", "benchmarks: games/s, sampling and learner throughput"),
     "report": ("spiral.report.run_report:main", "plots and a summary for a run folder"),
+    "seeds": ("spiral.train.seeds:main", "one training config over several seeds, one table"),
 }
 
 

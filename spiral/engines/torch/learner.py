@@ -567,6 +567,12 @@ class TorchLearner:
         as CPU tensors by parameter name: what an actor needs to sample like this learner."""
         return {n: p.detach().to("cpu", copy=True) for n, p in self._named_trainable()}
 
+    def live_weights(self) -> dict[str, torch.Tensor]:
+        """The trained weights themselves by parameter name, on the learner's device and
+        not copied: for a sampler in this process that copies them at once (vLLM's weight
+        load on the same GPU, without a round trip through host memory)."""
+        return {n: p.detach() for n, p in self._named_trainable()}
+
     def load_trained_state(self, state: dict[str, torch.Tensor], version: int) -> None:
         """Copy `trained_state()` of another learner over the same model into this one and
         take its `version` (samplers made before are stale from now on)."""

@@ -629,7 +629,9 @@ class VllmSampledLearner(LearnerWrapper):
             self.engine.wake()
             return
         if self.full:  # every weight into the running engine
-            self.engine.wake(lambda: self.engine.load_weights(self.inner.trained_state()))
+            # the weights where they are (on the GPU: no copy through host memory)
+            weights = getattr(self.inner, "live_weights", self.inner.trained_state)
+            self.engine.wake(lambda: self.engine.load_weights(weights()))
             self.published = version
             return
         self.engine.wake()

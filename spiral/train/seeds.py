@@ -1,0 +1,209 @@
+"""`spiral seeds`: one training configuration over several seeds, and one table of where
+each run ended.
+
+    spiral seeds seeds=0-4 out=runs/kuhn-seeds preset=embedded-kuhn [train keys...]
+
+Every key other than `seeds`, `out` and `metrics` is a `spiral train` key. Each seed runs
+as its own `spiral train` process, one after another, in `OUT/seed<S>` (a folder that
+already holds a run resumes it, so an interrupted sweep is continued by the same
+command). Then, and with `table_only=true` without training, it writes:
+
+- `OUT/seeds.jsonl`: per seed, the last value of every metric matching `metrics` (glob
+  patterns; by default each game's exploitability of the live and averaged policy and
+  its value against Nash, where the run measured them), the step it was read at, and
+  the wall time of the seed's training processes;
+- `OUT/seeds.md`: the command, then per metric the mean, sample standard deviation,
+  minimum and maximum over the seeds, and every seed's value;
+- `OUT/curves.png` (with matplotlib): the first metric's curve for every seed.
+
+A seed whose run has no value of a metric (it stopped early, or never evaluated) is
+shown as missing in that column and left out of its statistics, which say how many runs
+they cover.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import math
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import chz
+
+from spiral.args import UsageError, help_text, parse_command, wants_help
+from spiral.report.sinks import read_jsonl
+
+DEFAULT_METRICS = (
+    "eval/*/exploitability_t*,eval/*/averaged/exploitability_t*,eval/*/value_vs_nash_seat*_t1"
+)
+OWN_KEYS = ("seeds", "out", "metrics", "table_only")
+
+
+@chz.chz
+class SeedsArgs:
+    """usage: spiral seeds seeds=0-4 out=DIR [metrics=...] [train keys...]
+
+    Runs `spiral train` once per seed and writes one table of where the runs ended."""
+
+    seeds: str = chz.field(doc="seeds: a range (0-4) or a list (0,3,7)")
+    out: str = chz.field(doc="folder for the runs (OUT/seed<S>) and the table")
+    metrics: str = chz.field(default=DEFAULT_METRICS, doc="comma-separated metric patterns")
+    table_only: bool = chz.field(default=False, doc="only (re)write the table from OUT")
+
+
+def parse_seeds(spec: str) -> list[int]:
+    """`0-4` -> [0, 1, 2, 3, 4]; `0,3,7` -> [0, 3, 7]."""
+    out: list[int] = []
+    try:
+        for part in spec.split(","):
+            low, dash, high = part.strip().partition("-")
+            out.extend(range(int(low), int(high) + 1) if dash else [int(low)])
+    except ValueError:
+        raise UsageError(f"seeds={spec!r}: expected a range (0-4) or a list (0,3,7)") from None
+    if not out or len(set(out)) != len(out):
+        raise UsageError(f"seeds={spec!r}: expected distinct seeds, e.g. 0-4")
+    return out
+
+
+def final_values(rows: Sequence[dict[str, Any]], patterns: Sequence[str]) -> dict[str, Any]:
+    """The last value of every metric matching `patterns`, with its step."""
+    out: dict[str, Any] = {}
+    for row in rows:
+        for key, value in row.items():
+            if isinstance(value, (int, float)) and any(fnmatch.fnmatch(key, p) for p in patterns):
+                out[key] = float(value)
+                out[f"{key}@step"] = int(row.get("step", -1))
+    return out
+
+
+def summarise(values: Sequence[float | None]) -> dict[str, float | int]:
+    """Mean, sample standard deviation (0 for one run), min, max and n over the values
+    that exist."""
+    kept = [v for v in values if v is not None and math.isfinite(v)]
+    if not kept:
+        return {"n": 0}
+    return {
+        "n": len(kept),
+        "mean": statistics.fmean(kept),
+        "std": statistics.stdev(kept) if len(kept) > 1 else 0.0,
+        "min": min(kept),
+        "max": max(kept),
+    }
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def table_markdown(command: str, per_seed: list[dict[str, Any]], keys: list[str]) -> str:
+    lines = [f"# {len(per_seed)} seeds", "", f"    {command}", ""]
+    lines += ["| metric | mean ± std | min | max | n | " + " | ".join(
+        f"seed {r['seed']}" for r in per_seed) + " |"]  # fmt: skip
+    lines += ["|" + "---|" * (5 + len(per_seed))]
+    for key in keys:
+        values = [r["values"].get(key) for r in per_seed]
+        s = summarise(values)
+        stats = (
+            f"{s['mean']:.3f} ± {s['std']:.3f} | {s['min']:.3f} | {s['max']:.3f} | {s['n']}"
+            if s["n"]
+            else "- | - | - | 0"
+        )
+        lines.append(f"| {key} | {stats} | " + " | ".join(_fmt(v) for v in values) + " |")
+    walls = [r["wall_s"] for r in per_seed]
+    lines.append(
+        "| wall time (min) | "
+        + (f"{statistics.fmean(walls) / 60:.1f} | {min(walls) / 60:.1f} | {max(walls) / 60:.1f}")
+        + f" | {len(walls)} | "
+        + " | ".join(f"{w / 60:.1f}" for w in walls)
+        + " |"
+    )
+    return "\n".join(lines) + "\n"
+
+
+def _train(seed: int, folder: Path, train_argv: list[str]) -> float:
+    """One seed's `spiral train` in its own process; its wall time, added to what earlier
+    invocations spent on the same folder (an interrupted sweep resumed)."""
+    argv = [sys.executable, "-m", "spiral.cli", "train", *train_argv]
+    argv += [f"seed={seed}", f"log_path={folder}"]
+    start = time.monotonic()
+    code = subprocess.call(argv)
+    spent = time.monotonic() - start
+    clock = folder / "seeds_wall_s.json"
+    before = json.loads(clock.read_text())["wall_s"] if clock.is_file() else 0.0
+    folder.mkdir(parents=True, exist_ok=True)
+    clock.write_text(json.dumps({"wall_s": before + spent}))
+    if code != 0:
+        raise UsageError(f"seed {seed}'s run ended with exit code {code}; see {folder}/console.log")
+    return before + spent
+
+
+def _plot(per_seed: list[dict[str, Any]], out: Path, key: str) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for r in per_seed:
+        metrics = out / f"seed{r['seed']}" / "metrics.jsonl"
+        rows = read_jsonl(metrics) if metrics.is_file() else []
+        points = [(row["step"], row[key]) for row in rows if row.get(key) is not None]
+        if points:
+            ax.plot(*zip(*points, strict=True), marker="o", ms=3, label=f"seed {r['seed']}")
+    ax.set_xlabel("step")
+    ax.set_ylabel(key)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "curves.png", dpi=120)
+    plt.close(fig)
+
+
+def write_table(args: SeedsArgs, command: str) -> Path:
+    out = Path(args.out)
+    patterns = [p.strip() for p in args.metrics.split(",") if p.strip()]
+    per_seed: list[dict[str, Any]] = []
+    for seed in parse_seeds(args.seeds):
+        folder = out / f"seed{seed}"
+        rows = read_jsonl(folder / "metrics.jsonl") if (folder / "metrics.jsonl").is_file() else []
+        clock = folder / "seeds_wall_s.json"
+        wall = json.loads(clock.read_text())["wall_s"] if clock.is_file() else 0.0
+        per_seed.append({"seed": seed, "values": final_values(rows, patterns), "wall_s": wall})
+    keys = sorted({k for r in per_seed for k in r["values"] if not k.endswith("@step")})
+    with (out / "seeds.jsonl").open("w", encoding="utf-8") as f:
+        for r in per_seed:
+            f.write(json.dumps({"seed": r["seed"], "wall_s": r["wall_s"], **r["values"]}) + "\n")
+    (out / "seeds.md").write_text(table_markdown(command, per_seed, keys), encoding="utf-8")
+    if keys:
+        _plot(per_seed, out, keys[0])
+    return out / "seeds.md"
+
+
+def main(argv: Sequence[str]) -> int:
+    if wants_help(argv):
+        print(help_text(SeedsArgs, "seeds"))
+        return 0
+    own = [w for w in argv if w.partition("=")[0] in OWN_KEYS]
+    train_argv = [w for w in argv if w.partition("=")[0] not in OWN_KEYS]
+    for word in train_argv:
+        if word.partition("=")[0] in ("seed", "log_path"):
+            raise UsageError(f"{word}: spiral seeds sets seed= and log_path= for each run")
+    args = parse_command(SeedsArgs, own, "seeds")
+    seeds = parse_seeds(args.seeds)
+    command = "spiral seeds " + " ".join(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if not args.table_only:
+        for seed in seeds:
+            print(f"seeds: seed {seed} ({seeds.index(seed) + 1} of {len(seeds)})", flush=True)
+            _train(seed, out / f"seed{seed}", train_argv)
+    table = write_table(args, command)
+    print(table.read_text(), end="")
+    return 0

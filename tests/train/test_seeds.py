@@ -1,0 +1,78 @@
+"""`spiral seeds`: seeds parsed, statistics against hand-worked numbers, the last value
+of each metric per run, and a real two-seed sweep of a tiny model that writes its table
+(resumed runs add their wall time; a seed's missing metric stays missing)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from spiral.args import UsageError
+from spiral.cli import main as cli_main
+from spiral.train.seeds import final_values, parse_seeds, summarise
+
+KUHN = "KuhnPokerSingle-v0"
+
+
+def test_seeds_are_ranges_or_lists() -> None:
+    assert parse_seeds("0-4") == [0, 1, 2, 3, 4]
+    assert parse_seeds("0,3,7") == [0, 3, 7]
+    assert parse_seeds("1-2,9") == [1, 2, 9]
+    for bad in ("", "a", "3,3", "0-x"):
+        with pytest.raises(UsageError, match="seeds="):
+            parse_seeds(bad)
+
+
+def test_statistics_by_hand() -> None:
+    s = summarise([0.1, 0.3, None, 0.2])
+    assert s["n"] == 3 and s["mean"] == pytest.approx(0.2) and s["std"] == pytest.approx(0.1)
+    assert (s["min"], s["max"]) == (0.1, 0.3)
+    assert summarise([0.5]) == {"n": 1, "mean": 0.5, "std": 0.0, "min": 0.5, "max": 0.5}
+    assert summarise([None]) == {"n": 0}
+
+
+def test_the_last_value_of_each_metric_and_its_step() -> None:
+    rows = [
+        {"step": 0, "eval/g/exploitability_t1": 0.4, "train/loss": 1.0},
+        {"step": 1, "train/loss": 0.5},
+        {"step": 2, "eval/g/exploitability_t1": 0.2},
+    ]
+    got = final_values(rows, ["eval/*/exploitability_t*"])
+    assert got == {"eval/g/exploitability_t1": 0.2, "eval/g/exploitability_t1@step": 2}
+
+
+def test_a_two_seed_sweep_writes_one_table(
+    tiny_llama: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    out = tmp_path / "sweep"
+    train = [
+        f"model_name={tiny_llama}", f"env_ids={KUHN}", "template=chat",
+        "answer_format=constrained", "max_tokens=4", "batch_size=8", "max_steps=2",
+        "lora_rank=4", "eval_every=2", "eval_games=3", "save_every=2",
+    ]  # fmt: skip
+    assert cli_main(["seeds", "seeds=0-1", f"out={out}", *train]) == 0
+    rows = [json.loads(line) for line in (out / "seeds.jsonl").read_text().splitlines()]
+    assert [r["seed"] for r in rows] == [0, 1]
+    key = f"eval/{KUHN}/exploitability_t1"
+    assert all(0.0 <= r[key] <= 1.0 and r[f"{key}@step"] == 2 for r in rows)
+    assert all(r["wall_s"] > 0 for r in rows)
+    table = (out / "seeds.md").read_text()
+    assert f"| {key} | " in table and "wall time (min)" in table and "seed 1" in table
+    for seed in (0, 1):  # each run trained with its own seed, in its own folder
+        assert json.loads((out / f"seed{seed}" / "config.json").read_text())["seed"] == seed
+    # Running again resumes each finished run (nothing to train) and adds its wall time.
+    assert cli_main(["seeds", "seeds=0-1", f"out={out}", *train]) == 0
+    again = [json.loads(line) for line in (out / "seeds.jsonl").read_text().splitlines()]
+    assert all(b["wall_s"] > a["wall_s"] for a, b in zip(rows, again, strict=True))
+    assert [r[key] for r in again] == [r[key] for r in rows]
+    # table_only reads what is there; a seed never run is missing, not zero.
+    assert cli_main(["seeds", "seeds=0-2", f"out={out}", "table_only=true"]) == 0
+    line = next(x for x in (out / "seeds.md").read_text().splitlines() if x.startswith(f"| {key} "))
+    assert line.endswith("| - |") and "| 2 |" in line  # seed 2: missing; statistics over 2
+    capsys.readouterr()
+
+
+def test_seed_and_log_path_belong_to_the_sweep(tmp_path: Path) -> None:
+    assert cli_main(["seeds", "seeds=0", f"out={tmp_path}", "seed=3"]) == 2
