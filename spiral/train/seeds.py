@@ -9,9 +9,10 @@ already holds a run resumes it, so an interrupted sweep is continued by the same
 command). Then, and with `table_only=true` without training, it writes:
 
 - `OUT/seeds.jsonl`: per seed, the last value of every metric matching `metrics` (glob
-  patterns; by default each game's exploitability of the live and averaged policy and
-  its value against Nash, where the run measured them), the step it was read at, and
-  the wall time of the seed's training processes;
+  patterns; by default each game's exploitability of the live policy, of the averaged
+  weights and of the average of the policies it was evaluated at, and its value against
+  Nash, where the run measured them), the step it was read at, and the wall time of the
+  seed's training processes;
 - `OUT/seeds.md`: the command, then per metric the mean, sample standard deviation,
   minimum and maximum over the seeds, and every seed's value;
 - `OUT/curves.png` (with matplotlib): the first metric's curve for every seed.
@@ -40,7 +41,8 @@ from spiral.args import UsageError, help_text, parse_command, wants_help
 from spiral.report.sinks import read_jsonl
 
 DEFAULT_METRICS = (
-    "eval/*/exploitability_t*,eval/*/averaged/exploitability_t*,eval/*/value_vs_nash_seat*_t1"
+    "eval/*/exploitability_t*,eval/*/averaged/exploitability_t*,"
+    "eval/*/iterates_*/exploitability_t1,eval/*/value_vs_nash_seat*_t1"
 )
 OWN_KEYS = ("seeds", "out", "metrics", "table_only")
 
@@ -72,7 +74,14 @@ def parse_seeds(spec: str) -> list[int]:
 
 
 def final_values(rows: Sequence[dict[str, Any]], patterns: Sequence[str]) -> dict[str, Any]:
-    """The last value of every metric matching `patterns`, with its step."""
+    """The last value of every metric matching `patterns`, with its step; with them the
+    average of the run's evaluated Kuhn policies (`iterate_average.py`), read from the
+    same rows."""
+    from spiral.evaluation.iterate_average import iterate_average_metrics, logged_tables
+
+    averages = iterate_average_metrics(rows)
+    last = logged_tables(rows)[-1][0] if averages else -1
+    rows = [*rows, {"step": last, **averages}] if averages else list(rows)
     out: dict[str, Any] = {}
     for row in rows:
         for key, value in row.items():
