@@ -10,11 +10,16 @@ from pathlib import Path
 import pytest
 import torch
 
-import spiral.engines.torch.decode as decode
 from spiral.engines.base import SamplingParams
 from spiral.engines.loading import ModelConfig
 from spiral.engines.torch.decode import GRAPH_SLOT, PackedDecoder, drop_packed, packed_weights
-from spiral.engines.torch.graphs import StaticDecoder, capacity_for, padded_size, static_decoder
+from spiral.engines.torch.graphs import (
+    StaticDecoder,
+    capacity_for,
+    padded_size,
+    static_decoder,
+    step_decoder,
+)
 from spiral.engines.torch.learner import TorchLearner
 from spiral.engines.torch.prefill import prefill
 from spiral.engines.torch.sampler import eval_mode
@@ -81,11 +86,11 @@ def test_the_sampler_draws_the_same_tokens_through_it(
     sampler = learner.sampler()
     eager = [sampler.sample(prompts, p, cons) for p in params]
 
-    def on_static(model, pre, room, adapter):  # what packed_decoder picks on CUDA
+    def on_static(model, pre, room, adapter):  # what step_decoder picks on CUDA
         weights = packed_weights(model, adapter, rows=len(pre.mask_BK))
         return static_decoder(model, weights, pre, room, adapter, capture=False)
 
-    monkeypatch.setattr("spiral.engines.torch.sampler.packed_decoder", on_static)
+    monkeypatch.setattr("spiral.engines.torch.sampler.step_decoder", on_static)
     static = [sampler.sample(prompts, p, cons) for p in params]
     kept = learner.model.__dict__[GRAPH_SLOT][TRAINED]
     for a, b in zip(eager, static, strict=True):
@@ -121,4 +126,4 @@ def test_on_a_cpu_the_packed_step_stays_eager(tiny_llama: Path) -> None:
     model, tok = loaded(tiny_llama, "float32")
     with eval_mode(model):
         pre = prefill(model, chat_prompts(tok, PROMPT_TEXTS), 0, tok.pad_token_id, None)
-        assert isinstance(decode.packed_decoder(model, pre, 64, TRAINED), PackedDecoder)
+        assert isinstance(step_decoder(model, pre, 64, TRAINED), PackedDecoder)

@@ -28,7 +28,7 @@ Two decoders fit behind it:
   CPU its bf16 logits are bit-identical to the model's forward and its fp32 logits agree
   to rounding (`tests/engines/test_decode.py`).
 
-  It stands aside (`packed_decoder` returns None, and the sampler uses `ModelDecoder`)
+  It stands aside (`decode_weights` returns None, and the sampler uses `ModelDecoder`)
   for other architectures, sliding-window layers, a LoRA adapter that is active and not
   merged (it would be ignored), rows of several adapters, quantized or non-float weights.
 
@@ -388,22 +388,21 @@ class PackedDecoder:
         return w.head(w.norm(h_BH))
 
 
-def packed_decoder(model: Any, pre: Any, room: int, adapter: str) -> Decoder | None:
-    """The packed step for the prefilled batch `pre` that may decode `room` tokens: on
-    CUDA replayed as CUDA graphs over static buffers (graphs.py), elsewhere a
-    `PackedDecoder`; None where it stands aside or would not pay for packing
-    (`MIN_ROOM_TO_PACK`). It stands aside for fp32 weights computing under autocast
-    (full fine-tuning on CUDA: precision.py), whose products the model's forward casts
-    once per sampler call."""
+def decode_weights(model: Any, pre: Any, room: int, adapter: str) -> PackedWeights | None:
+    """The packed weights for decoding the prefilled batch `pre` for `room` tokens, or
+    None where the packed step stands aside or would not pay for packing
+    (`MIN_ROOM_TO_PACK`). It stands aside for fp32 weights computing under autocast (full
+    fine-tuning on CUDA: precision.py), whose products the model's forward casts once per
+    sampler call."""
     if not pre.cache.layers or compute_dtype(model) is not None:
         return None
     rows = int(pre.mask_BK.shape[0])
     make = room >= MIN_ROOM_TO_PACK
-    weights = packed_weights(model, adapter, rows=max(rows, 1), make=make)
-    if weights is None:
-        return None
-    if pre.mask_BK.device.type == "cuda":
-        from spiral.engines.torch.graphs import static_decoder  # graphs.py builds on this
+    return packed_weights(model, adapter, rows=max(rows, 1), make=make)
 
-        return static_decoder(model, weights, pre, room, adapter, capture=True)
-    return PackedDecoder(weights, pre, room)
+
+def packed_decoder(model: Any, pre: Any, room: int, adapter: str) -> PackedDecoder | None:
+    """The eager packed step for `pre` (`decode_weights`); the sampler's own choice, CUDA
+    graphs on CUDA, is `graphs.step_decoder`."""
+    weights = decode_weights(model, pre, room, adapter)
+    return PackedDecoder(weights, pre, room) if weights is not None else None

@@ -35,7 +35,14 @@ import torch
 import torch.nn.functional as F
 
 from spiral.engines.torch.decode import _SLOT as PACKED_SLOT
-from spiral.engines.torch.decode import GRAPH_SLOT, PackedWeights, _rotate_half
+from spiral.engines.torch.decode import (
+    GRAPH_SLOT,
+    Decoder,
+    PackedDecoder,
+    PackedWeights,
+    _rotate_half,
+    decode_weights,
+)
 
 SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 CAPACITY_STEP = 256  # capacities are rounded up to a multiple of this
@@ -214,3 +221,15 @@ def static_decoder(
         slots[adapter] = kept
     kept.load(pre)
     return kept
+
+
+def step_decoder(model: Any, pre: Any, room: int, adapter: str) -> Decoder | None:
+    """The packed step as the sampler runs it: replayed as CUDA graphs over static
+    buffers on CUDA, the eager `PackedDecoder` elsewhere; None where it stands aside
+    (`decode.decode_weights`)."""
+    weights = decode_weights(model, pre, room, adapter)
+    if weights is None:
+        return None
+    if pre.mask_BK.device.type == "cuda":
+        return static_decoder(model, weights, pre, room, adapter, capture=True)
+    return PackedDecoder(weights, pre, room)

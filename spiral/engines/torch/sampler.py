@@ -77,7 +77,8 @@ from spiral.engines.base import (
     check_current,
 )
 from spiral.engines.torch.constrained import ConstrainedRow
-from spiral.engines.torch.decode import Decoder, ModelDecoder, packed_decoder
+from spiral.engines.torch.decode import Decoder, ModelDecoder
+from spiral.engines.torch.graphs import step_decoder
 from spiral.engines.torch.kv_cache import PrefixCache
 from spiral.engines.torch.merged import merged
 from spiral.engines.torch.precision import autocast_for, model_compute
@@ -487,7 +488,7 @@ class TorchSampler:
         """The packed decode step where it applies (decode.py), else the model's forward."""
         if self.packed_decode and names_B is None:
             room = max(_row_budget(params, g.constraint) for g in groups)
-            packed = packed_decoder(self.model, pre, room, groups[0].adapter)
+            packed = step_decoder(self.model, pre, room, groups[0].adapter)
             if packed is not None:
                 return packed
         return ModelDecoder(self.model, pre, names_B)
