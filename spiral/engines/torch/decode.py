@@ -309,6 +309,30 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
+def rotated_qkv(
+    w: PackedWeights, layer: _Layer, h_BH: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One layer's queries and keys for one token per row, normed (Qwen3's per-head
+    norms) and rotated, as `[B, heads + kv_heads, D]`, and its values `[B, kv_heads, D]`."""
+    rows, heads, kv_heads = h_BH.shape[0], w.heads, w.kv_heads
+    qkv_BND = layer.qkv(layer.input_norm(h_BH)).view(rows, heads + 2 * kv_heads, w.head_dim)
+    if layer.qk_norms is not None:
+        q_BND, k_BND = qkv_BND[:, :heads], qkv_BND[:, heads : heads + kv_heads]
+        q_BND, k_BND = layer.qk_norms[0](q_BND), layer.qk_norms[1](k_BND)
+        qk_BND = torch.cat([q_BND, k_BND], dim=1)
+    else:
+        qk_BND = qkv_BND[:, : heads + kv_heads]
+    return qk_BND * cos + _rotate_half(qk_BND) * sin, qkv_BND[:, heads + kv_heads :]
+
+
+def finish_layer(layer: _Layer, h_BH: torch.Tensor, attended_BHD: torch.Tensor) -> torch.Tensor:
+    """The rest of a decoder layer after attention: the output projection and the gated
+    MLP, each added to the residual stream."""
+    h_BH = h_BH + layer.o(attended_BHD.reshape(h_BH.shape[0], -1))
+    gate_BI, up_BI = layer.gate_up(layer.post_norm(h_BH)).chunk(2, dim=-1)
+    return h_BH + layer.down(layer.act(gate_BI) * up_BI)
+
+
 def _room(kv_BKTD: torch.Tensor, capacity: int, dtype: torch.dtype) -> torch.Tensor:
     """A copy of `kv_BKTD` in a buffer of `capacity` positions (the rest uninitialised)."""
     rows, heads, width, dim = kv_BKTD.shape
@@ -352,7 +376,7 @@ class PackedDecoder:
         if n >= self.keys[0].shape[2]:
             raise RuntimeError("the decode cache is full: more steps than the room it was made for")
         rows = ids_B.shape[0]
-        heads, kv_heads, dim = w.heads, w.kv_heads, w.head_dim
+        heads, kv_heads = w.heads, w.kv_heads
         h_BH = w.embed(ids_B)
         cos, sin = w.rotary(h_BH, self.pos_B.unsqueeze(1))  # [B, 1, dim]
         keep_B11T = self.keep_BT[:, : n + 1].view(rows, 1, 1, n + 1)
@@ -360,17 +384,9 @@ class PackedDecoder:
         group = heads // kv_heads
         hidden_B1RT = ~stacked_mask(keep_B11T, rows, group, 1, n + 1) if self.matmul else None
         for i, layer in enumerate(w.layers):
-            x_BH = layer.input_norm(h_BH)
-            qkv_BND = layer.qkv(x_BH).view(rows, heads + 2 * kv_heads, dim)
-            q_BND, k_BND = qkv_BND[:, :heads], qkv_BND[:, heads : heads + kv_heads]
-            if layer.qk_norms is not None:
-                q_BND, k_BND = layer.qk_norms[0](q_BND), layer.qk_norms[1](k_BND)
-                qk_BND = torch.cat([q_BND, k_BND], dim=1)
-            else:
-                qk_BND = qkv_BND[:, : heads + kv_heads]
-            qk_BND = qk_BND * cos + _rotate_half(qk_BND) * sin
+            qk_BND, v_BKD = rotated_qkv(w, layer, h_BH, cos, sin)
             self.keys[i][:, :, n] = qk_BND[:, heads:]
-            self.values[i][:, :, n] = qkv_BND[:, heads + kv_heads :]
+            self.values[i][:, :, n] = v_BKD
             q_BH1D = qk_BND[:, :heads].unsqueeze(2)
             k_BKTD, v_BKTD = self.keys[i][:, :, : n + 1], self.values[i][:, :, : n + 1]
             if self.matmul:
@@ -380,9 +396,7 @@ class PackedDecoder:
                     q_BH1D, k_BKTD, v_BKTD, attn_mask=keep_B11T, scale=layer.scaling,
                     enable_gqa=heads != kv_heads,
                 )  # fmt: skip
-            h_BH = h_BH + layer.o(out_BH.reshape(rows, heads * dim))
-            gate_BI, up_BI = layer.gate_up(layer.post_norm(h_BH)).chunk(2, dim=-1)
-            h_BH = h_BH + layer.down(layer.act(gate_BI) * up_BI)
+            h_BH = finish_layer(layer, h_BH, out_BH)
         self.length = n + 1
         self.pos_B = self.pos_B + 1
         return w.head(w.norm(h_BH))

@@ -40,8 +40,9 @@ from spiral.engines.torch.decode import (
     Decoder,
     PackedDecoder,
     PackedWeights,
-    _rotate_half,
     decode_weights,
+    finish_layer,
+    rotated_qkv,
 )
 
 SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -163,7 +164,7 @@ class StaticDecoder:
         """One token for the first `size` rows; advances each row's position and the
         column. Shapes depend on `size` only."""
         w = self.w
-        heads, kv_heads, dim = w.heads, w.kv_heads, w.head_dim
+        heads, kv_heads = w.heads, w.kv_heads
         keep_RC = self.keep_RC[:size]
         keep_RC.index_fill_(1, self.col, True)  # the column written now: every row sees it
         mask_R11C = keep_RC.view(size, 1, 1, self.capacity)
@@ -171,26 +172,16 @@ class StaticDecoder:
         h_RH = w.embed(self.ids_R[:size])
         cos, sin = w.rotary(h_RH, pos_R.unsqueeze(1))
         for i, layer in enumerate(w.layers):
-            x_RH = layer.input_norm(h_RH)
-            qkv_RND = layer.qkv(x_RH).view(size, heads + 2 * kv_heads, dim)
-            q_RND, k_RND = qkv_RND[:, :heads], qkv_RND[:, heads : heads + kv_heads]
-            if layer.qk_norms is not None:
-                q_RND, k_RND = layer.qk_norms[0](q_RND), layer.qk_norms[1](k_RND)
-                qk_RND = torch.cat([q_RND, k_RND], dim=1)
-            else:
-                qk_RND = qkv_RND[:, : heads + kv_heads]
-            qk_RND = qk_RND * cos + _rotate_half(qk_RND) * sin
+            qk_RND, v_RKD = rotated_qkv(w, layer, h_RH, cos, sin)
             keys, values = self.keys[i][:size], self.values[i][:size]
             keys.index_copy_(2, self.col, qk_RND[:, heads:].unsqueeze(2).to(keys.dtype))
-            values.index_copy_(2, self.col, qkv_RND[:, heads + kv_heads :].unsqueeze(2))
+            values.index_copy_(2, self.col, v_RKD.unsqueeze(2))
             q_RH1D = qk_RND[:, :heads].unsqueeze(2)
             out_RH = F.scaled_dot_product_attention(
                 q_RH1D, keys, values, attn_mask=mask_R11C, scale=layer.scaling,
                 enable_gqa=heads != kv_heads,
             )  # fmt: skip
-            h_RH = h_RH + layer.o(out_RH.reshape(size, heads * dim))
-            gate_RI, up_RI = layer.gate_up(layer.post_norm(h_RH)).chunk(2, dim=-1)
-            h_RH = h_RH + layer.down(layer.act(gate_RI) * up_RI)
+            h_RH = finish_layer(layer, h_RH, out_RH)
         pos_R.add_(1)
         self.col.add_(1)
         return w.head(w.norm(h_RH))
