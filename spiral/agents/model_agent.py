@@ -37,7 +37,7 @@ from typing import Any
 
 from spiral.agents.llm_policy import LLMPolicy
 from spiral.engines.base import SamplingParams
-from spiral.engines.manifest import verify_manifest
+from spiral.engines.manifest import verify_or_say
 from spiral.errors import SpiralError
 from spiral.prompts.spec import PromptSpec
 
@@ -130,7 +130,7 @@ def _checkpoint_source(folder: Path) -> ModelSource:
         raise CheckpointNotFound(
             f"checkpoint {folder}: unreadable loop_state.json ({err})"
         ) from err
-    problems = verify_manifest(folder, required=False)
+    problems = verify_or_say(folder)
     if problems:
         raise CheckpointNotFound(
             f"checkpoint {folder} is damaged ({'; '.join(problems)}); use an earlier one"

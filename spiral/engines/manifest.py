@@ -2,9 +2,14 @@
 
 `write_manifest(folder)` lists every file under a checkpoint folder (written last, before
 the COMPLETE marker); `verify_manifest(folder)` re-hashes them and returns what is wrong
-(missing, truncated, changed), or [] when the folder is exactly what was written. A
-folder without a manifest (written before manifests existed) is reported as unverifiable,
-not damaged: `verify_manifest(..., required=False)` accepts it.
+(missing, truncated, changed), or [] when the folder is exactly what was written.
+
+The COMPLETE marker seals the manifest: `seal(folder)` is its text, the time and the
+manifest's own SHA-256. So a checkpoint whose manifest was deleted or edited is damaged
+(its marker names a manifest that is not there, or another one), and only a checkpoint
+whose marker names no manifest (written before manifests existed) is unverifiable
+rather than damaged: `verify_manifest(..., required=False)` accepts it, and
+`predates_manifests` says so for the caller to tell the user.
 
 It sits with the engines (below agents and train) because both resume (train/) and the
 checkpoint agents of eval/play (agents/) verify before they load. Hashing reads every
@@ -16,12 +21,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
+import time
 from pathlib import Path
 
 from spiral.errors import SpiralError
 
 MANIFEST = "MANIFEST.json"
-_SKIP = frozenset({MANIFEST, "COMPLETE"})
+COMPLETE = "COMPLETE"
+_SKIP = frozenset({MANIFEST, COMPLETE})
+_SEAL = "manifest-sha256 "
 _CHUNK = 1 << 20
 
 
@@ -51,11 +60,53 @@ def write_manifest(folder: Path) -> dict[str, dict[str, object]]:
     return entries
 
 
+def seal(folder: Path) -> str:
+    """The COMPLETE marker's text for `folder`, whose manifest is written: the time and
+    the manifest's hash."""
+    return f"{time.strftime('%Y-%m-%dT%H:%M:%S')}\n{_SEAL}{_sha256(folder / MANIFEST)}\n"
+
+
+def _sealed_hash(folder: Path) -> str | None:
+    """The manifest hash the COMPLETE marker names, or None (no marker, or one written
+    before markers sealed a manifest)."""
+    try:
+        text = (folder / COMPLETE).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith(_SEAL):
+            return line[len(_SEAL) :].strip()
+    return None
+
+
+def predates_manifests(folder: Path) -> bool:
+    """Whether `folder` was written before checkpoints carried a manifest (nothing to
+    verify it against)."""
+    return not (folder / MANIFEST).is_file() and _sealed_hash(folder) is None
+
+
+def verify_or_say(folder: Path) -> list[str]:
+    """`verify_manifest(folder, required=False)`, and one line on stderr where the folder
+    predates manifests and is used unverified."""
+    problems = verify_manifest(folder, required=False)
+    if not problems and predates_manifests(folder):
+        print(
+            f"checkpoint {folder} predates manifests: its files cannot be verified; used as is",
+            file=sys.stderr,
+        )
+    return problems
+
+
 def verify_manifest(folder: Path, required: bool = True) -> list[str]:
     """What differs between `folder` and its manifest; [] when every file matches."""
     path = folder / MANIFEST
+    sealed = _sealed_hash(folder)
     if not path.is_file():
+        if sealed is not None:
+            return [f"{MANIFEST} is missing (the checkpoint was written with one)"]
         return [f"no {MANIFEST} (written before checkpoints were hashed)"] if required else []
+    if sealed is not None and _sha256(path) != sealed:
+        return [f"{MANIFEST} is not the one the checkpoint was written with"]
     try:
         entries = json.loads(path.read_text(encoding="utf-8"))
         if not isinstance(entries, dict):

@@ -106,7 +106,7 @@ def main(args: list[str]) -> int:
         )
     out = Path(options.out or run / "report")
     out.mkdir(parents=True, exist_ok=True)
-    rows = read_jsonl(metrics)
+    rows = read_jsonl(metrics, damaged="skip")
     note = ""
     try:
         plots = plot_learning_curve(metrics, out)

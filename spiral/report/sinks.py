@@ -5,9 +5,12 @@ Every sink takes a flat dict of floats and a step. Choices made here:
 - **JSONL is authoritative.** One JSON object per line with "step" and the wall-clock
   "time", flushed per line so a crash loses at most the line being written. Non-finite
   floats are written as null, so the file stays strict JSON that any tool can read.
-- **A torn last line is tolerated**, never a torn middle line: `read_jsonl` drops an
-  unparseable final line (a crash mid-write) but raises on corruption elsewhere.
-  JsonlSink cuts a torn tail before appending, so new rows never glue onto it.
+- **One rule for damaged rows.** A last line that does not parse is a write a crash
+  tore: dropped. A last line that parses but lost its newline is a complete row: kept
+  (JsonlSink adds the newline before appending). Any other damaged row (not JSON, not
+  an object, not UTF-8, without an integer "step") is named by its line number: resume
+  refuses to go on in one line (`DamagedMetricsError`, nothing rewritten, nothing lost),
+  and reading for a report skips it and says so (`damaged="skip"`).
 - **Resuming from an earlier checkpoint** calls `truncate_after(step)`, which rewrites
   the file (atomically, via a temporary file and rename) without rows from the lost future.
 - W&B and TensorBoard are optional extras, imported only when their sink is built; the
@@ -19,10 +22,13 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
+
+from spiral.errors import SpiralError
 
 WandbMode = Literal["online", "offline", "disabled"]
 
@@ -40,24 +46,53 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def read_jsonl(path: Path | str) -> list[dict[str, Any]]:
-    """All rows of a JSONL file; a torn (unparseable) last line is dropped."""
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
+class DamagedMetricsError(SpiralError, ValueError):
+    """A metrics row that is neither a complete row nor a torn last line."""
+
+
+def _row(line: bytes) -> dict[str, Any] | str:
+    """The row on a line, or what is wrong with it."""
+    try:
+        row = json.loads(line.decode("utf-8"))
+    except UnicodeDecodeError:
+        return "not UTF-8"
+    except json.JSONDecodeError as err:
+        return f"not JSON ({err.msg})"
+    if not isinstance(row, dict):
+        return "not a JSON object"
+    if "step" in row and (not isinstance(row["step"], int) or isinstance(row["step"], bool)):
+        return f"step is {row['step']!r}, not an integer"
+    return row
+
+
+def read_jsonl(
+    path: Path | str, damaged: Literal["refuse", "skip"] = "refuse"
+) -> list[dict[str, Any]]:
+    """The rows of a JSONL file by the module's rule: a torn last line dropped, any other
+    damaged row refused (`DamagedMetricsError` naming its line) or, with
+    `damaged="skip"`, left out with one line on stderr naming the lines."""
+    lines = Path(path).read_bytes().split(b"\n")
+    if lines and not lines[-1].strip():
+        lines.pop()  # the newline that ends the last row
     rows: list[dict[str, Any]] = []
+    skipped: list[str] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            if number == len(lines):
-                break  # a crash mid-write: the last row never finished
-            raise ValueError(
-                f"{path}:{number}: corrupt JSONL row ({err}); fix or remove it"
-            ) from err
-        if not isinstance(row, dict):
-            raise ValueError(f"{path}:{number}: expected a JSON object per line, got {row!r}")
-        rows.append(row)
+        row = _row(line)
+        if isinstance(row, dict):
+            rows.append(row)
+            continue
+        if number == len(lines) and not row.startswith("step"):
+            break  # a crash mid-write: the last row never finished
+        problem = f"{path}:{number}: damaged metrics row ({row})"
+        if damaged == "refuse":
+            raise DamagedMetricsError(
+                f"{problem}; fix or remove that line, then run again (nothing was changed)"
+            )
+        skipped.append(f"{number} ({row})")
+    if skipped:
+        print(f"{path}: skipped damaged rows at lines {', '.join(skipped)}", file=sys.stderr)
     return rows
 
 
@@ -71,14 +106,20 @@ class JsonlSink:
         self._file = self.path.open("a", encoding="utf-8")
 
     def _cut_torn_tail(self) -> None:
+        """Before appending: a last line without its newline is ended if it is a complete
+        row, cut if a crash tore it (the module's rule)."""
         if not self.path.exists():
             return
         data = self.path.read_bytes()
-        if data and not data.endswith(b"\n"):
-            # Keep everything up to the last complete line.
-            keep = data[: data.rfind(b"\n") + 1]
-            with self.path.open("r+b") as handle:
-                handle.truncate(len(keep))
+        if not data or data.endswith(b"\n"):
+            return
+        start = data.rfind(b"\n") + 1
+        if isinstance(_row(data[start:]), dict):
+            with self.path.open("ab") as handle:
+                handle.write(b"\n")
+            return
+        with self.path.open("r+b") as handle:
+            handle.truncate(start)
 
     def log(self, metrics: Mapping[str, float], step: int) -> None:
         reserved = {"step", "time"} & set(metrics)

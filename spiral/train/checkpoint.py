@@ -28,7 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from spiral.agents.model_agent import list_checkpoints
-from spiral.engines.manifest import DamagedCheckpointError, verify_manifest, write_manifest
+from spiral.engines.manifest import (
+    DamagedCheckpointError,
+    seal,
+    verify_or_say,
+    write_manifest,
+)
 from spiral.errors import SpiralError
 from spiral.train.model_card import write_model_cards
 
@@ -115,7 +120,7 @@ def save_checkpoint(
     write_model_cards(tmp / "learner", state.config, state.step)
     _write_json_atomic(tmp / "loop_state.json", state.to_json())
     write_manifest(tmp)  # every file's size and hash, checked before resume trusts it
-    (tmp / COMPLETE).write_text(time.strftime("%Y-%m-%dT%H:%M:%S"), encoding="utf-8")
+    (tmp / COMPLETE).write_text(seal(tmp), encoding="utf-8")  # names the manifest's hash
     old = None
     if target.exists():
         # Written by a run that was then resumed from an earlier step: a lost future. It is
@@ -160,7 +165,7 @@ def verified_loop_state(folder: Path) -> LoopState:
     """`load_loop_state` after checking every file against the checkpoint's manifest;
     DamagedCheckpointError says what is wrong. Checkpoints written before manifests
     existed are accepted unverified."""
-    problems = verify_manifest(folder, required=False)
+    problems = verify_or_say(folder)
     if problems:
         raise DamagedCheckpointError(f"checkpoint {folder} is damaged: {'; '.join(problems)}")
     try:

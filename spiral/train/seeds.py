@@ -163,7 +163,7 @@ def _plot(per_seed: list[dict[str, Any]], out: Path, key: str) -> None:
     fig, ax = plt.subplots(figsize=(7, 4))
     for r in per_seed:
         metrics = out / f"seed{r['seed']}" / "metrics.jsonl"
-        rows = read_jsonl(metrics) if metrics.is_file() else []
+        rows = read_jsonl(metrics, damaged="skip") if metrics.is_file() else []
         points = [(row["step"], row[key]) for row in rows if row.get(key) is not None]
         if points:
             ax.plot(*zip(*points, strict=True), marker="o", ms=3, label=f"seed {r['seed']}")
@@ -181,7 +181,8 @@ def write_table(args: SeedsArgs, command: str) -> Path:
     per_seed: list[dict[str, Any]] = []
     for seed in parse_seeds(args.seeds):
         folder = out / f"seed{seed}"
-        rows = read_jsonl(folder / "metrics.jsonl") if (folder / "metrics.jsonl").is_file() else []
+        metrics = folder / "metrics.jsonl"
+        rows = read_jsonl(metrics, damaged="skip") if metrics.is_file() else []
         clock = folder / "seeds_wall_s.json"
         wall = json.loads(clock.read_text())["wall_s"] if clock.is_file() else 0.0
         per_seed.append({"seed": seed, "values": final_values(rows, patterns), "wall_s": wall})

@@ -12,11 +12,10 @@ from typing import Any
 import pytest
 import torch
 
-from spiral.engines.vllm.engine import (
+from spiral.engines.vllm.engine import VllmEngine, VllmSampledLearner
+from spiral.engines.vllm.settings import (
     GIB,
     EngineSettings,
-    VllmEngine,
-    VllmSampledLearner,
     engine_settings,
     learner_reserve,
     memory_fraction,

@@ -215,3 +215,41 @@ def test_help_lists_every_key(capsys: pytest.CaptureFixture[str]) -> None:
         assert f"  {key} " in text
     with pytest.raises(EvalError):
         parse_eval_args(["checkpoint=a", "run=b"])
+
+
+@pytest.mark.parametrize("damage", ["manifest deleted", "manifest rewritten"])
+def test_eval_refuses_a_checkpoint_whose_manifest_was_lost_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: str
+) -> None:
+    """A flipped byte hidden by deleting or rewriting the manifest: the COMPLETE marker
+    names the manifest it was written with, so eval refuses in one line."""
+    from spiral.engines.manifest import MANIFEST, write_manifest
+
+    folder = write_checkpoint(tmp_path, step=2)
+    adapter = folder / "learner" / "adapter_model.safetensors"
+    data = bytearray(adapter.read_bytes())
+    data[-100] ^= 0xFF
+    adapter.write_bytes(bytes(data))
+    if damage == "manifest deleted":
+        (folder / MANIFEST).unlink()
+    else:
+        write_manifest(folder)
+    capsys.readouterr()  # the checkpoint's own writing
+    code = cli_main(["eval", f"checkpoint={folder}", "opponents=random", "games=2"])
+    err = capsys.readouterr().err
+    assert code == 2 and "is damaged" in err and MANIFEST in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_checkpoint_from_before_manifests_is_used_and_said_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from spiral.engines.manifest import MANIFEST
+
+    folder = write_checkpoint(tmp_path, step=2)
+    (folder / MANIFEST).unlink()
+    (folder / "COMPLETE").write_text("2026-11-20T10:00:00")  # the marker before seals
+    capsys.readouterr()
+    code = cli_main(["eval", f"checkpoint={folder}", "opponents=random", "games=2"])
+    assert code == 0
+    assert "predates manifests" in capsys.readouterr().err

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from spiral.report.sinks import (
+    DamagedMetricsError,
     JsonlSink,
     MetricsSink,
     MultiSink,
@@ -47,8 +48,43 @@ def test_torn_last_line_is_dropped_but_torn_middle_raises(tmp_path: Path) -> Non
     assert [r["step"] for r in read_jsonl(path)] == [1, 2]
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"step": 1}\n{"ste\n{"step": 3}\n')
-    with pytest.raises(ValueError, match=r"bad.jsonl:2"):
+    with pytest.raises(DamagedMetricsError, match=r"bad.jsonl:2: damaged metrics row \(not JSON"):
         read_jsonl(bad)
+
+
+@pytest.mark.parametrize(
+    ("middle", "why"),
+    [
+        (b'{"ste', "not JSON"),
+        (b"[1, 2]", "not a JSON object"),
+        (b'{"step": "x", "a": 1}', "step is 'x', not an integer"),
+        (b'{"step": 2, "a": "\xff\xfe"}', "not UTF-8"),
+    ],
+)
+def test_a_damaged_middle_row_is_named_refused_or_skipped(
+    tmp_path: Path, capsys: pytest.CaptureFixture, middle: bytes, why: str
+) -> None:
+    path = tmp_path / "m.jsonl"
+    path.write_bytes(b'{"step": 1, "a": 1.0}\n' + middle + b'\n{"step": 3, "a": 3.0}\n')
+    before = path.read_bytes()
+    with pytest.raises(DamagedMetricsError, match=f"m.jsonl:2: damaged metrics row \\({why}"):
+        read_jsonl(path)
+    assert [r["step"] for r in read_jsonl(path, damaged="skip")] == [1, 3]
+    assert "skipped damaged rows at lines 2" in capsys.readouterr().err
+    sink = JsonlSink(path)  # resume's truncation refuses too, and changes nothing
+    with pytest.raises(DamagedMetricsError, match="m.jsonl:2"):
+        sink.truncate_after(3)
+    assert path.read_bytes() == before
+
+
+def test_a_complete_last_row_without_its_newline_stays(tmp_path: Path) -> None:
+    path = tmp_path / "m.jsonl"
+    path.write_text('{"step": 1, "a": 1.0}\n{"step": 2, "a": 2.0}')  # killed before the newline
+    assert [r["step"] for r in read_jsonl(path)] == [1, 2]
+    sink = JsonlSink(path)
+    sink.log({"a": 3.0}, step=3)
+    sink.close()
+    assert [(r["step"], r["a"]) for r in read_jsonl(path)] == [(1, 1.0), (2, 2.0), (3, 3.0)]
 
 
 def test_appending_after_a_crash_cuts_the_torn_tail(tmp_path: Path) -> None:

@@ -13,8 +13,13 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from spiral.engines.manifest import DamagedCheckpointError, verify_manifest, write_manifest
-from spiral.report.sinks import read_jsonl
+from spiral.engines.manifest import (
+    DamagedCheckpointError,
+    seal,
+    verify_manifest,
+    write_manifest,
+)
+from spiral.report.sinks import DamagedMetricsError, read_jsonl
 from spiral.train.checkpoint import latest_checkpoint, load_loop_state
 
 from .test_e2e import _assert_rows_close, tiny_model  # noqa: F401  (fixture)
@@ -35,6 +40,22 @@ def _flip(folder: Path) -> None:
     path.write_bytes(bytes(data))
 
 
+def _rehash(folder: Path) -> None:
+    """Hash the folder again and seal it: damage the manifest cannot see."""
+    write_manifest(folder)
+    (folder / "COMPLETE").write_text(seal(folder))
+
+
+def _manifest_deleted(folder: Path) -> None:
+    _flip(folder)
+    (folder / "MANIFEST.json").unlink()
+
+
+def _manifest_rewritten(folder: Path) -> None:
+    _flip(folder)
+    write_manifest(folder)  # the manifest now matches the damage, but not the seal
+
+
 def _nan_weights_hashed(folder: Path) -> None:
     """A diverged update saved faithfully: the manifest matches, the contents do not."""
     path = folder / ADAPTER
@@ -42,12 +63,12 @@ def _nan_weights_hashed(folder: Path) -> None:
     name = next(iter(tensors))
     tensors[name] = torch.full_like(tensors[name], float("nan"))
     save_file(tensors, str(path))
-    write_manifest(folder)
+    _rehash(folder)
 
 
 def _no_optimizer(folder: Path) -> None:
     (folder / "learner" / "optimizer.json").unlink()
-    write_manifest(folder)
+    _rehash(folder)
 
 
 def _negative_step(folder: Path) -> None:
@@ -55,17 +76,19 @@ def _negative_step(folder: Path) -> None:
     state = json.loads(path.read_text())
     state["step"] = -3
     path.write_text(json.dumps(state))
-    write_manifest(folder)
+    _rehash(folder)
 
 
 def _bad_optimizer_json(folder: Path) -> None:
     (folder / "learner" / "optimizer.json").write_text("{not json")
-    write_manifest(folder)
+    _rehash(folder)
 
 
 DAMAGE: dict[str, Callable[[Path], None]] = {
     "truncated adapter": _truncate,
     "flipped bytes": _flip,
+    "flipped bytes, manifest deleted": _manifest_deleted,
+    "flipped bytes, manifest rewritten": _manifest_rewritten,
     "no COMPLETE marker": lambda f: (f / "COMPLETE").unlink(),
     "NaN weights": _nan_weights_hashed,
     "missing optimizer state": _no_optimizer,
@@ -125,6 +148,37 @@ def test_named_damaged_checkpoint_stops_with_the_reason(
     ]
     with pytest.raises(DamagedCheckpointError, match="does not match its hash"):
         _train(_cfg(tiny_model, tmp_path / "new", 5, f"load_checkpoint_path={named}"))
+
+
+def test_a_complete_last_metrics_row_without_its_newline_is_kept_on_resume(
+    finished_runs: Path,
+    tiny_model: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(finished_runs / "four", run)
+    data = (run / "metrics.jsonl").read_bytes()
+    (run / "metrics.jsonl").write_bytes(data.rstrip(b"\n"))  # killed before the newline
+    _train(_cfg(tiny_model, run, 5))
+    _assert_rows_close(
+        read_jsonl(finished_runs / "straight" / "metrics.jsonl"), read_jsonl(run / "metrics.jsonl")
+    )
+
+
+def test_a_damaged_middle_metrics_row_stops_resume_in_one_line(
+    finished_runs: Path,
+    tiny_model: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(finished_runs / "four", run)
+    lines = (run / "metrics.jsonl").read_text().splitlines(keepends=True)
+    lines[1] = lines[1][: len(lines[1]) // 2] + "\n"  # a damaged row in the middle
+    (run / "metrics.jsonl").write_text("".join(lines))
+    before = (run / "metrics.jsonl").read_bytes()
+    with pytest.raises(DamagedMetricsError, match=r"metrics.jsonl:2: damaged metrics row"):
+        _train(_cfg(tiny_model, run, 5))
+    assert (run / "metrics.jsonl").read_bytes() == before  # nothing lost
 
 
 def test_torn_metrics_line_is_dropped_on_resume(
