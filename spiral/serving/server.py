@@ -274,13 +274,6 @@ def create_app(
             except ValueError as err:
                 return _error(400, str(err), "messages")
             prompt_ids = encode(text, sampler.tokenizer)
-            if context is not None and len(prompt_ids) + params.max_tokens > context:
-                return _error(
-                    400,
-                    f"the prompt has {len(prompt_ids)} tokens; with max_tokens="
-                    f"{params.max_tokens} that exceeds the model's context of {context} tokens",
-                    "messages",
-                )
             constraint = None
             if choices is not None:
                 try:
@@ -288,7 +281,21 @@ def create_app(
                 except ValueError as err:
                     return _error(400, str(err), "guided_choice")
                 longest = max(len(c) for c in constraint.choices)
+                if longest > max_tokens_limit:  # every limit holds after the extension
+                    return _error(
+                        400,
+                        f"the longest guided_choice reply has {longest} tokens, above this "
+                        f"server's limit of {max_tokens_limit} (spiral serve max_tokens_limit=...)",
+                        "guided_choice",
+                    )
                 params = dataclasses.replace(params, max_tokens=max(params.max_tokens, longest))
+            if context is not None and len(prompt_ids) + params.max_tokens > context:
+                return _error(
+                    400,
+                    f"the prompt has {len(prompt_ids)} tokens; with max_tokens="
+                    f"{params.max_tokens} that exceeds the model's context of {context} tokens",
+                    "messages",
+                )
             completion = sampler.sample([prompt_ids], params, [constraint])[0]
         for stop in params.stop:  # OpenAI replies end before the stop string
             if stop in completion.text:
@@ -312,6 +319,9 @@ def create_app(
             choices = req.choices()
         except ValueError as err:
             return _error(400, str(err), "structured_outputs")
+        broken = _broken_text([m["content"] for m in messages] + list(choices or []))
+        if broken is not None:
+            return _error(400, f"invalid Unicode in the request: {broken}", "messages")
         cancel = threading.Event()
         params = dataclasses.replace(req.sampling_params(), cancel=cancel)
         if params.max_tokens > max_tokens_limit:
@@ -338,6 +348,17 @@ def create_app(
             return _error(503, "the server is shutting down", kind="server_error")
 
     return app
+
+
+def _broken_text(texts: Sequence[str]) -> str | None:
+    """What is wrong with the first text that is not valid Unicode (a lone surrogate such
+    as "\\ud800", which JSON allows and UTF-8 cannot encode), or None."""
+    for text in texts:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as err:
+            return f"{err.reason} at character {err.start} ({text[err.start]!r})"
+    return None
 
 
 def choice_constraint(choices: Sequence[str], tokenizer: Any) -> AnswerConstraint:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -142,3 +143,44 @@ def test_api_key_env_must_name_a_set_variable(
     assert cli_main(["serve", "checkpoint=base", "api_key_env=SPIRAL_TEST_KEY"]) == 2
     assert "empty or unset" in capsys.readouterr().err
     assert cli_main(["serve", "checkpoint=base", "max_tokens_limit=0"]) == 2
+
+
+def test_a_long_guided_choice_is_held_to_the_limits(base_url: str) -> None:
+    """The longest choice counts against max_tokens_limit and the context, after the
+    reply's budget is raised to hold it."""
+    msgs = [{"role": "user", "content": "pick"}]
+    long_choice = httpx.post(
+        f"{base_url}/chat/completions",
+        json={"model": "x", "messages": msgs, "max_tokens": 4,
+              "guided_choice": ["yes", "word " * 5000]},
+        timeout=60,
+    )  # fmt: skip
+    assert long_choice.status_code == 400
+    assert "guided_choice reply has" in long_choice.json()["error"]["message"]
+    fine = httpx.post(
+        f"{base_url}/chat/completions",
+        json={"model": "x", "messages": msgs, "max_tokens": 4, "guided_choice": ["yes", "no"]},
+        timeout=60,
+    )
+    assert fine.status_code == 200
+    assert fine.json()["choices"][0]["message"]["content"] in ("yes", "no")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"messages": [{"role": "user", "content": "hi \ud800"}]},
+        {"messages": [{"role": "user", "content": [{"type": "text", "text": "\udfff"}]}]},
+        {"messages": [{"role": "user", "content": "pick"}], "guided_choice": ["a", "b\ud800"]},
+    ],
+)
+def test_a_lone_surrogate_is_a_400_not_a_500(base_url: str, body: dict) -> None:
+    raw = json.dumps({"model": "x", **body})  # JSON escapes the surrogate as \\ud800
+    reply = httpx.post(
+        f"{base_url}/chat/completions",
+        content=raw,
+        headers={"content-type": "application/json"},
+        timeout=60,
+    )
+    assert reply.status_code == 400
+    assert "invalid Unicode" in reply.json()["error"]["message"]
