@@ -171,7 +171,8 @@ def resolve_source(arg: str, model_name: str = "") -> ModelSource:
         return ModelSource(base, f"base:{Path(base).name or base}")
     path = Path(arg).expanduser()
     if path.is_dir():
-        if (path / "checkpoints").is_dir():
+        is_run = any((path / n).exists() for n in ("checkpoints", "metrics.jsonl", "run_info.json"))
+        if is_run:  # a run folder (its config.json is the run's, not a model's)
             return _checkpoint_source(latest_checkpoint(path))
         if (path / "learner").is_dir() or (path / "loop_state.json").is_file():
             return _checkpoint_source(path)

@@ -253,3 +253,20 @@ def test_a_checkpoint_from_before_manifests_is_used_and_said_so(
     code = cli_main(["eval", f"checkpoint={folder}", "opponents=random", "games=2"])
     assert code == 0
     assert "predates manifests" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["eval", "serve"])
+def test_a_run_before_its_first_save_is_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """A run that has written its config.json and first metrics but no checkpoint: not
+    read as a model folder (its config.json is the run's)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"env_ids": ["TicTacToe-v0"], "lora_rank": 4}))
+    (run / "metrics.jsonl").write_text('{"step": 0, "time": 1.0}\n')
+    argv = [command, f"checkpoint={run}"] + (["opponents=random"] if command == "eval" else [])
+    assert cli_main(argv) == 2
+    err = capsys.readouterr().err
+    assert "no complete checkpoint" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
