@@ -39,6 +39,7 @@ from spiral.train.config import TrainConfig
 from spiral.train.magnet import SnapshotMagnet
 from spiral.train.population import MEMBER_PREFIX, Population, members_in_checkpoints
 from spiral.train.resume import remove_partial_writes, restore
+from spiral.train.run_lock import run_lock
 from spiral.train.setup import RunSetup, build_sinks, make_eval_fn
 from spiral.train.step import POLICY, Collector, collect, step_specs, train_step
 from spiral.train.stopping import StopRequest
@@ -218,6 +219,18 @@ def train(
     line per step and per evaluation (default: stdout, flushed, so `make train > log.txt`
     shows each line as it happens). `ranks`: this process's place in a torchrun launch."""
     ranks = ranks or Ranks()
+    with run_lock(setup.run_dir) if ranks.main else contextlib.nullcontext():
+        return _train(cfg, setup, make_learner, log, ranks)
+
+
+def _train(
+    cfg: TrainConfig,
+    setup: RunSetup,
+    make_learner: Callable[[], Learner],
+    log: Callable[[str], None] | None,
+    ranks: Ranks,
+) -> RunResult:
+    """`train`, with the run folder held (run_lock.py)."""
     log = (log or _print_flushed) if ranks.main else _silent
     run_dir = setup.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
