@@ -37,7 +37,7 @@ from typing import Any
 
 from spiral.agents.llm_policy import LLMPolicy
 from spiral.engines.base import SamplingParams
-from spiral.engines.manifest import verify_or_say
+from spiral.engines.manifest import in_checkpoints, verify_or_say
 from spiral.errors import SpiralError
 from spiral.prompts.spec import PromptSpec
 
@@ -92,13 +92,13 @@ def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
     found: dict[int, Path] = {}
     index = ckpt_dir / "index.jsonl"
     if index.is_file():
-        for line in index.read_text(encoding="utf-8").splitlines():
+        for line in index.read_text(encoding="utf-8", errors="replace").splitlines():
             try:
                 row = json.loads(line)
                 step, folder = int(row["step"]), ckpt_dir / str(row["path"])
             except (json.JSONDecodeError, KeyError, TypeError, ValueError):
                 continue  # a torn last line from a crash; the folder scan below still sees it
-            if _is_complete(folder):
+            if in_checkpoints(ckpt_dir, row["path"]) and _is_complete(folder):
                 found[step] = folder
     for folder in ckpt_dir.glob("step_*"):
         digits = folder.name[len("step_") :]

@@ -60,6 +60,14 @@ def write_manifest(folder: Path) -> dict[str, dict[str, object]]:
     return entries
 
 
+def in_checkpoints(ckpt_dir: Path, name: object) -> bool:
+    """Whether an index row's path names one of this run's checkpoint folders: a
+    `step_N` folder directly inside `ckpt_dir`, never a path (or link) that leaves it."""
+    if not isinstance(name, str) or not name.startswith("step_"):
+        return False
+    return (ckpt_dir / name).resolve().parent == ckpt_dir.resolve()
+
+
 def seal(folder: Path) -> str:
     """The COMPLETE marker's text for `folder`, whose manifest is written: the time and
     the manifest's hash."""

@@ -30,6 +30,7 @@ from typing import Any
 from spiral.agents.model_agent import list_checkpoints
 from spiral.engines.manifest import (
     DamagedCheckpointError,
+    in_checkpoints,
     seal,
     verify_or_say,
     write_manifest,
@@ -84,17 +85,21 @@ def _write_json_atomic(path: Path, data: Any) -> None:
 
 
 def read_index(ckpt_dir: Path) -> list[dict[str, Any]]:
-    """Rows of the index whose folders are complete; a torn or corrupt row is skipped."""
+    """Rows of the index whose folders are this run's complete checkpoints; a torn or
+    corrupt row, or one whose path leaves the run's checkpoints folder (a hand edit), is
+    skipped."""
     path = ckpt_dir / INDEX
     if not path.exists():
         return []
     rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         try:
             row = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if isinstance(row, dict) and is_complete(ckpt_dir / str(row.get("path", ""))):
+        if not isinstance(row, dict) or not in_checkpoints(ckpt_dir, row.get("path")):
+            continue
+        if is_complete(ckpt_dir / str(row["path"])) and isinstance(row.get("step"), int):
             rows.append(row)
     return rows
 

@@ -194,3 +194,34 @@ def test_torn_metrics_line_is_dropped_on_resume(
     _assert_rows_close(
         read_jsonl(finished_runs / "straight" / "metrics.jsonl"), read_jsonl(run / "metrics.jsonl")
     )
+
+
+def test_an_index_row_pointing_outside_the_run_is_never_resumed_from(
+    finished_runs: Path,
+    tiny_model: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A hand-edited index row naming another run's checkpoint (a path that leaves this
+    run's checkpoints folder) is skipped: the run resumes from its own newest."""
+    from spiral.agents.model_agent import list_checkpoints
+    from spiral.train.loop import train
+    from spiral.train.setup import build_setup, make_learner_factory
+
+    run, foreign = tmp_path / "run", tmp_path / "foreign"
+    shutil.copytree(finished_runs / "four", run)
+    shutil.copytree(finished_runs / "straight", foreign)
+    with (run / "checkpoints" / "index.jsonl").open("a") as handle:
+        outside = "step_000002/../../../foreign/checkpoints/step_000005"
+        handle.write(json.dumps({"step": 99, "path": outside}) + "\n")
+        handle.write(
+            json.dumps({"step": 98, "path": str(foreign / "checkpoints" / "step_000005")}) + "\n"
+        )
+    assert [step for step, _ in list_checkpoints(run)] == [2, 4]
+    logs: list[str] = []
+    cfg = _cfg(tiny_model, run, 5)
+    train(cfg, build_setup(cfg), make_learner_factory(cfg), log=logs.append)
+    said = "\n".join(logs)
+    assert "resumed from" in said and "step_000004" in said, said
+    _assert_rows_close(
+        read_jsonl(finished_runs / "straight" / "metrics.jsonl"), read_jsonl(run / "metrics.jsonl")
+    )
