@@ -34,6 +34,13 @@ from typing import Any
 
 from spiral.agents.base import Agent
 from spiral.engines.base import FrozenCopies, Learner
+from spiral.engines.manifest import (
+    COMPLETE,
+    DamagedCheckpointError,
+    seal,
+    verify_manifest,
+    write_manifest,
+)
 from spiral.errors import UsageError
 from spiral.evaluation import league as league_lib
 from spiral.rollout.play import GameSpec, derive_seed
@@ -217,6 +224,41 @@ def pool_metrics(
 POOL_DIR = "pool"  # run_dir/pool/<member>/: each member's adapter, for resume
 
 
+def check_member(name: str, folder: Path) -> None:
+    """Refuse, naming the member, a pool member whose folder is missing, does not match
+    its manifest (a member written before members were hashed has none: used as is), or
+    holds weights that are NaN or infinite."""
+    if not folder.is_dir():
+        problems = ["its folder is missing"]
+    else:
+        problems = verify_manifest(folder, required=False) or _nonfinite(folder)
+    if problems:
+        raise DamagedCheckpointError(
+            f"pool member {name} ({folder}) is damaged: {'; '.join(problems)}; resume from a "
+            "checkpoint saved before it joined the pool (load_checkpoint_path=...)"
+        )
+
+
+def _nonfinite(folder: Path) -> list[str]:
+    """The weight files under `folder` that hold NaN or inf (or cannot be read)."""
+    import torch
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    found = []
+    for path in sorted(folder.rglob("*.safetensors")):
+        try:
+            tensors = load_file(str(path))
+        except (SafetensorError, OSError) as err:
+            found.append(f"{path.name} is unreadable ({err})")
+            continue
+        if any(
+            t.is_floating_point() and not bool(torch.isfinite(t).all()) for t in tensors.values()
+        ):
+            found.append(f"{path.name} holds NaN or inf")
+    return found
+
+
 @dataclass
 class Population:
     """What the loop keeps for population play: the pool, the league, and the agents of
@@ -243,7 +285,9 @@ class Population:
         every member's adapter is loaded back from run_dir/pool."""
         pool = Pool.from_json(extra.get("pool", {}))
         for name, _ in pool.members:
-            copies(learner).load(name, run_dir / POOL_DIR / name)
+            folder = run_dir / POOL_DIR / name
+            check_member(name, folder)
+            copies(learner).load(name, folder)
         league = league_lib.from_json(extra["league"]) if "league" in extra else league_lib.League()
         return cls(cfg, run_dir, pool, league, {})
 
@@ -261,7 +305,11 @@ class Population:
             cfg.population.fsp_pool_size,
         )
         if added is not None:
-            copies(learner).freeze(added, self.run_dir / POOL_DIR / added)
+            folder = self.run_dir / POOL_DIR / added
+            copies(learner).freeze(added, folder)
+            if self.writes:  # hashed and sealed like a checkpoint (check_member)
+                write_manifest(folder)
+                (folder / COMPLETE).write_text(seal(folder), encoding="utf-8")
         for name in evicted:
             copies(learner).drop(name)
 

@@ -4,6 +4,7 @@ and pool members that are real frozen adapters (a tiny real model)."""
 from __future__ import annotations
 
 import random
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -212,3 +213,55 @@ def test_snapshot_magnet_run_resumes_exactly(tiny_model: Path, tmp_path: Path) -
     kl = {r["step"]: r["train/kl_to_magnet"] for r in rows_a}
     assert kl[0] == pytest.approx(0.0, abs=1e-7) and kl[3] == pytest.approx(0.0, abs=1e-7)
     assert kl[2] > 0 and kl[4] > 0  # between refreshes the policy moves away from it
+
+
+def _flip_member(folder: Path) -> None:
+    path = next(folder.rglob("*.safetensors"))
+    data = bytearray(path.read_bytes())
+    data[-100] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def _nan_member(folder: Path) -> None:
+    """A diverged member saved faithfully: hashed and sealed again after the damage."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from spiral.engines.manifest import seal, write_manifest
+
+    path = next(folder.rglob("*.safetensors"))
+    tensors = load_file(str(path))
+    name = next(iter(tensors))
+    tensors[name] = torch.full_like(tensors[name], float("nan"))
+    save_file(tensors, str(path))
+    write_manifest(folder)
+    (folder / "COMPLETE").write_text(seal(folder))
+
+
+def _truncate_member(folder: Path) -> None:
+    path = next(folder.rglob("*.safetensors"))
+    path.write_bytes(path.read_bytes()[:100])
+
+
+MEMBER_DAMAGE = {
+    "deleted": shutil.rmtree,
+    "truncated": _truncate_member,
+    "flipped bytes": _flip_member,
+    "NaN weights": _nan_member,
+}
+
+
+@pytest.mark.parametrize("damage", sorted(MEMBER_DAMAGE))
+def test_a_damaged_pool_member_is_refused_with_its_name(
+    tiny_model: Path, tmp_path: Path, damage: str
+) -> None:
+    from spiral.engines.manifest import DamagedCheckpointError
+
+    run = tmp_path / "run"
+    _run([*_fsp_args(tiny_model, run, 2)])
+    state = load_loop_state(latest_checkpoint(run / "checkpoints"))
+    member = Pool.from_json(state.extra["pool"]).names[-1]
+    assert (run / "pool" / member / "MANIFEST.json").is_file()  # members are hashed
+    MEMBER_DAMAGE[damage](run / "pool" / member)
+    with pytest.raises(DamagedCheckpointError, match=f"pool member {member} .* is damaged"):
+        _run([*_fsp_args(tiny_model, run, 4)])
