@@ -89,6 +89,43 @@ def resolve_model_path(name: str) -> str:
     return name  # a hub id
 
 
+class UnsafeModelFolder(SpiralError, ValueError):
+    """A local model folder that would need pickle or its own code to load."""
+
+
+_PICKLES = ("pytorch_model.bin", "adapter_model.bin", "pytorch_model.bin.index.json")
+_CODE_FILES = ("config.json", "tokenizer_config.json", "adapter_config.json")
+
+
+def refuse_unsafe_folder(source: str, trust_remote_code: bool = False) -> None:
+    """Refuse, in one line naming what, a local folder whose weights are pickles (loading
+    a pickle can run code; Spiral reads safetensors) or that asks to run its own code
+    (`auto_map`) without `trust_remote_code`. Hub ids and clean folders pass."""
+    folder = Path(source)
+    if not folder.is_dir():
+        return
+    pickles = [n for n in _PICKLES if (folder / n).is_file()]
+    if pickles and not any(folder.glob("*.safetensors")):
+        raise UnsafeModelFolder(
+            f"model folder {folder} holds pickle weights ({', '.join(pickles)}), which can run "
+            "code when loaded; Spiral loads safetensors only: convert the weights "
+            "(save_pretrained(..., safe_serialization=True)) and pass that folder"
+        )
+    if trust_remote_code:
+        return
+    for name in _CODE_FILES:
+        try:
+            data = json.loads((folder / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and data.get("auto_map"):
+            raise UnsafeModelFolder(
+                f"model folder {folder} asks to run its own code (auto_map in {name}); "
+                "Spiral does not run code that comes with a model: use a model transformers "
+                "supports itself"
+            )
+
+
 _HUB_PART = re.compile(r"[A-Za-z0-9][\w.-]{0,95}")
 
 
@@ -253,11 +290,13 @@ def load_model_and_tokenizer(cfg: ModelConfig, trained: bool = True) -> tuple[An
     device = resolve_device(cfg.device)
     dtype = resolve_dtype(cfg.dtype, device, full_fine_tuning=cfg.lora_rank == 0)
     source = resolve_model_path(cfg.model)
+    refuse_unsafe_folder(source, cfg.trust_remote_code)
     adapter_file = Path(source) / "adapter_config.json"
     base_source = source
     if adapter_file.is_file():
         base_name = json.loads(adapter_file.read_text())["base_model_name_or_path"]
         base_source = resolve_model_path(base_name)
+        refuse_unsafe_folder(base_source, cfg.trust_remote_code)
     master = trained and cfg.lora_rank == 0 and dtype in (torch.bfloat16, torch.float16)
     weight_dtype = torch.float32 if master else dtype
     kwargs = {"dtype": weight_dtype, "trust_remote_code": cfg.trust_remote_code}

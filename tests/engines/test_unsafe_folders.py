@@ -1,0 +1,66 @@
+"""Model folders that would need pickle or their own code to load are refused in one
+line naming what was refused, before anything is loaded (through `spiral eval`'s
+command as a user meets it); clean folders load."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from spiral.cli import main as cli_main
+from spiral.engines.loading import UnsafeModelFolder, refuse_unsafe_folder
+
+
+def _copy(model: Path, tmp_path: Path) -> Path:
+    folder = tmp_path / "model"
+    shutil.copytree(model, folder)
+    return folder
+
+
+def _pickled(folder: Path) -> None:
+    for weights in folder.glob("*.safetensors"):
+        weights.unlink()
+    (folder / "pytorch_model.bin").write_bytes(b"\x80\x04not really a pickle")
+
+
+def _auto_map(name: str):  # type: ignore[no-untyped-def]
+    def add(folder: Path) -> None:
+        path = folder / name
+        data = json.loads(path.read_text()) if path.is_file() else {}
+        data["auto_map"] = {"AutoModelForCausalLM": "evil.Model"}
+        path.write_text(json.dumps(data))
+
+    return add
+
+
+HOSTILE = {
+    "pickle weights": (_pickled, "pickle weights (pytorch_model.bin)"),
+    "auto_map in config.json": (_auto_map("config.json"), "auto_map in config.json"),
+    "auto_map in tokenizer_config.json": (
+        _auto_map("tokenizer_config.json"),
+        "auto_map in tokenizer_config.json",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(HOSTILE))
+def test_a_hostile_folder_is_refused_in_one_line(
+    tiny_llama: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    damage, said = HOSTILE[kind]
+    folder = _copy(tiny_llama, tmp_path)
+    damage(folder)
+    with pytest.raises(UnsafeModelFolder, match=re.escape(said)):
+        refuse_unsafe_folder(str(folder))
+    code = cli_main(["eval", f"checkpoint={folder}", "opponents=random", "games=1"])
+    err = capsys.readouterr().err
+    assert code == 2 and said in err and "Traceback" not in err
+
+
+def test_a_clean_folder_and_a_hub_id_pass(tiny_llama: Path) -> None:
+    refuse_unsafe_folder(str(tiny_llama))
+    refuse_unsafe_folder("Qwen/Qwen3-4B-Base")  # not a folder: the hub's own rules apply
