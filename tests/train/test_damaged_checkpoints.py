@@ -106,6 +106,20 @@ def finished_runs(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) ->
     return root
 
 
+def _four(finished_runs: Path, tmp_path: Path) -> Path:
+    """A copy of the 4-step run, to damage."""
+    run = tmp_path / "run"
+    shutil.copytree(finished_runs / "four", run)
+    return run
+
+
+def _like_straight(finished_runs: Path, run: Path) -> None:
+    """The resumed run's metrics are the uninterrupted 5-step run's."""
+    _assert_rows_close(
+        read_jsonl(finished_runs / "straight" / "metrics.jsonl"), read_jsonl(run / "metrics.jsonl")
+    )
+
+
 @pytest.mark.parametrize("kind", sorted(DAMAGE))
 def test_damaged_newest_checkpoint_falls_back(
     finished_runs: Path,
@@ -113,8 +127,7 @@ def test_damaged_newest_checkpoint_falls_back(
     tmp_path: Path,
     kind: str,
 ) -> None:
-    run = tmp_path / "run"
-    shutil.copytree(finished_runs / "four", run)
+    run = _four(finished_runs, tmp_path)
     newest = latest_checkpoint(run / "checkpoints")
     assert newest is not None and newest.name == "step_000004"
     DAMAGE[kind](newest)
@@ -129,9 +142,7 @@ def test_damaged_newest_checkpoint_falls_back(
     if kind != "no COMPLETE marker":  # an incomplete folder is simply not a checkpoint
         assert "skipping damaged checkpoint" in said, said
     assert load_loop_state(latest_checkpoint(run / "checkpoints")).step == 5
-    _assert_rows_close(
-        read_jsonl(finished_runs / "straight" / "metrics.jsonl"), read_jsonl(run / "metrics.jsonl")
-    )
+    _like_straight(finished_runs, run)
 
 
 def test_named_damaged_checkpoint_stops_with_the_reason(
@@ -139,8 +150,7 @@ def test_named_damaged_checkpoint_stops_with_the_reason(
     tiny_model: Path,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    run = tmp_path / "run"
-    shutil.copytree(finished_runs / "four", run)
+    run = _four(finished_runs, tmp_path)
     named = run / "checkpoints" / "step_000004"
     _flip(named)
     assert verify_manifest(named) == [
@@ -155,14 +165,11 @@ def test_a_complete_last_metrics_row_without_its_newline_is_kept_on_resume(
     tiny_model: Path,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    run = tmp_path / "run"
-    shutil.copytree(finished_runs / "four", run)
+    run = _four(finished_runs, tmp_path)
     data = (run / "metrics.jsonl").read_bytes()
     (run / "metrics.jsonl").write_bytes(data.rstrip(b"\n"))  # killed before the newline
     _train(_cfg(tiny_model, run, 5))
-    _assert_rows_close(
-        read_jsonl(finished_runs / "straight" / "metrics.jsonl"), read_jsonl(run / "metrics.jsonl")
-    )
+    _like_straight(finished_runs, run)
 
 
 def test_a_damaged_middle_metrics_row_stops_resume_in_one_line(
@@ -170,8 +177,7 @@ def test_a_damaged_middle_metrics_row_stops_resume_in_one_line(
     tiny_model: Path,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    run = tmp_path / "run"
-    shutil.copytree(finished_runs / "four", run)
+    run = _four(finished_runs, tmp_path)
     lines = (run / "metrics.jsonl").read_text().splitlines(keepends=True)
     lines[1] = lines[1][: len(lines[1]) // 2] + "\n"  # a damaged row in the middle
     (run / "metrics.jsonl").write_text("".join(lines))
@@ -186,14 +192,11 @@ def test_torn_metrics_line_is_dropped_on_resume(
     tiny_model: Path,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    run = tmp_path / "run"
-    shutil.copytree(finished_runs / "four", run)
+    run = _four(finished_runs, tmp_path)
     with (run / "metrics.jsonl").open("a") as handle:
         handle.write('{"step": 4, "train/loss": 0.1')  # a kill during the write
     _train(_cfg(tiny_model, run, 5))
-    _assert_rows_close(
-        read_jsonl(finished_runs / "straight" / "metrics.jsonl"), read_jsonl(run / "metrics.jsonl")
-    )
+    _like_straight(finished_runs, run)
 
 
 def test_an_index_row_pointing_outside_the_run_is_never_resumed_from(
@@ -207,8 +210,7 @@ def test_an_index_row_pointing_outside_the_run_is_never_resumed_from(
     from spiral.train.loop import train
     from spiral.train.setup import build_setup, make_learner_factory
 
-    run, foreign = tmp_path / "run", tmp_path / "foreign"
-    shutil.copytree(finished_runs / "four", run)
+    run, foreign = _four(finished_runs, tmp_path), tmp_path / "foreign"
     shutil.copytree(finished_runs / "straight", foreign)
     with (run / "checkpoints" / "index.jsonl").open("a") as handle:
         outside = "step_000002/../../../foreign/checkpoints/step_000005"
@@ -222,6 +224,4 @@ def test_an_index_row_pointing_outside_the_run_is_never_resumed_from(
     train(cfg, build_setup(cfg), make_learner_factory(cfg), log=logs.append)
     said = "\n".join(logs)
     assert "resumed from" in said and "step_000004" in said, said
-    _assert_rows_close(
-        read_jsonl(finished_runs / "straight" / "metrics.jsonl"), read_jsonl(run / "metrics.jsonl")
-    )
+    _like_straight(finished_runs, run)
