@@ -71,7 +71,11 @@ def iterate_average_metrics(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
     """`eval/<Kuhn>/iterates_average/exploitability_t1` over every logged evaluation and
     `.../iterates_second_half/...` over the later half; {} without logged tables (or
     without the openspiel extra)."""
-    tables = [t for _, t in logged_tables(rows)]
+    return tables_metrics([t for _, t in logged_tables(rows)])
+
+
+def tables_metrics(tables: Sequence[dict[str, float]]) -> dict[str, float]:
+    """`iterate_average_metrics` of tables already read (`logged_tables`)."""
     if not tables:
         return {}
     prefix = f"eval/{KUHN_GAME_ID}"

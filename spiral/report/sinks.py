@@ -52,17 +52,23 @@ class DamagedMetricsError(SpiralError, ValueError):
 
 def _row(line: bytes) -> dict[str, Any] | str:
     """The row on a line, or what is wrong with it."""
+    row = _parsed(line)
+    if isinstance(row, str):
+        return row
+    if "step" in row and (not isinstance(row["step"], int) or isinstance(row["step"], bool)):
+        return f"step is {row['step']!r}, not an integer"
+    return row
+
+
+def _parsed(line: bytes) -> dict[str, Any] | str:
+    """The JSON object on a line, or why there is none (what a torn write leaves)."""
     try:
         row = json.loads(line.decode("utf-8"))
     except UnicodeDecodeError:
         return "not UTF-8"
     except json.JSONDecodeError as err:
         return f"not JSON ({err.msg})"
-    if not isinstance(row, dict):
-        return "not a JSON object"
-    if "step" in row and (not isinstance(row["step"], int) or isinstance(row["step"], bool)):
-        return f"step is {row['step']!r}, not an integer"
-    return row
+    return row if isinstance(row, dict) else "not a JSON object"
 
 
 def read_jsonl(
@@ -83,7 +89,7 @@ def read_jsonl(
         if isinstance(row, dict):
             rows.append(row)
             continue
-        if number == len(lines) and not row.startswith("step"):
+        if number == len(lines) and isinstance(_parsed(line), str):
             break  # a crash mid-write: the last row never finished
         problem = f"{path}:{number}: damaged metrics row ({row})"
         if damaged == "refuse":

@@ -45,10 +45,9 @@ the update, evaluation, checkpoints, stopping) is the same code. Choices:
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -57,7 +56,7 @@ from spiral.engines.base import Learner
 from spiral.errors import SpiralError
 from spiral.train.actors import RolloutWorker, ray_module, read_folder
 from spiral.train.config import TrainConfig
-from spiral.train.placement import Placement, plan_async
+from spiral.train.placement import local_placement, ray_sees
 from spiral.train.population import POOL_DIR, SELF, Population
 from spiral.train.reaper import Reaper
 from spiral.train.replay import ReplayBuffer, Tagged, episode_version
@@ -78,51 +77,6 @@ class _Flight:
     games: int
     version: int
     started: float | None  # when the actor began it (None: queued behind another)
-
-
-def visible_gpus() -> list[int]:
-    """This machine's GPU ids in `CUDA_VISIBLE_DEVICES` order (all of them when unset)."""
-    import os
-
-    import torch
-
-    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    shown = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if shown is None:
-        return list(range(count))
-    ids = [int(x) for x in shown.split(",") if x.strip().isdigit()]
-    return ids[:count]
-
-
-def local_placement(cfg: TrainConfig, log: Callable[[str], None]) -> Placement:
-    """The placement on this machine (placement.py), printed."""
-    from spiral.engines.loading import resolve_device
-
-    device = resolve_device(cfg.device)
-    learner = f"cuda:{device.index or 0}" if device.type == "cuda" else "cpu"
-    plan = plan_async(visible_gpus(), learner, cfg.actors.num_actors, cfg.actors.actor_num_gpus)
-    log(plan.describe())
-    return plan
-
-
-@contextlib.contextmanager
-def _ray_sees(plan: Placement | None) -> Iterator[None]:
-    """Start the local Ray instance seeing the GPUs `plan` hands out, not the learner's
-    (its processes inherit this process's environment when it starts)."""
-    import os
-
-    if plan is None or plan.learner == "cpu":
-        yield
-        return
-    before = os.environ.get("CUDA_VISIBLE_DEVICES")
-    os.environ["CUDA_VISIBLE_DEVICES"] = plan.ray_visible
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ["CUDA_VISIBLE_DEVICES"]
-        else:
-            os.environ["CUDA_VISIBLE_DEVICES"] = before
 
 
 class AsyncCollector:
@@ -150,7 +104,7 @@ class AsyncCollector:
         if self.owns_ray:
             if not cfg.actors.ray_address:  # our own local instance: taken down however we end
                 self.reaper.start()
-            with _ray_sees(local_placement(cfg, log) if not cfg.actors.ray_address else None):
+            with ray_sees(local_placement(cfg, log) if not cfg.actors.ray_address else None):
                 self.ray.init(
                     address=cfg.actors.ray_address or None,
                     include_dashboard=False,

@@ -11,8 +11,11 @@ Fractions of a GPU (`actor_num_gpus=0.5`) pack actors onto one device, as Ray do
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from spiral.errors import UsageError
 
@@ -63,3 +66,48 @@ def plan_async(
         )
     actors = tuple(f"cuda:{free[int(k * actor_num_gpus + 1e-9)]}" for k in range(num_actors))
     return Placement(shown, actors, tuple(free))
+
+
+def visible_gpus() -> list[int]:
+    """This machine's GPU ids in `CUDA_VISIBLE_DEVICES` order (all of them when unset)."""
+    import os
+
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    shown = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if shown is None:
+        return list(range(count))
+    ids = [int(x) for x in shown.split(",") if x.strip().isdigit()]
+    return ids[:count]
+
+
+def local_placement(cfg: Any, log: Callable[[str], None]) -> Placement:
+    """The placement of `cfg`'s actors (a TrainConfig) on this machine, printed."""
+    from spiral.engines.loading import resolve_device
+
+    device = resolve_device(cfg.device)
+    learner = f"cuda:{device.index or 0}" if device.type == "cuda" else "cpu"
+    plan = plan_async(visible_gpus(), learner, cfg.actors.num_actors, cfg.actors.actor_num_gpus)
+    log(plan.describe())
+    return plan
+
+
+@contextlib.contextmanager
+def ray_sees(plan: Placement | None) -> Iterator[None]:
+    """Start the local Ray instance seeing the GPUs `plan` hands out, not the learner's
+    (its processes inherit this process's environment when it starts)."""
+    import os
+
+    if plan is None or plan.learner == "cpu":
+        yield
+        return
+    before = os.environ.get("CUDA_VISIBLE_DEVICES")
+    os.environ["CUDA_VISIBLE_DEVICES"] = plan.ray_visible
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["CUDA_VISIBLE_DEVICES"]
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = before

@@ -77,13 +77,12 @@ def final_values(rows: Sequence[dict[str, Any]], patterns: Sequence[str]) -> dic
     """The last value of every metric matching `patterns`, with its step; with them the
     average of the run's evaluated Kuhn policies (`iterate_average.py`), read from the
     same rows."""
-    from spiral.evaluation.iterate_average import iterate_average_metrics, logged_tables
+    from spiral.evaluation.iterate_average import logged_tables, tables_metrics
 
-    averages = iterate_average_metrics(rows)
-    last = logged_tables(rows)[-1][0] if averages else -1
-    rows = [*rows, {"step": last, **averages}] if averages else list(rows)
+    tables = logged_tables(rows)
+    averages = {"step": tables[-1][0], **tables_metrics([t for _, t in tables])} if tables else {}
     out: dict[str, Any] = {}
-    for row in rows:
+    for row in [*rows, averages]:
         for key, value in row.items():
             if isinstance(value, (int, float)) and any(fnmatch.fnmatch(key, p) for p in patterns):
                 out[key] = float(value)
@@ -153,6 +152,7 @@ def _train(seed: int, folder: Path, train_argv: list[str]) -> float:
 
 
 def _plot(per_seed: list[dict[str, Any]], out: Path, key: str) -> None:
+    """`key`'s curve for every seed (from the rows `write_table` read) into curves.png."""
     try:
         import matplotlib
 
@@ -162,9 +162,7 @@ def _plot(per_seed: list[dict[str, Any]], out: Path, key: str) -> None:
         return
     fig, ax = plt.subplots(figsize=(7, 4))
     for r in per_seed:
-        metrics = out / f"seed{r['seed']}" / "metrics.jsonl"
-        rows = read_jsonl(metrics, damaged="skip") if metrics.is_file() else []
-        points = [(row["step"], row[key]) for row in rows if row.get(key) is not None]
+        points = [(row["step"], row[key]) for row in r["rows"] if row.get(key) is not None]
         if points:
             ax.plot(*zip(*points, strict=True), marker="o", ms=3, label=f"seed {r['seed']}")
     ax.set_xlabel("step")
@@ -185,7 +183,8 @@ def write_table(args: SeedsArgs, command: str) -> Path:
         rows = read_jsonl(metrics, damaged="skip") if metrics.is_file() else []
         clock = folder / "seeds_wall_s.json"
         wall = json.loads(clock.read_text())["wall_s"] if clock.is_file() else 0.0
-        per_seed.append({"seed": seed, "values": final_values(rows, patterns), "wall_s": wall})
+        values = final_values(rows, patterns)
+        per_seed.append({"seed": seed, "values": values, "wall_s": wall, "rows": rows})
     keys = sorted({k for r in per_seed for k in r["values"] if not k.endswith("@step")})
     with (out / "seeds.jsonl").open("w", encoding="utf-8") as f:
         for r in per_seed:
