@@ -238,7 +238,36 @@ def _load_tokenizer(source: str, cfg: ModelConfig) -> Any:
     tokenizer = _from_pretrained(AutoTokenizer, source, trust_remote_code=cfg.trust_remote_code)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
+    refuse_escaping_template(tokenizer, source)
     return tokenizer
+
+
+_PROBE_CHAT = [
+    {"role": "system", "content": "You are playing a game."},
+    {"role": "user", "content": "Your move."},
+]
+
+
+def refuse_escaping_template(tokenizer: Any, source: str) -> None:
+    """Render the tokenizer's chat template once on a probe chat and refuse, in one line,
+    a template that reaches outside Jinja's sandbox (transformers renders templates in an
+    immutable sandbox, so the attempt fails either way; this says so before any model
+    work instead of a traceback at the first prompt). A template that merely rejects the
+    probe (some refuse a system turn) is left to fail, with its message, when used."""
+    if not getattr(tokenizer, "chat_template", None):
+        return
+    from jinja2.exceptions import SecurityError, TemplateError
+
+    try:
+        tokenizer.apply_chat_template(_PROBE_CHAT, tokenize=False, add_generation_prompt=True)
+    except SecurityError as err:
+        raise UnsafeModelFolder(
+            f"the chat template of {source} tries to reach outside Jinja's sandbox ({err}); "
+            "Spiral does not render it: use a tokenizer with a plain chat template, or a "
+            "named template (template=qwen3 and others)"
+        ) from err
+    except (TemplateError, ValueError, TypeError):
+        return
 
 
 def _lora_config(cfg: ModelConfig) -> Any:

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from spiral.errors import SpiralError
 from spiral.prompts.spec import TEMPLATE_NAMES, AnswerFormat
 
 GAME_PREAMBLE = "You are playing a two-player zero-sum game. Make valid actions to win."
@@ -80,6 +81,10 @@ def _plain(messages: list[Message], tokenizer: Any) -> str:
     return "\n\n".join(m["content"] for m in messages) + "\n"
 
 
+class ChatTemplateError(SpiralError, ValueError):
+    """The tokenizer's own chat template raised (or tried to leave Jinja's sandbox)."""
+
+
 def _tokenizer_chat(messages: list[Message], tokenizer: Any) -> str:
     named = ", ".join(n for n in TEMPLATES if n != "chat")
     if tokenizer is None:
@@ -92,7 +97,15 @@ def _tokenizer_chat(messages: list[Message], tokenizer: Any) -> str:
             f"template 'chat': tokenizer {type(tokenizer).__name__} has no chat_template "
             f"(a base model?); pick a named template instead: {named}"
         )
-    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    from jinja2.exceptions import TemplateError
+
+    try:
+        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    except TemplateError as err:
+        raise ChatTemplateError(
+            f"template 'chat': the tokenizer's chat template failed on this prompt ({err}); "
+            f"pick a named template instead: {named}"
+        ) from err
     if not isinstance(text, str):
         raise TypeError(f"apply_chat_template returned {type(text).__name__}, expected str")
     return text

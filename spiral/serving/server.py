@@ -27,8 +27,9 @@ Choices:
   and it is cancelled when its client disconnects: the handler polls the connection
   every DISCONNECT_POLL_S while a worker thread samples, and sets the sampler's cancel
   flag (`SamplingParams.cancel`), which stops it before the next token and frees the
-  lock. On SIGTERM the request in flight gets GRACEFUL_SHUTDOWN_S to finish, then is
-  cancelled the same way, and the process exits.
+  lock. On SIGTERM the server stops accepting; the request in flight gets
+  FINISH_ON_SHUTDOWN_S to finish, then is cancelled the same way and answered 503 ("the
+  server is shutting down"), and the process exits.
 - Constrained replies: vLLM's structured-output extension for a fixed choice list
   (`guided_choice`, or `structured_outputs={"choice": [...]}`) restricts the reply to
   exactly one of the listed strings, the way training constrains answers to the legal
@@ -76,7 +77,8 @@ FINISH_REASON = {"eos": "stop", "stop": "stop", "length": "length"}
 DEFAULT_MAX_TOKENS = 256
 MAX_TOKENS_LIMIT = 4096
 DISCONNECT_POLL_S = 0.1  # how often a running request checks its client is still there
-GRACEFUL_SHUTDOWN_S = 2  # how long SIGTERM waits for the request in flight
+GRACEFUL_SHUTDOWN_S = 2  # how long uvicorn waits for the request in flight after SIGTERM
+FINISH_ON_SHUTDOWN_S = 1.0  # within that, how long the request may run before its 503
 
 
 @chz.chz
@@ -244,6 +246,7 @@ def create_app(
     if template not in TEMPLATES:
         raise ValueError(f"unknown template {template!r}; valid: {', '.join(TEMPLATES)}")
     app = FastAPI(title="spiral serve", description=f"OpenAI-compatible chat over {model_name}")
+    app.state.stopping = Stopping()
     lock = threading.Lock()
     created = int(time.time())
     context = model_context(sampler)
@@ -333,21 +336,40 @@ def create_app(
             )
         work = asyncio.ensure_future(asyncio.to_thread(generate, messages, params, choices))
         try:
-            # Watch the client while the worker samples: a disconnect cancels the work
-            # (the sampler stops before its next token and the lock is free again).
+            # Watch the client and the server while the worker samples: a disconnect, or
+            # a shutdown past its grace, cancels the work (the sampler stops before its
+            # next token and the lock is free again).
             while not work.done():
                 await asyncio.wait({work}, timeout=DISCONNECT_POLL_S)
-                if not work.done() and await request.is_disconnected():
+                if work.done():
+                    break
+                if app.state.stopping.overdue() or await request.is_disconnected():
                     cancel.set()
             return await work
         except SamplingCancelled:
+            if app.state.stopping.since is not None:
+                return _error(503, "the server is shutting down", kind="server_error")
             return _error(499, "the client closed the request; generation was cancelled")
-        except asyncio.CancelledError:  # the server is shutting down (SIGTERM)
+        except asyncio.CancelledError:  # cancelled by uvicorn itself: answer if we still can
             cancel.set()  # the worker stops at its next token; give it a moment to
             await asyncio.wait({work}, timeout=GRACEFUL_SHUTDOWN_S)
             return _error(503, "the server is shutting down", kind="server_error")
 
     return app
+
+
+class Stopping:
+    """When the server was told to stop (SIGTERM / Ctrl-C), for the request in flight."""
+
+    def __init__(self) -> None:
+        self.since: float | None = None
+
+    def begin(self) -> None:
+        if self.since is None:
+            self.since = time.monotonic()
+
+    def overdue(self) -> bool:
+        return self.since is not None and time.monotonic() - self.since > FINISH_ON_SHUTDOWN_S
 
 
 def _broken_text(texts: Sequence[str]) -> str | None:
@@ -381,18 +403,24 @@ def _text(content: str | list[dict[str, Any]]) -> str:
 
 
 def run_server(app: FastAPI, host: str, port: int) -> None:
-    """Serve until SIGTERM / Ctrl-C: uvicorn then stops accepting, waits
-    GRACEFUL_SHUTDOWN_S for the request in flight, and cancels it (chat_completions sets
-    its cancel flag, the sampler stops at its next token), and the process exits."""
+    """Serve until SIGTERM / Ctrl-C: uvicorn then stops accepting; the request in flight
+    sees `app.state.stopping`, finishes or is cancelled after FINISH_ON_SHUTDOWN_S and
+    answered 503, and the process exits."""
     import uvicorn
 
-    uvicorn.run(
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            app.state.stopping.begin()
+            super().handle_exit(sig, frame)
+
+    config = uvicorn.Config(
         app,
         host=host,
         port=port,
         log_level="warning",
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
+    Server(config).run()
 
 
 def parse_args(args: Sequence[str]) -> ServeArgs:

@@ -45,6 +45,7 @@ the update, evaluation, checkpoints, stopping) is the same code. Choices:
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Callable
@@ -56,7 +57,7 @@ from spiral.engines.base import Learner
 from spiral.errors import SpiralError
 from spiral.train.actors import RolloutWorker, ray_module, read_folder
 from spiral.train.config import TrainConfig
-from spiral.train.placement import local_placement, ray_sees
+from spiral.train.placement import local_placement, loopback_only, ray_sees
 from spiral.train.population import POOL_DIR, SELF, Population
 from spiral.train.reaper import Reaper
 from spiral.train.replay import ReplayBuffer, Tagged, episode_version
@@ -104,7 +105,11 @@ class AsyncCollector:
         if self.owns_ray:
             if not cfg.actors.ray_address:  # our own local instance: taken down however we end
                 self.reaper.start()
-            with ray_sees(local_placement(cfg, log) if not cfg.actors.ray_address else None):
+            local = not cfg.actors.ray_address
+            with (
+                ray_sees(local_placement(cfg, log) if local else None),
+                loopback_only(self.ray) if local else contextlib.nullcontext(),
+            ):
                 self.ray.init(
                     address=cfg.actors.ray_address or None,
                     include_dashboard=False,

@@ -111,3 +111,24 @@ def ray_sees(plan: Placement | None) -> Iterator[None]:
             del os.environ["CUDA_VISIBLE_DEVICES"]
         else:
             os.environ["CUDA_VISIBLE_DEVICES"] = before
+
+
+@contextlib.contextmanager
+def loopback_only(ray: Any) -> Iterator[None]:
+    """Start a local Ray instance whose servers listen on 127.0.0.1 only. Ray takes the
+    machine's reachable address as the node's (so its GCS, raylet and workers listen on
+    every interface) unless its own switch for one-machine instances is off
+    (`ray_constants.ENABLE_RAY_CLUSTER`, the `RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER`
+    variable): then the node's address is the loopback one and every server binds to it.
+    A Ray without that switch starts as it would (Ray's token authentication still
+    guards it)."""
+    constants = getattr(getattr(ray, "_private", None), "ray_constants", None)
+    if constants is None or not hasattr(constants, "ENABLE_RAY_CLUSTER"):
+        yield
+        return
+    before = constants.ENABLE_RAY_CLUSTER
+    constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        constants.ENABLE_RAY_CLUSTER = before

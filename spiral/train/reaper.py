@@ -7,7 +7,9 @@ raylet with the driver, but when the driver is killed outright Ray's dashboard a
 runtime-env agents are left running, adopted by init (measured with Ray 2.60). The reaper
 is a small separate process: it notes the driver's Ray descendants every half second
 and, when its pipe from the driver closes without a goodbye (the driver is gone), it
-terminates the ones still alive (SIGTERM, then SIGKILL). Only processes that were the
+terminates the ones still alive (SIGTERM, then SIGKILL). A goodbye comes after
+`ray.shutdown()`; what is still alive SHUTDOWN_GRACE_S later is terminated too (a
+shutdown after the GCS died leaves the agents running: measured 30-60 s). Only processes that were the
 driver's descendants and look like Ray's (`ray::`, raylet, gcs_server, Ray's package
 folder in the command line) are touched, each checked by its start time so that a reused pid is never hit.
 Linux only (/proc); elsewhere `start` returns None and nothing watches.
@@ -26,6 +28,7 @@ from pathlib import Path
 
 _MARKERS = ("ray::", "raylet", "gcs_server", "/ray/")
 GOODBYE = b"bye\n"
+SHUTDOWN_GRACE_S = 2.0  # after ray.shutdown(), how long its processes get to end by themselves
 
 
 def _stat(pid: int) -> tuple[int, int] | None:
@@ -91,11 +94,19 @@ def watch(driver: int, pipe: int, interval_s: float = 0.5) -> None:
         ready, _, _ = select.select([pipe], [], [], interval_s)
         if ready:
             data = os.read(pipe, 64)
-            if data == GOODBYE:
+            if data == GOODBYE:  # Ray was shut down: whatever it left behind goes now
+                _wait_gone(noted, SHUTDOWN_GRACE_S)
+                terminate(noted)
                 return
             if not data:  # the driver is gone without a word
                 terminate(noted)
                 return
+
+
+def _wait_gone(noted: dict[int, int], seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while alive(noted) and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 class Reaper:
@@ -121,7 +132,8 @@ class Reaper:
             self.proc.stdin.close()
         except OSError:
             pass
-        self.proc.wait(timeout=10)
+        with contextlib.suppress(subprocess.TimeoutExpired):  # it finishes on its own
+            self.proc.wait(timeout=15)
         self.proc = None
 
 

@@ -6,7 +6,7 @@ import contextlib
 import sys
 from collections.abc import Sequence
 
-from spiral.engines.parallel.distributed import join_from_env, leave
+from spiral.engines.parallel.distributed import join_from_env, leave, peers_watched
 from spiral.report.console_log import kept_in
 from spiral.report.sinks import read_jsonl
 from spiral.report.summary import format_before_after
@@ -36,7 +36,7 @@ def main(argv: Sequence[str]) -> int:
         return 2
     setup = shared_setup(setup, ranks)
     kept = kept_in(setup.run_dir / "console.log") if ranks.main else contextlib.nullcontext()
-    with kept:
+    with kept, peers_watched(ranks):
         if ranks.main:
             kind = "fully sharded (FSDP)" if cfg.compute.fsdp else "data-parallel"
             world = f", {ranks.world} {kind} ranks" if ranks.world > 1 else ""

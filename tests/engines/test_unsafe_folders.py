@@ -64,3 +64,44 @@ def test_a_hostile_folder_is_refused_in_one_line(
 def test_a_clean_folder_and_a_hub_id_pass(tiny_llama: Path) -> None:
     refuse_unsafe_folder(str(tiny_llama))
     refuse_unsafe_folder("Qwen/Qwen3-4B-Base")  # not a folder: the hub's own rules apply
+
+
+ESCAPES = {
+    "class walk": "{{ ''.__class__.__mro__[1].__subclasses__() }}",
+    "globals": "{{ cycler.__init__.__globals__.os.popen('id').read() }}",
+    "mutation": "{% set _ = messages.append({'role': 'user', 'content': 'x'}) %}",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(ESCAPES))
+def test_a_chat_template_that_tries_to_leave_the_sandbox_is_refused_in_one_line(
+    tiny_llama: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    folder = _copy(tiny_llama, tmp_path)
+    jinja = folder / "chat_template.jinja"  # where transformers saves it (else in the config)
+    if jinja.is_file():
+        jinja.write_text(ESCAPES[kind] + jinja.read_text())
+    else:
+        path = folder / "tokenizer_config.json"
+        data = json.loads(path.read_text())
+        data["chat_template"] = ESCAPES[kind] + data["chat_template"]
+        path.write_text(json.dumps(data))
+    code = cli_main(["eval", f"checkpoint={folder}", "opponents=random", "games=1"])
+    err = capsys.readouterr().err
+    assert code == 2 and "outside Jinja's sandbox" in err and "Traceback" not in err
+
+
+def test_a_chat_template_that_fails_at_render_time_is_one_line(tiny_llama: Path) -> None:
+    from spiral.engines.loading import ModelConfig, _load_tokenizer
+    from spiral.prompts.templates import ChatTemplateError, render_chat
+
+    tokenizer = _load_tokenizer(str(tiny_llama), ModelConfig(model=str(tiny_llama)))
+    # Accepted at load (the probe chat has no assistant turn), refused when one comes.
+    tokenizer.chat_template = (
+        "{% for m in messages %}{% if m['role'] == 'assistant' %}"
+        "{{ raise_exception('no assistant turns here') }}{% endif %}"
+        "{{ m['content'] }}{% endfor %}"
+    )
+    chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "[1]"}]
+    with pytest.raises(ChatTemplateError, match="no assistant turns here.*named template"):
+        render_chat(chat, "chat", tokenizer)  # type: ignore[arg-type]

@@ -131,9 +131,15 @@ def test_sigterm_ends_the_server_promptly_mid_request(tmp_path: Path) -> None:
             except httpx.TransportError:
                 time.sleep(0.1)
         body = {"model": "x", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 500}
-        client = threading.Thread(
-            target=lambda: _ignore_errors(httpx.post, url, json=body, timeout=60), daemon=True
-        )
+        answers: list[Any] = []
+
+        def ask() -> None:
+            try:
+                answers.append(httpx.post(url, json=body, timeout=60))
+            except httpx.HTTPError as err:
+                answers.append(err)
+
+        client = threading.Thread(target=ask, daemon=True)
         client.start()
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == b"sampling"
@@ -152,6 +158,11 @@ def test_sigterm_ends_the_server_promptly_mid_request(tmp_path: Path) -> None:
     assert set(out.decode().split()) <= {"cancelled", "exited"}
     assert "Traceback" not in err.decode(), err.decode()[-2000:]
     assert took < 20, f"SIGTERM took {took:.1f} s to end the server"
+    # The client in flight is told why, not dropped.
+    client.join(timeout=10)
+    assert len(answers) == 1 and isinstance(answers[0], httpx.Response), answers
+    assert answers[0].status_code == 503, answers[0].text
+    assert "shutting down" in answers[0].json()["error"]["message"]
 
 
 def _ignore_errors(fn: Any, *args: Any, **kwargs: Any) -> None:

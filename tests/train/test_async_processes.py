@@ -56,7 +56,9 @@ def _args(model: Path, log_path: Path, *extra: str) -> list[str]:
     ]
 
 
-def _start_training(model: Path, tmp_path: Path) -> tuple[subprocess.Popen[str], dict[int, int]]:
+def _start_training(
+    model: Path, tmp_path: Path, steps: int = 500
+) -> tuple[subprocess.Popen[str], dict[int, int]]:
     """`spiral train` in async mode until its third step, and the Ray processes it runs."""
     cmd = [
         sys.executable,
@@ -64,7 +66,7 @@ def _start_training(model: Path, tmp_path: Path) -> tuple[subprocess.Popen[str],
         "spiral.cli",
         "train",
         *_args(model, tmp_path / "run"),
-        "max_steps=500",
+        f"max_steps={steps}",
     ]
     log = (tmp_path / "out.log").open("w")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True)
@@ -161,3 +163,52 @@ def test_the_async_benchmark_reports_both_loops_and_the_model(tiny_model: Path) 
         (sample + learn) / (max(sample, learn) + out["async/async/publish_s"])
     )
     assert not ray.is_initialized()
+
+
+def _listening(pids: list[int]) -> list[str]:
+    """The addresses the processes `pids` listen on (TCP, IPv4 and IPv6)."""
+    inodes: dict[str, str] = {}
+    for name in ("tcp", "tcp6"):
+        for line in Path(f"/proc/net/{name}").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A":  # LISTEN
+                inodes[fields[9]] = fields[1].split(":")[0]
+    found = []
+    for pid in pids:
+        try:
+            links = [os.readlink(f) for f in Path(f"/proc/{pid}/fd").iterdir()]
+        except OSError:
+            continue
+        found += [
+            inodes[link[8:-1]]
+            for link in links
+            if link.startswith("socket:[") and link[8:-1] in inodes
+        ]
+    return found
+
+
+LOOPBACK = {"0100007F", "0000000000000000FFFF00000100007F", "00000000000000000000000001000000"}
+
+
+def test_the_local_ray_instance_listens_on_loopback_only(tiny_model: Path, tmp_path: Path) -> None:
+    proc, noted = _start_training(tiny_model, tmp_path)
+    try:
+        addresses = _listening([*alive(noted), proc.pid])
+        assert addresses, "no Ray server was found listening"
+        assert set(addresses) <= LOOPBACK, addresses
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=120)
+    assert _gone_within(noted, 20) == []
+
+
+def test_a_run_that_ends_after_its_gcs_died_leaves_no_ray_process(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    proc, noted = _start_training(tiny_model, tmp_path, steps=6)
+    gcs = [p for p in alive(noted) if "gcs_server" in Path(f"/proc/{p}/cmdline").read_text()]
+    assert len(gcs) == 1
+    os.kill(gcs[0], signal.SIGKILL)
+    proc.wait(timeout=240)  # the run ends (its last steps, or Ray giving up on its GCS)
+    # ray.shutdown() without a GCS leaves Ray's agents running; the reaper ends them.
+    assert _gone_within(noted, 15) == []

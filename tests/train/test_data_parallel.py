@@ -260,3 +260,57 @@ def test_population_play_under_torchrun_writes_members_once_and_resumes(
     assert "step_000002 at step 2" in again.stdout
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["fsp/pool_size"] for r in rows] == [1.0, 2.0, 3.0, 4.0]
+
+
+@pytest.mark.skipif(not TORCHRUN.exists(), reason="torchrun is not installed beside python")
+def test_a_killed_rank_is_summarised_in_one_line_by_the_survivor(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    run, out = tmp_path / "run", tmp_path / "out.log"
+    with out.open("w") as log:
+        proc = subprocess.Popen(
+            _torchrun_cmd(tiny_model, run, steps=500),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=_ENV,
+        )
+    deadline = time.monotonic() + 300
+    while "step 2/" not in out.read_text():
+        assert proc.poll() is None, out.read_text()[-3000:]
+        assert time.monotonic() < deadline, "training did not reach step 2"
+        time.sleep(0.3)
+    workers = _children(proc.pid)
+    os.kill(max(workers), signal.SIGKILL)  # the rank started last
+    proc.wait(timeout=120)
+    text = out.read_text()
+    assert "stops: another rank of this run ended" in text, text[-3000:]
+    assert "Rerun the same command" in text
+    # The survivor's own traceback is gone (torchrun's summary of the job is its own).
+    assert not [
+        line for line in text.splitlines() if line.startswith("[rank") and "Traceback" in line
+    ]
+    assert "Connection closed by peer" not in text.split("stops: another rank")[0]
+
+
+def test_peers_watched_names_a_lost_peer_and_passes_other_errors() -> None:
+    from spiral.engines.parallel.distributed import PeerLostError, peers_watched
+
+    gloo = "[/src/gloo/transport/tcp/pair.cc:553] Connection closed by peer [1.2.3.4]:5. More."
+    with (
+        pytest.raises(
+            PeerLostError,
+            match=r"rank 1 of 2 stops.*\(Connection closed by peer \[1\.2\.3\.4\]:5\.\)",
+        ),
+        peers_watched(Ranks(1, 2)),
+    ):
+        raise RuntimeError(gloo)
+    with (
+        pytest.raises(RuntimeError, match="shape mismatch"),
+        peers_watched(Ranks(1, 2)),
+    ):  # not a lost peer: unchanged
+        raise RuntimeError("shape mismatch")
+    with (
+        pytest.raises(RuntimeError, match="Connection closed"),
+        peers_watched(Ranks()),
+    ):  # one process: no peers
+        raise RuntimeError(gloo)

@@ -19,8 +19,10 @@ weights, gradients and optimizer state instead (`sharded.py`, `FullyShardedLearn
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Sequence
+import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -32,6 +34,7 @@ import torch.distributed as dist
 from spiral.algo.losses import combine_diagnostics
 from spiral.algo.regularizers import Regularizer
 from spiral.engines.base import LearnerWrapper, LossFn
+from spiral.errors import SpiralError
 from spiral.types import Datum
 
 # Rank 0 evaluates and checkpoints while the others wait at the next collective: allow
@@ -92,6 +95,43 @@ def leave(ranks: Ranks) -> None:
     if ranks.world > 1 and dist.is_initialized():
         dist.barrier()
         dist.destroy_process_group()
+
+
+class PeerLostError(SpiralError, RuntimeError):
+    """A collective failed because another rank of the run ended."""
+
+
+# How gloo and nccl word a collective whose peer is gone (torch raises them as
+# RuntimeError or one of torch.distributed's DistError kinds).
+_PEER_GONE = re.compile(
+    r"Connection closed by peer|Connection reset by peer|Broken pipe|NCCL communicator was "
+    r"aborted|remote process exited|Socket Timeout|Timed out waiting",
+    re.IGNORECASE,
+)
+
+
+def _first_sentence(err: BaseException) -> str:
+    text = re.sub(r"^\[[^\]]*\]\s*", "", str(err).strip())  # gloo's "[source.cc:553] "
+    return re.split(r"(?<=\.)\s", text, maxsplit=1)[0][:200]
+
+
+@contextlib.contextmanager
+def peers_watched(ranks: Ranks) -> Iterator[None]:
+    """Say in one line (a PeerLostError) that this rank stops because another rank of the
+    run ended (killed, out of memory, its host gone) instead of gloo's or nccl's
+    traceback from deep inside a collective; any other error passes unchanged."""
+    try:
+        yield
+    except RuntimeError as err:
+        lost = isinstance(err, getattr(dist, "DistError", ())) or _PEER_GONE.search(str(err))
+        if ranks.world == 1 or isinstance(err, SpiralError) or not lost:
+            raise
+        raise PeerLostError(
+            f"rank {ranks.rank} of {ranks.world} stops: another rank of this run ended "
+            f"(its own output above says why: killed, out of memory, a failed host) and "
+            f"the step's collective failed ({_first_sentence(err)}). Rerun the same command "
+            "to resume from the newest checkpoint"
+        ) from err
 
 
 def join_from_env() -> Ranks:
