@@ -93,7 +93,12 @@ class UnsafeModelFolder(SpiralError, ValueError):
     """A local model folder that would need pickle or its own code to load."""
 
 
-_PICKLES = ("pytorch_model.bin", "adapter_model.bin", "pytorch_model.bin.index.json")
+# Pickle weights and the safetensors files that, when present, are loaded instead.
+_PICKLES = {
+    "pytorch_model.bin": ("model.safetensors", "model.safetensors.index.json"),
+    "pytorch_model.bin.index.json": ("model.safetensors", "model.safetensors.index.json"),
+    "adapter_model.bin": ("adapter_model.safetensors",),
+}
 _CODE_FILES = ("config.json", "tokenizer_config.json", "adapter_config.json")
 
 
@@ -104,8 +109,12 @@ def refuse_unsafe_folder(source: str, trust_remote_code: bool = False) -> None:
     folder = Path(source)
     if not folder.is_dir():
         return
-    pickles = [n for n in _PICKLES if (folder / n).is_file()]
-    if pickles and not any(folder.glob("*.safetensors")):
+    pickles = [
+        name
+        for name, instead in _PICKLES.items()
+        if (folder / name).is_file() and not any((folder / s).is_file() for s in instead)
+    ]
+    if pickles:
         raise UnsafeModelFolder(
             f"model folder {folder} holds pickle weights ({', '.join(pickles)}), which can run "
             "code when loaded; Spiral loads safetensors only: convert the weights "

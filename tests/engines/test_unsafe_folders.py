@@ -105,3 +105,24 @@ def test_a_chat_template_that_fails_at_render_time_is_one_line(tiny_llama: Path)
     chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "[1]"}]
     with pytest.raises(ChatTemplateError, match="no assistant turns here.*named template"):
         render_chat(chat, "chat", tokenizer)  # type: ignore[arg-type]
+
+
+def test_an_adapter_whose_weights_are_a_pickle_is_refused_beside_other_safetensors(
+    tiny_llama: Path, tmp_path: Path
+) -> None:
+    """A checkpoint's learner folder also holds optimizer.safetensors: that must not make
+    a pickled adapter (which PEFT would load in place of the missing safetensors) pass."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_llama)
+    adapter = tmp_path / "adapter"
+    get_peft_model(model, LoraConfig(r=2, target_modules="all-linear")).save_pretrained(adapter)
+    (adapter / "adapter_model.safetensors").unlink()
+    (adapter / "adapter_model.bin").write_bytes(b"\x80\x04not really a pickle")
+    (adapter / "optimizer.safetensors").write_bytes(b"{}")
+    with pytest.raises(UnsafeModelFolder, match=r"pickle weights \(adapter_model.bin\)"):
+        refuse_unsafe_folder(str(adapter))
+    # Beside its safetensors twin a stray pickle is never loaded: the folder passes.
+    (adapter / "adapter_model.safetensors").write_bytes(b"")
+    refuse_unsafe_folder(str(adapter))

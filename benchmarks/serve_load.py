@@ -1,0 +1,211 @@
+"""Load `spiral serve` with a mix of hostile and valid requests, on localhost, for a
+bounded time, and report what it answered and how long a small valid request waited.
+
+The server is the real command (`spiral serve checkpoint=MODEL`) in a subprocess on
+127.0.0.1. `--clients` concurrent clients loop over request kinds drawn at random:
+hostile ones (a 5,000-word `guided_choice`, a lone surrogate, `max_tokens` far above the
+limit, a prompt longer than the context, malformed JSON, `n=2`, `guided_regex`, and a
+client that leaves mid-generation) and valid ones (a 64-token reply). Beside them, one
+probe client sends a small valid request (4 tokens, greedy) after another and times it.
+Before the load starts the probe is timed alone, so the report gives the small request's
+p50/p99 idle and under load, on the same server in the same run.
+
+What must hold (the script exits 1 otherwise): every hostile request gets a 4xx (the
+leaver excepted: it is gone), every valid one a 200, no 5xx, and the server is still
+alive and answering at the end.
+
+Usage: `python benchmarks/serve_load.py [--model PATH] [--seconds 60] [--clients 8]
+[--json PATH]`; without `--model` a tiny random model is made in a temporary folder (no
+download). A benchmark, not a test: times depend on the machine and its load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+SMALL = {"messages": [{"role": "user", "content": "Your move."}], "max_tokens": 4, "temperature": 0}
+USER = [{"role": "user", "content": "Your move. Answer like [4]."}]
+
+# kind -> (request body as bytes or a dict, expected status class)
+HOSTILE: dict[str, Any] = {
+    "long guided_choice": {"messages": USER, "guided_choice": ["[1]", "word " * 5000]},
+    "lone surrogate": b'{"messages": [{"role": "user", "content": "hi \\ud800"}]}',
+    "surrogate in a choice": b'{"messages": [{"role": "user", "content": "hi"}],'
+    b' "guided_choice": ["a", "\\udfff"]}',
+    "max_tokens above the limit": {"messages": USER, "max_tokens": 10**9},
+    "prompt over the context": {"messages": [{"role": "user", "content": "go " * 40_000}]},
+    "malformed JSON": b'{"messages": [',
+    "n=2": {"messages": USER, "n": 2},
+    "guided_regex": {"messages": USER, "guided_regex": "a+"},
+    "empty messages": {"messages": []},
+}
+VALID = {"messages": USER, "max_tokens": 64, "temperature": 1.0}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_server(model: str, port: int, log: Path, limit: int = 256) -> subprocess.Popen[bytes]:
+    cmd = [sys.executable, "-m", "spiral.cli", "serve", f"checkpoint={model}", f"port={port}",
+           f"max_tokens_limit={limit}", "device=cpu"]  # fmt: skip
+    with log.open("wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"spiral serve ended at start-up:\n{log.read_text()[-2000:]}")
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=1)
+            return proc
+        except httpx.TransportError:
+            time.sleep(0.2)
+    proc.kill()
+    raise SystemExit("spiral serve did not open its port within 180 s")
+
+
+async def post(client: httpx.AsyncClient, body: Any, timeout: float = 120) -> int:
+    if isinstance(body, bytes):
+        headers = {"content-type": "application/json"}
+        reply = await client.post("/chat/completions", content=body, headers=headers,
+                                  timeout=timeout)  # fmt: skip
+    else:
+        reply = await client.post("/chat/completions", json=body, timeout=timeout)
+    return reply.status_code
+
+
+async def probe(client: httpx.AsyncClient, until: float, times: list[float]) -> Counter[str]:
+    """Small valid requests one after another until `until`, each timed."""
+    seen: Counter[str] = Counter()
+    while time.monotonic() < until:
+        t0 = time.perf_counter()
+        status = await post(client, SMALL)
+        times.append(time.perf_counter() - t0)
+        seen[f"small valid -> {status}"] += 1
+    return seen
+
+
+async def loader(client: httpx.AsyncClient, until: float, rng: random.Random) -> Counter[str]:
+    seen: Counter[str] = Counter()
+    kinds = [*HOSTILE, "valid 64 tokens", "client leaves mid-generation"]
+    while time.monotonic() < until:
+        kind = rng.choice(kinds)
+        if kind == "client leaves mid-generation":
+            body = {"messages": USER, "max_tokens": 256, "temperature": 1.0}
+            try:
+                await post(client, body, timeout=0.3)
+                seen[f"{kind} -> finished first"] += 1
+            except httpx.TimeoutException:
+                seen[f"{kind} -> left"] += 1
+            continue
+        status = await post(client, VALID if kind == "valid 64 tokens" else HOSTILE[kind])
+        seen[f"{kind} -> {status}"] += 1
+    return seen
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def run(base: str, seconds: float, clients: int, seed: int) -> dict[str, Any]:
+    async with httpx.AsyncClient(base_url=base) as client:
+        idle: list[float] = []
+        await probe(client, time.monotonic() + min(10.0, seconds / 4), idle)
+        loaded: list[float] = []
+        until = time.monotonic() + seconds
+        rngs = [random.Random(seed * 1000 + k) for k in range(clients)]
+        tallies = await asyncio.gather(
+            probe(client, until, loaded), *(loader(client, until, r) for r in rngs)
+        )
+        alive = (await client.get("/models")).status_code == 200
+    status = sum(tallies, Counter())
+    return {
+        "seconds": seconds,
+        "clients": clients,
+        "requests": sum(status.values()),
+        "by_kind_and_status": dict(sorted(status.items())),
+        "small_idle_s": {
+            "n": len(idle),
+            "p50": percentile(idle, 0.5),
+            "p99": percentile(idle, 0.99),
+        },
+        "small_loaded_s": {
+            "n": len(loaded),
+            "p50": percentile(loaded, 0.5),
+            "p99": percentile(loaded, 0.99),
+            "mean": statistics.fmean(loaded),
+        },
+        "server_alive_at_end": alive,
+    }
+
+
+def failures(result: dict[str, Any]) -> list[str]:
+    """What broke the rules: a hostile request not refused, a valid one not served, a 5xx."""
+    bad = []
+    for key, count in result["by_kind_and_status"].items():
+        kind, _, status = key.rpartition(" -> ")
+        if status in ("left", "finished first"):
+            continue
+        code = int(status)
+        valid = kind.startswith(("small valid", "valid"))
+        if code >= 500 or (valid and code != 200) or (not valid and not 400 <= code < 500):
+            bad.append(f"{key}: {count}")
+    if not result["server_alive_at_end"]:
+        bad.append("the server did not answer at the end")
+    return bad
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="", help="model folder (default: a tiny random one)")
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", default="", help="write the result here")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        model = args.model
+        if not model:
+            from spiral.testing import make_tiny_model
+
+            model = str(make_tiny_model(Path(tmp) / "model"))
+        port = free_port()
+        server = start_server(model, port, Path(tmp) / "serve.log")
+        try:
+            result = asyncio.run(
+                run(f"http://127.0.0.1:{port}/v1", args.seconds, args.clients, args.seed)
+            )
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+        log = (Path(tmp) / "serve.log").read_text(errors="replace")
+    result["tracebacks_in_server_log"] = log.count("Traceback")
+    result["failures"] = failures(result)
+    if result["tracebacks_in_server_log"]:
+        result["failures"].append(f"{result['tracebacks_in_server_log']} tracebacks in the log")
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.json:
+        Path(args.json).write_text(text + "\n")
+    return 1 if result["failures"] else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
