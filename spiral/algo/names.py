@@ -14,3 +14,5 @@ LOSS_NAMES: tuple[str, ...] = get_args(LossName)
 # dynamics: each phase pulls towards the last phase's policy).
 KlReference = Literal["reference", "uniform", "snapshot"]
 KL_REFERENCES: tuple[str, ...] = get_args(KlReference)
+# How population play draws past members (spiral.algo.opponents).
+OpponentWeighting = Literal["uniform", "variance"]

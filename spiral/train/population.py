@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from spiral.agents.base import Agent
+from spiral.algo.opponents import summed, variance_weight
 from spiral.engines.base import FrozenCopies, Learner
 from spiral.engines.manifest import (
     COMPLETE,
@@ -319,7 +320,7 @@ class Population:
         """The step's games with opponents and seats; also the opponent of each game."""
         cfg = self.cfg
         rng = step_rng(cfg.seed, step)
-        weight = None  # uniform over the members (the original's rule)
+        weight = self._weight(policy)
         candidates = [*self.pool.names, *cfg.population.fsp_fixed_opponents]
         opponents = choose_opponents(
             len(specs),
@@ -338,6 +339,22 @@ class Population:
             o if o == SELF else fixed_label(o, s.game_id)
             for o, s in zip(opponents, specs, strict=True)
         ]
+
+    def _weight(self, policy: str) -> Callable[[str], float] | None:
+        """How a candidate opponent is weighted: None (uniform, the original's rule), or
+        x(1-x) of the policy's win rate against it (`fsp_weighting=variance`), from the
+        league's head-to-head records (a fixed opponent's records summed over its
+        per-game labels)."""
+        if self.cfg.population.fsp_weighting == "uniform":
+            return None
+        league = self.league
+        met = [name for pair in league.head_to_head for name in pair]
+
+        def weight(candidate: str) -> float:
+            labels = {n for n in met if n == candidate or n.startswith(f"{candidate}@")}
+            return variance_weight(summed(league.versus(policy, n) for n in labels))
+
+        return weight
 
     def players(
         self,

@@ -71,6 +71,40 @@ def test_opponents_uniform_and_current_fraction() -> None:
     assert picks["strong"] > 10 * picks["weak"]
 
 
+def test_prioritised_opponents_meet_even_members_most(tmp_path: Path) -> None:
+    from spiral.evaluation.league import League, pair_key
+    from spiral.train.population import Population
+
+    def h2h(records: dict[str, tuple[int, int, int]]) -> League:
+        """A league from the policy's (wins, draws, losses) against each opponent."""
+        out = {}
+        for other, (w, d, lo) in records.items():
+            out[pair_key(POLICY, other)] = (w, d, lo) if other >= POLICY else (lo, d, w)
+        return League({}, out)
+
+    league = h2h({"step_000001": (20, 0, 0), "step_000002": (10, 0, 10),
+                  "random@KuhnPokerSingle-v0": (6, 0, 0), "random@TicTacToe-v0": (2, 0, 0)})  # fmt: skip
+    pool = Pool((("step_000001", 1), ("step_000002", 2), ("step_000003", 3)))
+    args = ["model_name=x", "env_ids=KuhnPokerSingle-v0", "fsp_enabled=true",
+            "fsp_fixed_opponents=random"]  # fmt: skip
+    uniform = Population(parse_config(args), tmp_path, pool, league, {})
+    assert uniform._weight(POLICY) is None  # the original's rule
+    prioritised = Population(
+        parse_config([*args, "fsp_weighting=variance"]), tmp_path, pool, league, {}
+    )
+    weight = prioritised._weight(POLICY)
+    assert weight is not None
+    assert weight("step_000001") == pytest.approx((21 / 22) * (1 / 22))  # always beaten
+    assert weight("step_000002") == 0.25  # even
+    assert weight("step_000003") == 0.25  # not met yet: tried first
+    assert weight("random") == pytest.approx(0.9 * 0.1)  # 8-0 over both games' labels
+    specs = [GameSpec("KuhnPokerSingle-v0", i, (POLICY, POLICY)) for i in range(3000)]
+    _, opponents = prioritised.matchups(specs, 5, POLICY)
+    met = Counter(opponents)
+    assert met["step_000002"] > 4 * met["step_000001"]
+    assert met[SELF] > 0  # the current policy still plays (one more member, mean weight)
+
+
 def test_full_fine_tuning_steps_meet_no_more_members_than_fit() -> None:
     members = [f"m{i}" for i in range(5)]
     met: Counter[str] = Counter()
