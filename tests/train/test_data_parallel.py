@@ -207,19 +207,7 @@ def test_ctrl_c_under_torchrun_stops_every_rank_after_one_step_with_a_checkpoint
     tiny_model: Path, tmp_path: Path
 ) -> None:
     run, out = tmp_path / "run", tmp_path / "out.log"
-    with out.open("w") as log:
-        proc = subprocess.Popen(
-            _torchrun_cmd(tiny_model, run, steps=500),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=_ENV,
-        )
-    deadline = time.monotonic() + 300
-    while "step 3/" not in out.read_text():
-        assert proc.poll() is None, out.read_text()[-3000:]
-        assert time.monotonic() < deadline, "training did not reach step 3"
-        time.sleep(0.3)
-    workers = _children(proc.pid)
+    proc, workers = _two_ranks_at(tiny_model, run, out, step=3)
     assert len(workers) == 2
     proc.send_signal(signal.SIGINT)  # torchrun forwards it to both ranks
     proc.wait(timeout=120)
@@ -231,6 +219,23 @@ def test_ctrl_c_under_torchrun_stops_every_rank_after_one_step_with_a_checkpoint
     assert newest is not None and newest.name == f"step_{saved:06d}"
     assert saved >= 3
     assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()]
+
+
+def _two_ranks_at(
+    model: Path, run: Path, out: Path, step: int
+) -> tuple[subprocess.Popen[bytes], list[int]]:
+    """A two-rank torchrun training run logging to `out`, once it has logged `step`; and
+    its rank processes."""
+    with out.open("w") as log:
+        proc = subprocess.Popen(
+            _torchrun_cmd(model, run, steps=500), stdout=log, stderr=subprocess.STDOUT, env=_ENV
+        )
+    deadline = time.monotonic() + 300
+    while f"step {step}/" not in out.read_text():
+        assert proc.poll() is None, out.read_text()[-3000:]
+        assert time.monotonic() < deadline, f"training did not reach step {step}"
+        time.sleep(0.3)
+    return proc, _children(proc.pid)
 
 
 def _children(pid: int) -> list[int]:
@@ -267,19 +272,7 @@ def test_a_killed_rank_is_summarised_in_one_line_by_the_survivor(
     tiny_model: Path, tmp_path: Path
 ) -> None:
     run, out = tmp_path / "run", tmp_path / "out.log"
-    with out.open("w") as log:
-        proc = subprocess.Popen(
-            _torchrun_cmd(tiny_model, run, steps=500),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=_ENV,
-        )
-    deadline = time.monotonic() + 300
-    while "step 2/" not in out.read_text():
-        assert proc.poll() is None, out.read_text()[-3000:]
-        assert time.monotonic() < deadline, "training did not reach step 2"
-        time.sleep(0.3)
-    workers = _children(proc.pid)
+    proc, workers = _two_ranks_at(tiny_model, run, out, step=2)
     os.kill(max(workers), signal.SIGKILL)  # the rank started last
     proc.wait(timeout=120)
     text = out.read_text()
