@@ -44,9 +44,10 @@ def test_engine_benchmark_reports_every_key(tiny_llama: Path) -> None:
     assert result["sample/generated_tokens"] <= 4 * 4
     assert result["model/parameters"] > 0
     # The roofline's bound is the smaller of the two, so its share is never below the
-    # bandwidth share; the products alone are faster than a whole step.
+    # bandwidth share (one measured time over two bounds). Whether the products alone beat
+    # a whole step compares two timings, which a busy machine can flip: the benchmark
+    # reports it, the test does not assert it.
     assert result["sample/decode_share_of_roofline"] >= result["sample/decode_share_of_bound"]
-    assert result["sample/decode_products_share_of_bound"] > result["sample/decode_share_of_bound"]
     if on_cpu:
         assert result["learn/matmul_time_fraction"] < 1.0
 
