@@ -160,6 +160,13 @@ class State(ABC):
         (its observation already ends with the situation, as TicTacToe's board does)."""
         return None
 
+    def brief(self, seat: Seat) -> str | None:
+        """The whole decision in a few lines, for the "brief" prompt style: the rules in
+        one sentence and the position as `seat` sees it (TicTacToe: its mark and the
+        board; Kuhn: the deck, the stakes, the betting and its card). None: the game has
+        no brief form, and the brief style renders the focused prompt instead."""
+        return None
+
     def clone(self) -> State:
         """An independent copy that continues identically (rng included). The message
         logs, most of a state's size, hold immutable pairs, so they are copied as lists;

@@ -337,6 +337,15 @@ class KuhnPokerSingle(_KuhnBase):
     def private_info(self, seat: Seat) -> tuple[object, ...]:
         return (self._hand.cards[seat],)
 
+    def brief(self, seat: Seat) -> str | None:
+        situation = self.situation(seat)
+        if situation is None:
+            return None
+        return (
+            "One hand of Kuhn poker: cards J < Q < K, each player antes 1 chip, a bet or "
+            "a call adds 1, the higher card wins at showdown.\n" + situation
+        )
+
     @staticmethod
     def _rules(seat: Seat) -> str:
         return (

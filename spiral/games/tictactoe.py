@@ -134,6 +134,16 @@ class TicTacToe(State):
         return (1.0, -1.0) if self._winner == 0 else (-1.0, 1.0)
 
     # ---- messages ---------------------------------------------------------------------
+    def brief(self, seat: Seat) -> str | None:
+        rows = (
+            " ".join(SYMBOLS[v] if v != EMPTY else str(3 * r + c) for c, v in enumerate(row))
+            for r, row in enumerate((self._board[0:3], self._board[3:6], self._board[6:9]))
+        )
+        return (
+            f"Tic Tac Toe. You are {SYMBOLS[seat]}, your opponent {SYMBOLS[1 - seat]}; "
+            "three in a row wins. Free cells show their number.\n" + "\n".join(rows)
+        )
+
     def _board_message(self) -> str:
         board = f"Current Board:\n\n{render_board(self._board)}"
         if self._winner is not None:

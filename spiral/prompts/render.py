@@ -2,7 +2,9 @@
 
 - `build_prompt(state, seat, spec, tokenizer)`: the seat's observation (in
   `spec.obs_style`), the answer-format instruction (its example is the first legal move;
-  in the "focused" style instead the game's `situation(seat)` and the legal moves),
+  in the "focused" style instead the game's `situation(seat)` and the legal moves; in
+  the "brief" style the game's `brief(seat)` alone in place of observation and rules,
+  where the game has one, else the focused prompt),
   the template, and with `system_rules` the rules text as a system message. The rules are
   then cut from the front of the observation so the model does not read them twice (only
   when the observation starts with them; otherwise it is left whole).
@@ -84,7 +86,12 @@ def build_prompt(state: State, seat: Seat, spec: PromptSpec, tokenizer: Any = No
         rules = state.rules_text(seat)
         observation = _without_rules(observation, rules)
         system = rules.strip() or None
-    if spec.style == "focused":
+    brief = state.brief(seat) if spec.style == "brief" else None
+    if brief is not None:
+        observation = brief
+        system = None  # the brief line is the rules
+        instruction = focused_instruction(spec.answer_format, legal, spec.think_budget)
+    elif spec.style in ("focused", "brief"):
         situation = state.situation(seat)
         instruction = focused_instruction(spec.answer_format, legal, spec.think_budget)
         if situation:
@@ -206,6 +213,10 @@ def golden_prompts(game_id: str) -> dict[str, str]:
         # The focused style (situation and private information last, no example move).
         spec = PromptSpec(template="qwen3", answer_format="constrained", style="focused")
         name = golden_name(game_id, seat, "qwen3", "constrained", "__focused")
+        out[name] = build_prompt(state, seat, spec)
+        # The brief style (one line of rules and the position; focused where no brief).
+        spec = PromptSpec(template="qwen3", answer_format="constrained", style="brief")
+        name = golden_name(game_id, seat, "qwen3", "constrained", "__brief")
         out[name] = build_prompt(state, seat, spec)
     return out
 

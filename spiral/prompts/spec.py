@@ -27,7 +27,10 @@ ANSWER_FORMATS: tuple[AnswerFormat, ...] = get_args(AnswerFormat)
 # byte for byte as before. "focused": the observation, then the game's statement of the
 # situation (`State.situation`: Kuhn's betting so far and your card) right before the
 # answer, and the legal moves listed without an example that anchors the choice.
-PromptStyle = Literal["original", "focused"]
+# "brief": the game's `State.brief` (its rules in one sentence and the position) and the
+# legal moves, nothing else: the shortest prompt, for games that define it (TicTacToe,
+# single-hand Kuhn); other games get the focused prompt.
+PromptStyle = Literal["original", "focused", "brief"]
 # The names of spiral.prompts.templates.TEMPLATES (checked there at import).
 TemplateName = Literal["chat", "qwen3", "qwen3_general", "chatml", "llama3", "plain"]
 TEMPLATE_NAMES: tuple[TemplateName, ...] = get_args(TemplateName)

@@ -161,7 +161,9 @@ class TrainConfig:
         default="original",
         doc="original (the game's observation + an example move, byte for byte) | focused "
         "(the situation and private information right before the answer, legal moves "
-        "listed, no example)",
+        "listed, no example) | brief (the game's rules in one sentence and the position, "
+        "then the legal moves: the shortest prompt; TicTacToe and single-hand Kuhn, "
+        "focused elsewhere)",
     )
     max_tokens: int = chz.field(default=8192, doc="max new tokens per turn", validator=positive)
     temperature: float = chz.field(default=1.0, doc="sampling temperature", validator=positive)

@@ -223,3 +223,66 @@ def test_real_game_constraint_decodes_to_each_legal_move(game_id: str, tokenizer
     assert all(
         d.endswith(f"Move: {m}") for d, m in zip(decoded, state.legal_actions(), strict=True)
     )
+
+
+def _play(state: State, *moves: str) -> State:
+    for move in moves:
+        state.apply_action(move)
+    return state
+
+
+def test_brief_tictactoe_prompt_holds_the_position_and_little_else() -> None:
+    state = _play(games.make("TicTacToe-v0"), "[4]", "[0]", "[8]")
+    spec = PromptSpec(template="plain", answer_format="constrained", style="brief")
+    brief = build_prompt(state, 1, spec)
+    focused = build_prompt(
+        state, 1, PromptSpec(template="plain", answer_format="constrained", style="focused")
+    )
+    # Seat 1 plays X; the board row by row, marks where played, numbers where free.
+    assert "You are X, your opponent O" in brief
+    assert "X 1 2\n3 O 5\n6 7 O" in brief
+    assert "Your legal moves: [1], [2], [3], [5], [6], [7]." in brief
+    assert brief.endswith(answer_marker(spec))
+    assert "Available Moves" not in brief and "Player 1" not in brief
+    assert len(brief) * 2 < len(focused)
+
+
+def test_brief_kuhn_prompt_keeps_the_card_and_the_betting() -> None:
+    state = _play(games.make("KuhnPokerSingle-v0", cards=(0, 2)), "[bet]")
+    spec = PromptSpec(template="plain", answer_format="constrained", style="brief")
+    text = build_prompt(state, 1, spec)
+    assert "cards J < Q < K" in text
+    assert "Betting so far: Player 0 bet 1 chip.\nYour card: K." in text
+    assert "Your legal moves: [fold], [call]." in text
+    assert "Action Rules" not in text
+
+
+def test_brief_style_without_a_brief_form_is_the_focused_prompt() -> None:
+    state = games.make("KuhnPoker-v1")
+    assert state.brief(state.current_player()) is None
+    seat = state.current_player()
+    as_brief = build_prompt(
+        state, seat, PromptSpec(template="plain", answer_format="constrained", style="brief")
+    )
+    as_focused = build_prompt(
+        state, seat, PromptSpec(template="plain", answer_format="constrained", style="focused")
+    )
+    assert as_brief == as_focused
+
+
+def test_brief_tictactoe_prompt_tells_apart_positions_that_differ() -> None:
+    """Two different boards never give one prompt (the learner would merge their rows)."""
+    seen: dict[str, tuple[int, ...]] = {}
+    spec = PromptSpec(template="plain", answer_format="constrained", style="brief")
+    frontier = [games.make("TicTacToe-v0")]
+    for _ in range(3):  # every position after 0-2 moves
+        nxt = []
+        for state in frontier:
+            text = build_prompt(state, state.current_player(), spec)
+            assert seen.setdefault(text, state.board) == state.board
+            for move in state.legal_actions():
+                child = state.clone()
+                child.apply_action(move)
+                nxt.append(child)
+        frontier = nxt
+    assert len(seen) == 1 + 9 + 72

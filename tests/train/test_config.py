@@ -102,7 +102,7 @@ def test_regularised_learning_keys_parse_and_validate() -> None:
     assert cfg.kl_coef_at(9) == pytest.approx(0.1)  # constant without kl_coef_final
     for bad, hint in (
         ("kl_reference=base", "reference, uniform"),
-        ("prompt_style=short", "original, focused"),
+        ("prompt_style=short", "original, focused, brief"),
         ("num_substeps=0", "> 0"),
         ("entropy_coef=-1", ">= 0"),
         ("entropy_coef_final=-0.1", ">= 0"),
