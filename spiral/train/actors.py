@@ -46,7 +46,9 @@ class RolloutWorker:
         torch.set_num_threads(max(1, num_threads))
         self.cfg = cfg
         self.setup = setup
-        self.learner = make_learner_factory(self.cfg)()
+        # Only what sampling needs: no optimizer, no KL reference, and full fine-tuning's
+        # weights in the compute dtype (the learner's fp32 masters stay with the learner).
+        self.learner = make_learner_factory(self.cfg, sampling_only=True)()
         self.loaded = False
         self.finished: float | None = None  # when the last batch ended (idle time)
         # Population play: pool members as the learner's snapshots (their files in a

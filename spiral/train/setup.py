@@ -109,9 +109,13 @@ def check_machine(cfg: TrainConfig) -> None:
         raise ConfigError(problem)
 
 
-def make_learner_factory(cfg: TrainConfig, ranks: Ranks | None = None) -> Callable[[], Learner]:
+def make_learner_factory(
+    cfg: TrainConfig, ranks: Ranks | None = None, sampling_only: bool = False
+) -> Callable[[], Learner]:
     """Builds the run's learner from the engine registry; under torchrun (`ranks` of
-    more than one process) wrapped to learn data-parallel (`fsdp`: sharded)."""
+    more than one process) wrapped to learn data-parallel (`fsdp`: sharded).
+    `sampling_only`: a copy that only samples, for an async actor (the torch engine loads
+    full fine-tuning's weights in the compute dtype, without fp32 masters)."""
 
     def build() -> Learner:
         from spiral.engines import registry
@@ -136,6 +140,7 @@ def make_learner_factory(cfg: TrainConfig, ranks: Ranks | None = None) -> Callab
             share_prefix=exact_shortcuts(),
             merge_lora=exact_shortcuts(),
             packed_decode=exact_shortcuts(),
+            trained=not sampling_only,
         )
         if cfg.compute.sampler_engine and cfg.compute.sampler_engine != cfg.compute.engine:
             learner = registry.sampled_by(

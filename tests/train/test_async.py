@@ -200,3 +200,30 @@ def test_population_play_runs_in_the_actors(tiny_model: Path, tmp_path: Path) ->
     for row in rows:
         if row["fsp/members_met"] > 0:
             assert row["train/assemble/num_skipped_turns"] > 0
+
+
+def test_an_actor_holds_only_what_it_samples_with(tiny_model: Path, tmp_path: Path) -> None:
+    """Full fine-tuning in bf16: the learner keeps fp32 master weights, an actor's copy
+    holds them in bf16 (half the bytes), refuses to train, and plays with the learner's
+    weights rounded to bf16."""
+    import torch
+
+    from spiral.train.actors import RolloutWorker
+
+    args = [*async_args(tiny_model, tmp_path / "run", 2), "lora_rank=0", "dtype=bfloat16"]
+    cfg = parse_config(args)
+    learner = make_learner_factory(cfg)()
+    worker = RolloutWorker(cfg, build_setup(cfg), num_threads=1)
+    mine = dict(worker.learner.model.named_parameters())  # type: ignore[attr-defined]
+    theirs = dict(learner.model.named_parameters())  # type: ignore[attr-defined]
+    assert {p.dtype for p in theirs.values()} == {torch.float32}
+    assert {p.dtype for p in mine.values()} == {torch.bfloat16}
+    with torch.no_grad():
+        for p in theirs.values():
+            p.add_(0.01)  # as if trained
+    episodes, _ = worker.play(0, 4, [learner.trained_state()], version=3)
+    assert episodes and {t.policy_version for ep in episodes for t in ep.turns} == {3}
+    for name, p in theirs.items():
+        assert torch.equal(mine[name], p.detach().to(torch.bfloat16)), name
+    with pytest.raises(RuntimeError, match="only samples"):
+        worker.learner.optim_step(1e-3)

@@ -222,11 +222,16 @@ class TorchLearner:
         prefix_cache_mb: float = 0.0,
         merge_lora: bool = True,
         packed_decode: bool = True,
+        trained: bool = True,
     ) -> None:
+        """`trained=False`: a copy that only samples (an async actor): full fine-tuning's
+        weights load in the compute dtype instead of fp32 masters (half the memory in
+        bf16), and `forward_backward`/`optim_step` refuse; `load_trained_state` fills it."""
         if normalize not in ("datums", "none"):
             raise ValueError(f"normalize must be 'datums' or 'none', got {normalize!r}")
         self.cfg = cfg
-        self.model, self.tokenizer = load_model_and_tokenizer(cfg)
+        self.trained = trained
+        self.model, self.tokenizer = load_model_and_tokenizer(cfg, trained=trained)
         self.micro_batch_tokens = micro_batch_tokens
         self.max_grad_norm = max_grad_norm
         self.betas, self.eps, self.weight_decay = betas, eps, weight_decay
@@ -258,6 +263,13 @@ class TorchLearner:
         self.frozen = TorchFrozenCopies(self)  # pool members, the KL's snapshot magnet
 
     # ----- parameters and optimizer -------------------------------------------------
+    def _refuse_if_sampling_only(self, what: str) -> None:
+        if not self.trained:
+            raise RuntimeError(
+                f"{what}: this copy of the model only samples (built with trained=False, "
+                "as an async actor's is); train with the run's learner"
+            )
+
     def _named_trainable(self) -> list[tuple[str, torch.nn.Parameter]]:
         return [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
 
@@ -486,6 +498,7 @@ class TorchLearner:
         for its ratio statistics) passes the whole batch's `normaliser`."""
         if not datums:
             raise ValueError("forward_backward got no datums")
+        self._refuse_if_sampling_only("forward_backward")
         reg = regularizer or Regularizer()
         # The samplers' merge of the trained adapter (merged.py) and their packed decode
         # weights (decode.py) are stale after this step's update anyway: free them before
@@ -543,6 +556,7 @@ class TorchLearner:
     def optim_step(self, learning_rate: float) -> dict[str, float]:
         """Clip, AdamW step at `learning_rate`, zero grads, bump the version; a non-finite
         gradient norm skips the step (`skipped_nonfinite` = 1, weights unchanged)."""
+        self._refuse_if_sampling_only("optim_step")
         optimizer = self._get_optimizer()
         params = [p for _, p in self._named_trainable()]
         limit = self.max_grad_norm if self.max_grad_norm > 0 else float("inf")
