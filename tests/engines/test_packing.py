@@ -12,7 +12,8 @@ import torch
 
 from spiral.algo.regularizers import Regularizer
 from spiral.engines.loading import ModelConfig
-from spiral.engines.torch.learner import TorchLearner, _pack_plain
+from spiral.engines.torch.batching import pack_plain
+from spiral.engines.torch.learner import TorchLearner
 from spiral.types import Datum
 
 from .conftest import is_loss, sample_agreement_datums
@@ -56,6 +57,6 @@ def _datum(n: int) -> Datum:
 def test_packed_micro_batches_hold_rows_up_to_their_summed_length() -> None:
     datums = [_datum(n) for n in (10, 10, 30, 40)]
     order = [0, 1, 2, 3]
-    assert _pack_plain(datums, order, 50, packed=True) == [[0, 1, 2], [3]]
-    assert _pack_plain(datums, order, 50, packed=False) == [[0, 1], [2], [3]]  # rows x 30 > 50
-    assert _pack_plain(datums, order, 5, packed=True) == [[0], [1], [2], [3]]  # one row each
+    assert pack_plain(datums, order, 50, packed=True) == [[0, 1, 2], [3]]
+    assert pack_plain(datums, order, 50, packed=False) == [[0, 1], [2], [3]]  # rows x 30 > 50
+    assert pack_plain(datums, order, 5, packed=True) == [[0], [1], [2], [3]]  # one row each

@@ -52,8 +52,8 @@ import contextlib
 import copy
 import json
 import math
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -66,7 +66,7 @@ from spiral.algo.regularizers import Regularizer, regularizer_from_terms, unifor
 from spiral.engines.base import MAGNET, LossFn
 from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
 from spiral.engines.manifest import DamagedCheckpointError
-from spiral.engines.torch.constrained import answer_masks
+from spiral.engines.torch.batching import Locate, Plan, first_needed, micro_batches, plan_positions
 from spiral.engines.torch.decode import drop_sampling_weights
 from spiral.engines.torch.frozen import TorchFrozenCopies
 from spiral.engines.torch.full_members import FullMembers
@@ -90,104 +90,16 @@ def live_weights_kept(named: Sequence[tuple[str, torch.nn.Parameter]]) -> Iterat
 
 
 @dataclass
-class _Plan:
-    """The (row, column) of every position that needs a log-prob in one micro-batch,
-    with its target, its allowed tokens (constrained answers), its legal-move shares
-    (for the uniform magnet) and its weight (mask x row weight)."""
-
-    datums: list[int] = field(default_factory=list)  # which datum of the micro-batch
-    rows: list[int] = field(default_factory=list)  # row and column in the hidden states
-    cols: list[int] = field(default_factory=list)
-    positions: list[int] = field(default_factory=list)
-    targets: list[int] = field(default_factory=list)
-    allowed: list[tuple[int, ...] | None] = field(default_factory=list)
-    shares: list[dict[int, int] | None] = field(default_factory=list)
-    weights: list[float] = field(default_factory=list)
-
-
-Locate = Callable[[int, int], tuple[int, int]]  # (row b, position t) -> index in the hidden
-
-
-@dataclass
 class _Forward:
     per_datum: list[torch.Tensor]  # target log-probs per datum (0 where not needed)
     terms: Terms  # per planned position: target log-prob, entropy, KL to the magnet
-    plan: _Plan
+    plan: Plan
 
 
 def _is_peft(model: Any) -> bool:
     from peft import PeftModel
 
     return isinstance(model, PeftModel)
-
-
-def _first_needed(datum: Datum) -> int:
-    """The first target position forward_backward trains (mask > 0); the sequence before
-    it can be shared. Always < len(input_ids), so every row keeps a tail."""
-    first = next((t for t, m in enumerate(datum.mask) if m > 0), len(datum.input_ids) - 1)
-    return min(first, len(datum.input_ids) - 1)
-
-
-@dataclass(frozen=True)
-class _Chunk:
-    """A micro-batch being packed: its rows and what its tree forward costs."""
-
-    rows: list[int]
-    last: tuple[int, ...]  # input ids of the last row (sorted order)
-    shared: int  # common prefix length (capped by every row's first trained token)
-    stems: frozenset[tuple[int, ...]]  # distinct prompts (ids before the first trained token)
-    stem_end: int  # longest stem end
-    tail: int  # longest tail
-
-    @property
-    def cost(self) -> int:
-        return (
-            self.shared
-            + len(self.stems) * (self.stem_end - self.shared)
-            + len(self.rows) * self.tail
-        )
-
-    @classmethod
-    def of(cls, index: int, datum: Datum) -> _Chunk:
-        end = _first_needed(datum)
-        ids = datum.input_ids
-        return cls([index], ids, end, frozenset({ids[:end]}), end, len(ids) - end)
-
-    def plus(self, index: int, datum: Datum) -> _Chunk:
-        ids, end = datum.input_ids, _first_needed(datum)
-        shared = min(self.shared, common_prefix_len([self.last, ids]), end)
-        return _Chunk(
-            [*self.rows, index],
-            ids,
-            shared,
-            self.stems | {ids[:end]},
-            max(self.stem_end, end),
-            max(self.tail, len(ids) - end),
-        )
-
-
-def _pack_plain(
-    datums: Sequence[Datum], order: list[int], budget: int, packed: bool = False
-) -> list[list[int]]:
-    """Rows in `order`, cut so that rows x padded length (`packed`: the rows' summed
-    length) stays within `budget`."""
-    chunks: list[list[int]] = []
-    current: list[int] = []
-    width = 0
-    used = 0
-    for i in order:
-        new_width = max(width, len(datums[i].input_ids))
-        cost = used + len(datums[i].input_ids) if packed else (len(current) + 1) * new_width
-        if current and cost > budget:
-            chunks.append(current)
-            current, new_width = [], len(datums[i].input_ids)
-            used = 0
-        current.append(i)
-        width = new_width
-        used += len(datums[i].input_ids)
-    if current:
-        chunks.append(current)
-    return chunks
 
 
 @contextlib.contextmanager
@@ -285,64 +197,8 @@ class TorchLearner:
 
     # ----- log-probs ------------------------------------------------------------------
     def _micro_batches(self, datums: Sequence[Datum], share_prefix: bool) -> list[list[int]]:
-        """Pack datums into micro-batches whose cost stays <= micro_batch_tokens.
-
-        Without prefix sharing, rows are sorted by length and cost rows x padded length.
-        With it, rows are sorted by their token ids, so rows that share a prefix (the rules
-        text of a game, a game's earlier turns) sit together, and a chunk runs as a
-        two-level tree (`prefill_grouped`): the chunk's common prefix once, each distinct
-        prompt ("stem": everything before the first trained token) once, then every row's
-        few trained tokens. A chunk costs prefix + stems x longest stem + rows x longest
-        tail. A row joins the current chunk only if that costs less than starting a new
-        one, so rows sharing a long prefix (one Kuhn seat and betting history) are not
-        diluted by rows that share only the start (the other seat's)."""
-        if not share_prefix:
-            order = sorted(range(len(datums)), key=lambda i: len(datums[i].input_ids))
-            return _pack_plain(datums, order, self.micro_batch_tokens, self.pack_rows)
-        order = sorted(range(len(datums)), key=lambda i: tuple(datums[i].input_ids))
-        chunks: list[list[int]] = []
-        current: _Chunk | None = None
-        for i in order:
-            if current is not None:
-                grown = current.plus(i, datums[i])
-                if grown.cost <= self.micro_batch_tokens and grown.cost <= current.cost + len(
-                    datums[i].input_ids
-                ):
-                    current = grown
-                    continue
-                chunks.append(current.rows)
-            current = _Chunk.of(i, datums[i])
-        if current is not None:
-            chunks.append(current.rows)
-        return chunks
-
-    def _plan(self, batch: Sequence[Datum], every_target: bool, locate: Locate) -> _Plan:
-        """Which (row, position) pairs need a log-prob: every target, or only trained ones
-        (mask > 0; forced and single-option tokens are masked out by `assemble`), and where
-        each one's hidden state is (`locate`, from `_hidden`)."""
-        plan = _Plan()
-        for b, d in enumerate(batch):
-            forced: set[int] = set()
-            answer: dict[int, tuple[int, ...]] = {}
-            if d.constraint is not None and d.constraint_start is not None:
-                marker_pos, masks = answer_masks(d.constraint, d.target_ids, d.constraint_start)
-                forced, answer = set(marker_pos), dict(masks)
-            for t, token in enumerate(d.target_ids):
-                if t in forced or not (every_target or d.mask[t] > 0):
-                    continue
-                row, col = locate(b, t)
-                plan.datums.append(b)
-                plan.rows.append(row)
-                plan.cols.append(col)
-                plan.positions.append(t)
-                plan.targets.append(int(token))
-                plan.allowed.append(answer.get(t))
-                plan.weights.append(d.mask[t] * d.weight)
-                shares = None
-                if t in answer and d.constraint is not None and d.constraint_start is not None:
-                    shares = d.constraint.next_tokens(d.target_ids[d.constraint_start : t])
-                plan.shares.append(shares)
-        return plan
+        """The datums' indices in micro-batches of at most micro_batch_tokens (batching.py)."""
+        return micro_batches(datums, self.micro_batch_tokens, share_prefix, self.pack_rows)
 
     def _hidden(self, model: Any, batch: Sequence[Datum], share: bool) -> tuple[Any, Locate]:
         """Final hidden states of every row's tail, and where position t of row b is in
@@ -357,7 +213,7 @@ class TorchLearner:
             for seq in seqs[:-1]:
                 offsets.append(offsets[-1] + len(seq))
             return hidden_1TH, lambda b, t: (0, offsets[b] + t)
-        stem_ends = [_first_needed(d) for d in batch] if share else [0] * len(batch)
+        stem_ends = [first_needed(d) for d in batch] if share else [0] * len(batch)
         prefix_len = min(common_prefix_len(seqs), *stem_ends) if share and len(seqs) > 1 else 0
         with model_compute(model):
             pre = prefill_grouped(
@@ -386,7 +242,7 @@ class TorchLearner:
         gradients flow through the shared cache, so the result equals separate rows."""
         share = self.share_prefix and not every_target
         hidden_BSH, locate = self._hidden(self.model, batch, share)
-        plan = self._plan(batch, every_target, locate)
+        plan = plan_positions(batch, every_target, locate)
         vocab = int(self.model.get_output_embeddings().weight.shape[0])
         device = hidden_BSH.device
         target_N = torch.tensor(plan.targets, device=device, dtype=torch.long)
@@ -427,7 +283,7 @@ class TorchLearner:
         return torch.log_softmax(logits_NV, dim=-1)
 
     def _magnet(
-        self, batch: Sequence[Datum], plan: _Plan, shared: bool, reg: Regularizer, vocab: int
+        self, batch: Sequence[Datum], plan: Plan, shared: bool, reg: Regularizer, vocab: int
     ) -> Magnet | None:
         """The KL's magnet at the planned positions, by slice of positions: the model
         that `reg` names, or the uniform distribution over legal moves; None without a
@@ -440,7 +296,7 @@ class TorchLearner:
         return None
 
     def _reference_dists(
-        self, batch: Sequence[Datum], plan: _Plan, shared: bool, snapshot: bool
+        self, batch: Sequence[Datum], plan: Plan, shared: bool, snapshot: bool
     ) -> Magnet:
         """The magnet model's log-distributions at the planned positions (no gradient),
         by slice of positions: the frozen copy named MAGNET (`snapshot`, which the loop
