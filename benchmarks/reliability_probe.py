@@ -51,9 +51,17 @@ class Outcome:
     said: str  # the last line the user saw, or the status
 
 
+WORKDIR: list[Path] = []  # where the commands run (the probe's scratch folder), once set
+
+
 def run(cmd: list[str], timeout: float = 300) -> tuple[int | None, str]:
+    """`cmd` in the probe's scratch folder (so reports an evaluation writes to its working
+    directory land there, not in the caller's), with its exit code and output."""
+    cwd = WORKDIR[-1] if WORKDIR else None
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=timeout)
+        done = subprocess.run(
+            cmd, capture_output=True, text=True, env=ENV, timeout=timeout, cwd=cwd
+        )
     except subprocess.TimeoutExpired:
         return None, ""
     return done.returncode, done.stdout + done.stderr
@@ -450,6 +458,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
+        WORKDIR.append(root)
         model, plain, population = make_runs(root)
         cases: dict[str, Outcome] = {}
         cases |= resume_cases(model, plain, root)

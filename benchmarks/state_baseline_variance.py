@@ -2,8 +2,10 @@
 own self-play games.
 
     python benchmarks/state_baseline_variance.py [--preset embedded-kuhn] [--reps 3] [--json OUT]
+        [checkpoint=RUN/checkpoints/step_000120] [key=value ...]
 
-Plays `reps` steps of the preset's games with its (untrained) policy and compares, over
+Plays `reps` steps of the preset's games with its policy (untrained, or the trained
+weights of `checkpoint=`, a run's checkpoint folder) and compares, over
 every trained turn, the advantages of one baseline per (game, seat) (the batch's mean
 return: the best such constant, where RAE's moving average aims) with the leave-one-out
 baseline of identical full states (`spiral/algo/state_baseline.py`, falling back to the
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from pathlib import Path
 
 from ab_setup import ab_args, report
 
@@ -27,9 +30,13 @@ from spiral.train.setup import build_setup, make_learner_factory
 
 def main() -> None:
     args = ab_args(__doc__ or "", "embedded-kuhn", 3)
-    cfg = parse_config([f"preset={args.preset}", "log_path=/dev/null", *args.keys])
+    checkpoint = next((k.partition("=")[2] for k in args.keys if k.startswith("checkpoint=")), "")
+    keys = [k for k in args.keys if not k.startswith("checkpoint=")]
+    cfg = parse_config([f"preset={args.preset}", "log_path=/dev/null", *keys])
     setup = build_setup(cfg)
     learner = make_learner_factory(cfg)()
+    if checkpoint:
+        learner.load(Path(checkpoint) / "learner")
     learner.temperature = cfg.temperature
     per_step = []
     for step in range(args.reps):
@@ -64,6 +71,7 @@ def main() -> None:
         )
     summary = {
         "preset": args.preset,
+        "checkpoint": checkpoint or "untrained",
         "steps": per_step,
         "ratio_mean": statistics.fmean(s["ratio"] for s in per_step),
     }
