@@ -49,7 +49,7 @@ from spiral.train.config_groups import (
     PromptConfig,
     RegularizerConfig,
 )
-from spiral.train.presets import PRESETS
+from spiral.train.presets import PRESETS, following_defaults
 from spiral.types import DTypeName
 
 LrSchedule = Literal["constant", "linear", "cosine", "step"]
@@ -310,7 +310,8 @@ def help_text(argv: Sequence[str] = ()) -> str:
     precedence: the preset first, the keys given over it)."""
     pairs = [(k, v) for k, sep, v in (w.partition("=") for w in argv) if sep]
     try:
-        given = dict(expand_preset(pairs, PRESETS))
+        expanded = expand_preset(pairs, PRESETS)
+        given = dict([*expanded, *following_defaults(expanded)])
     except UsageError:
         given = dict(pairs)  # an unknown preset: parsing says so; help shows what it can
     epilog = f"presets: {', '.join(sorted(PRESETS))}"
@@ -326,4 +327,11 @@ def parse_config(argv: Sequence[str]) -> TrainConfig:
         if key in RETIRED_KEYS or key in EXACT_KEYS or value in RETIRED_VALUES.get(key, ()):
             what = "always on now" if key in EXACT_KEYS else RETIRED_HINT
             raise ConfigError(f"{key}={value}: {what}; drop it")
-    return parse_command(TrainConfig, argv, "train", presets=PRESETS)
+    pairs = [(k, v) for k, sep, v in (w.partition("=") for w in argv) if sep]
+    try:
+        following = following_defaults(expand_preset(pairs, PRESETS))
+    except UsageError:
+        following = []  # an unknown preset: parse_command says so
+    return parse_command(
+        TrainConfig, [*argv, *(f"{k}={v}" for k, v in following)], "train", presets=PRESETS
+    )

@@ -65,7 +65,8 @@ class LearningConfig:
         default=0.0,
         doc="a step whose rows' approx_kl (sampler vs learner: how far the weights moved "
         "since the rows were played) exceeds this gets learning rate x target / approx_kl; "
-        "0 = off. For stale rows (async: 0.05 on the Kuhn preset); fresh rows sit below ~0.02",
+        "0 = off. With use_async_actor_learner=true it defaults to 0.05 (stale rows; the "
+        "sync loop's fresh rows sit below ~0.02)",
         validator=non_negative,
     )
     use_role_baseline: bool = chz.field(

@@ -1,7 +1,32 @@
 """Named sets of training values (`preset=NAME`): strings as on the command line,
-applied before the user's keys (`spiral.train.config.parse_config`)."""
+applied before the user's keys (`spiral.train.config.parse_config`); and the defaults
+that follow another key's value (`FOLLOWING`), applied where neither the preset nor the
+user set the key."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+
+# (key, value) -> the keys that value sets unless they are given.
+FOLLOWING: dict[tuple[str, str], dict[str, str]] = {
+    # Rows played by older weights need a trust region: with a staleness bound of two the
+    # Kuhn preset left the card-blind plateau in 2 of 5 seeds without it (0.253 +- 0.098
+    # at step 120) and in 5 of 5 with it (0.099 +- 0.030; docs/results.md, "Async
+    # actor-learner"). The sync loop's fresh rows sit below it, so there it never acts.
+    ("use_async_actor_learner", "true"): {"lr_kl_target": "0.05"},
+}
+
+
+def following_defaults(given: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The `FOLLOWING` values that `given` (preset expanded, last value of a key wins)
+    calls for and does not set itself."""
+    last = {key: value for key, value in given}
+    out: list[tuple[str, str]] = []
+    for (key, value), follows in FOLLOWING.items():
+        if last.get(key, "").strip().lower() == value:
+            out += [(k, v) for k, v in follows.items() if k not in last]
+    return out
+
 
 # Presets: named sets of values (strings as on the command line), applied before user keys.
 PRESETS: dict[str, dict[str, str]] = {

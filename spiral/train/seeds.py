@@ -15,7 +15,8 @@ command). Then, and with `table_only=true` without training, it writes:
   seed's training processes;
 - `OUT/seeds.md`: the command, then per metric the mean, sample standard deviation,
   minimum and maximum over the seeds, and every seed's value;
-- `OUT/curves.png` (with matplotlib): the first metric's curve for every seed.
+- `OUT/curves.png` (with matplotlib): the curve of the first pattern's metric (by
+  default the live policy's exploitability) for every seed.
 
 A seed whose run has no value of a metric (it stopped early, or never evaluated) is
 shown as missing in that column and left out of its statistics, which say how many runs
@@ -190,8 +191,11 @@ def write_table(args: SeedsArgs, command: str) -> Path:
         for r in per_seed:
             f.write(json.dumps({"seed": r["seed"], "wall_s": r["wall_s"], **r["values"]}) + "\n")
     (out / "seeds.md").write_text(table_markdown(command, per_seed, keys), encoding="utf-8")
-    if keys:
-        _plot(per_seed, out, keys[0])
+    # The first pattern's metric with the fewest path parts: by default the live policy's
+    # exploitability (the pattern's `*` also matches the averaged weights' `game/averaged`).
+    first = [k for k in keys if patterns and fnmatch.fnmatch(k, patterns[0])]
+    if first:
+        _plot(per_seed, out, min(first, key=lambda k: (k.count("/"), k)))
     return out / "seeds.md"
 
 

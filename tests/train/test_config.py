@@ -173,3 +173,13 @@ def test_the_papers_preset_is_the_papers_setting() -> None:
     assert (
         cfg.regularizer.entropy_coef == 0.0 and cfg.regularizer.kl_coef == 0.0
     )  # the original had no regulariser
+
+
+def test_the_async_loop_defaults_to_a_kl_trust_region() -> None:
+    assert parse_config([]).learning.lr_kl_target == 0.0
+    assert parse_config(["use_async_actor_learner=true"]).learning.lr_kl_target == 0.05
+    given = parse_config(["lr_kl_target=0", "use_async_actor_learner=true"])
+    assert given.learning.lr_kl_target == 0.0  # a value given (anywhere) is kept
+    preset = parse_config(["preset=embedded-kuhn", "use_async_actor_learner=true"])
+    assert preset.learning.lr_kl_target == 0.05
+    assert parse_config(["use_async_actor_learner=false"]).learning.lr_kl_target == 0.0

@@ -142,12 +142,21 @@ def _parse(model: Path, *extra: str):  # type: ignore[no-untyped-def]
 
 
 def test_a_key_newer_than_the_run_folder_counts_as_its_default(tiny_model: Path) -> None:  # noqa: F811
-    new = _parse(tiny_model, "use_async_actor_learner=true").to_json()
+    new = _parse(tiny_model).to_json()
     older = {k: v for k, v in new.items() if k != "lr_kl_target"}
     check_resume_config(older, new, same_run=True)  # the default: what the run did
-    changed = _parse(tiny_model, "use_async_actor_learner=true", "lr_kl_target=0.05")
+    changed = _parse(tiny_model, "lr_kl_target=0.05")
     with pytest.raises(ConfigError, match="lr_kl_target=0.0 to continue"):
         check_resume_config(older, changed.to_json(), same_run=True)
+    # An async run folder from before the key trained without it; the async loop's
+    # default now sets it, so the same command is refused with the value to pass.
+    old_async = {**older, "use_async_actor_learner": True}
+    with pytest.raises(ConfigError, match="lr_kl_target=0.0 to continue"):
+        check_resume_config(
+            old_async, _parse(tiny_model, "use_async_actor_learner=true").to_json(), True
+        )
+    again = _parse(tiny_model, "use_async_actor_learner=true", "lr_kl_target=0.0")
+    check_resume_config(old_async, again.to_json(), same_run=True)
 
 
 def test_a_retired_key_resumes_where_the_run_used_what_remains(tiny_model: Path) -> None:  # noqa: F811
