@@ -67,6 +67,7 @@ RETIRED_KEYS: dict[str, Any] = {
     "prompt_baseline": False,
     "fsp_sampling": "uniform",
     "rae_baseline": "ema",
+    "lr_warmup_steps": 0,
 }
 RETIRED_VALUES: dict[str, tuple[Any, ...]] = {"loss_fn": ("truncated_importance_sampling",)}
 # Exact shortcuts, always on now (SPIRAL_EXACT_SHORTCUTS=0 turns the engine's off).
@@ -139,12 +140,6 @@ class TrainConfig:
         default=0.1,
         doc="lr_schedule=step: the lower rate as a fraction of learning_rate",
         validator=positive,
-    )
-    lr_warmup_steps: int = chz.field(
-        default=0,
-        doc="the first this many steps scale the schedule's rate by (step + 1) / (this + 1) "
-        "(Adam's first updates move every weight by about the full rate)",
-        validator=non_negative,
     )
     loss_fn: LossName = chz.field(
         default="importance_sampling",
@@ -236,13 +231,7 @@ class TrainConfig:
         return self.batch_size // 2
 
     def learning_rate_at(self, step: int) -> float:
-        """The learning rate of `step` under `lr_schedule` (step 0 gets learning_rate),
-        ramped up linearly over the first `lr_warmup_steps` steps."""
-        if step < self.lr_warmup_steps:
-            return self._scheduled_rate(step) * (step + 1) / (self.lr_warmup_steps + 1)
-        return self._scheduled_rate(step)
-
-    def _scheduled_rate(self, step: int) -> float:
+        """The learning rate of `step` under `lr_schedule` (step 0 gets learning_rate)."""
         frac = step / self.num_steps if self.num_steps > 0 else 0.0
         if self.lr_schedule == "linear":
             return self.learning_rate * (1.0 - frac)
