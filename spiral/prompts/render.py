@@ -88,11 +88,9 @@ def build_prompt(state: State, seat: Seat, spec: PromptSpec, tokenizer: Any = No
         system = rules.strip() or None
     brief = state.brief(seat) if spec.style == "brief" else None
     if brief is not None:
-        observation = brief
-        system = None  # the brief line is the rules
-        instruction = focused_instruction(spec.answer_format, legal, spec.think_budget)
-    elif spec.style in ("focused", "brief"):
-        situation = state.situation(seat)
+        observation, system = brief, None  # the brief line is the rules and the situation
+    if spec.style in ("focused", "brief"):
+        situation = state.situation(seat) if brief is None else None
         instruction = focused_instruction(spec.answer_format, legal, spec.think_budget)
         if situation:
             instruction = f"{situation}\n{instruction}"

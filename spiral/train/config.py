@@ -299,8 +299,7 @@ def help_text(argv: Sequence[str] = ()) -> str:
     precedence: the preset first, the keys given over it)."""
     pairs = [(k, v) for k, sep, v in (w.partition("=") for w in argv) if sep]
     try:
-        expanded = expand_preset(pairs, PRESETS)
-        given = dict([*expanded, *following_defaults(expanded)])
+        given = dict([*expand_preset(pairs, PRESETS), *_following(pairs)])
     except UsageError:
         given = dict(pairs)  # an unknown preset: parsing says so; help shows what it can
     epilog = f"presets: {', '.join(sorted(PRESETS))}"
@@ -317,10 +316,14 @@ def parse_config(argv: Sequence[str]) -> TrainConfig:
             what = "always on now" if key in EXACT_KEYS else RETIRED_HINT
             raise ConfigError(f"{key}={value}: {what}; drop it")
     pairs = [(k, v) for k, sep, v in (w.partition("=") for w in argv) if sep]
+    following = [f"{k}={v}" for k, v in _following(pairs)]
+    return parse_command(TrainConfig, [*argv, *following], "train", presets=PRESETS)
+
+
+def _following(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The defaults that other keys' values call for (`presets.FOLLOWING`), the preset
+    expanded first; none for an unknown preset (parsing names it)."""
     try:
-        following = following_defaults(expand_preset(pairs, PRESETS))
+        return following_defaults(expand_preset(pairs, PRESETS))
     except UsageError:
-        following = []  # an unknown preset: parse_command says so
-    return parse_command(
-        TrainConfig, [*argv, *(f"{k}={v}" for k, v in following)], "train", presets=PRESETS
-    )
+        return []
