@@ -25,6 +25,7 @@ KEYS = (
     "sample/speedup_vs_hf_generate",
     "sample/speedup_prefix_reuse",
     "sample/speedup_packed_decode",
+    "sample/speedup_run_ahead",
     "learn/tokens_per_s",
     "learn/tokens_per_s_no_prefix_sharing",
     "learn/speedup_prefix_sharing",

@@ -180,3 +180,26 @@ def test_graph_replay_is_the_eager_static_step_on_cuda(tiny_qwen3: Path) -> None
             ids_B = a.argmax(-1)
     if DEVICE != "cpu":
         assert graphs.captures >= 3  # sizes 4, then 8 after growing, then 2
+
+
+def test_sampled_free_text_runs_ahead_over_graphs_on_cuda(tiny_qwen3: Path) -> None:
+    """runahead.py over replayed graphs: the completions of the tree decode (same seeds),
+    which reads every token back; fp32, so only a rare near-tie may draw differently."""
+    from spiral.engines.base import SamplingParams
+
+    from .conftest import PROMPT_TEXTS, chat_prompts
+
+    learner = TorchLearner(
+        ModelConfig(str(tiny_qwen3), lora_rank=4, device=DEVICE, dtype="float32")
+    )
+    prompts = chat_prompts(learner.tokenizer, PROMPT_TEXTS) * 8
+    params = SamplingParams(max_tokens=40, temperature=1.0, seed=11)
+    sampler = learner.sampler()
+    ahead = sampler.sample(prompts, params)
+    sampler.run_ahead = False
+    tree = sampler.sample(prompts, params)
+    same = [a.tokens == b.tokens for a, b in zip(ahead, tree, strict=True)]
+    assert sum(same) >= 0.9 * len(same)
+    for a, b, equal in zip(ahead, tree, same, strict=True):
+        if equal:
+            assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < 1e-3

@@ -22,6 +22,7 @@ from spiral.engines.torch.graphs import (
 )
 from spiral.engines.torch.learner import TorchLearner
 from spiral.engines.torch.prefill import prefill
+from spiral.engines.torch.runahead import run_ahead
 from spiral.engines.torch.sampler import eval_mode
 from spiral.engines.torch.snapshots import TRAINED
 
@@ -127,3 +128,52 @@ def test_on_a_cpu_the_packed_step_stays_eager(tiny_llama: Path) -> None:
     with eval_mode(model):
         pre = prefill(model, chat_prompts(tok, PROMPT_TEXTS), 0, tok.pad_token_id, None)
         assert isinstance(step_decoder(model, pre, 64, TRAINED), PackedDecoder)
+
+
+def test_sampled_free_text_runs_ahead_with_the_tree_decodes_tokens(
+    tiny_llama: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the static decoder, sampled free text runs ahead of the host (runahead.py):
+    the same completions as the tree decode, rows stopped by a stop string and by the
+    length inside a block, and the ended rows dropped once the padded size shrinks."""
+    learner = TorchLearner(ModelConfig(str(tiny_llama), lora_rank=4, dtype="float32", seed=0))
+    prompts = chat_prompts(learner.tokenizer, PROMPT_TEXTS) * 3  # groups of three rows
+    params = SamplingParams(max_tokens=20, temperature=1.0, seed=7, stop=("e",))
+    sampler = learner.sampler()
+    tree = sampler.sample(prompts, params)
+
+    calls: list[int] = []
+    sizes: list[int] = []
+
+    def on_static(model, pre, room, adapter):
+        weights = packed_weights(model, adapter, rows=len(pre.mask_BK))
+        decoder = static_decoder(model, weights, pre, room, adapter, capture=False)
+        select = decoder.select
+
+        def recorded(index_B: torch.Tensor) -> None:
+            sizes.append(int(index_B.shape[0]))
+            select(index_B)
+
+        monkeypatch.setattr(decoder, "select", recorded)
+        return decoder
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return run_ahead(*args, **kwargs)
+
+    monkeypatch.setattr("spiral.engines.torch.sampler.step_decoder", on_static)
+    monkeypatch.setattr("spiral.engines.torch.sampler.run_ahead", counted)
+    monkeypatch.setattr("spiral.engines.torch.runahead.RUN_AHEAD", 4)
+    ahead = sampler.sample(prompts, params)
+    assert calls == [1]
+    assert [c.tokens for c in ahead] == [c.tokens for c in tree]
+    assert [c.stop_reason for c in ahead] == [c.stop_reason for c in tree]
+    torch.testing.assert_close(
+        torch.tensor([v for c in ahead for v in c.logprobs]),
+        torch.tensor([v for c in tree for v in c.logprobs]),
+        atol=1e-4, rtol=0,
+    )  # fmt: skip
+    assert {c.stop_reason for c in tree} >= {"stop", "length"}
+    assert len({len(c.tokens) for c in tree}) > 2
+    assert sizes[0] == len(prompts)  # every row its own cache row from the start
+    assert len(sizes) > 1 and sizes == sorted(set(sizes), reverse=True)  # shrunk, never grown

@@ -9,13 +9,9 @@ import torch
 
 from spiral.engines.base import Sampler, SamplingParams
 from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
+from spiral.engines.torch.draws import draw_inverse_cdf, mask_to_allowed, sample_inverse_cdf
 from spiral.engines.torch.prefill import common_prefix_len
-from spiral.engines.torch.sampler import (
-    TorchSampler,
-    _mask_to_allowed,
-    draw_inverse_cdf,
-    sample_inverse_cdf,
-)
+from spiral.engines.torch.sampler import TorchSampler
 
 from .conftest import PROMPT_TEXTS, chat_prompts
 
@@ -192,7 +188,7 @@ def test_nan_weights_stop_sampling_with_a_clear_error(
 ) -> None:
     """A diverged model (NaN weights) used to hang constrained sampling forever: a NaN
     drew a token outside the legal set and the row never finished."""
-    from spiral.engines.torch.sampler import NonFiniteLogitsError
+    from spiral.engines.torch.draws import NonFiniteLogitsError
     from spiral.errors import SpiralError
 
     from .conftest import move_constraint
@@ -242,7 +238,7 @@ def test_mask_to_allowed_keeps_only_each_constrained_rows_tokens() -> None:
             return self.ids
 
     scaled_BV = torch.zeros(3, 5)
-    _mask_to_allowed(scaled_BV, [Allowed({1, 3}), None, Allowed({4})])
+    mask_to_allowed(scaled_BV, [Allowed({1, 3}), None, Allowed({4})])
     inf = float("-inf")
     expected = [[inf, 0, inf, 0, inf], [0, 0, 0, 0, 0], [inf, inf, inf, inf, 0]]
     assert scaled_BV.tolist() == expected

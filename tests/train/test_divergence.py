@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from spiral.engines.base import Learner
-from spiral.engines.torch.sampler import NonFiniteLogitsError
+from spiral.engines.torch.draws import NonFiniteLogitsError
 from spiral.report.sinks import read_jsonl
 from spiral.train.loop import TrainingDivergedError
 from spiral.train.setup import make_learner_factory

@@ -78,7 +78,13 @@ from spiral.engines.base import (
 )
 from spiral.engines.torch.constrained import ConstrainedRow
 from spiral.engines.torch.decode import Decoder, ModelDecoder
-from spiral.engines.torch.graphs import step_decoder
+from spiral.engines.torch.draws import (
+    draw_inverse_cdf,
+    mask_to_allowed,
+    non_finite_error,
+    sample_inverse_cdf,
+)
+from spiral.engines.torch.graphs import StaticDecoder, step_decoder
 from spiral.engines.torch.kv_cache import PrefixCache
 from spiral.engines.torch.merged import merged
 from spiral.engines.torch.precision import autocast_for, model_compute
@@ -89,8 +95,8 @@ from spiral.engines.torch.prefill import (
     prefill_grouped,
     supports_prefix_cache,
 )
+from spiral.engines.torch.runahead import run_ahead, runs_ahead
 from spiral.engines.torch.snapshots import TRAINED, SnapshotError, active_adapter
-from spiral.errors import SpiralError
 from spiral.types import AnswerConstraint, Completion, StopReason
 
 
@@ -120,10 +126,6 @@ def eos_token_ids(model: Any, tokenizer: Any) -> frozenset[int]:
     if not ids:
         raise ValueError("the tokenizer has no eos token; set tokenizer.eos_token")
     return frozenset(ids)
-
-
-class NonFiniteLogitsError(SpiralError, FloatingPointError):
-    """The model's logits hold NaN or inf: sampling stops instead of drawing garbage."""
 
 
 @dataclass
@@ -205,6 +207,9 @@ class TorchSampler:
         packed_decode: bool = True,
     ) -> None:
         self.model = model
+        # sampled free text over CUDA graphs decodes ahead of the host (runahead.py);
+        # off: the tree decode, one host read per token (the benchmark's baseline)
+        self.run_ahead = True
         self.merge_lora = merge_lora  # compute with the adapter merged in (merged.py)
         self.packed_decode = packed_decode  # decode.py's own step where it applies
         self.adapter = adapter  # a pool member's LoRA adapter (snapshots.py); None: trained
@@ -462,6 +467,19 @@ class TorchSampler:
         stats["prefill_s"] += t1 - t0
         decoder: Decoder | None = None  # made when a first token is to be fed
         logits_BV = pre.out.logits[:, -1, :]
+        if (
+            self.run_ahead
+            and names_B is None
+            and runs_ahead([g.constraint for g in groups], params)
+        ):
+            decoder = self._decoder(pre, groups, params, names_B)
+            if isinstance(decoder, StaticDecoder):  # CUDA graphs: no read per step
+                rows_G = [g.rows for g in groups]
+                stats["decode_tokens"] += run_ahead(
+                    decoder, logits_BV, rows_G, params, self._advance
+                )
+                stats["decode_s"] += time.perf_counter() - t1
+                return
         nodes = [list(g.rows) for g in groups]  # node b <-> row b of the cache
         while nodes:
             if params.cancel is not None and params.cancel.is_set():
@@ -503,7 +521,7 @@ class TorchSampler:
         temperature = params.temperature if params.temperature > 0 else 1.0
         scaled_BV = logits_BV.float() / temperature
         finite = torch.isfinite(scaled_BV).all()  # read after the draws: one wait per step
-        _mask_to_allowed(scaled_BV, [m[0].constrained for m in nodes])
+        mask_to_allowed(scaled_BV, [m[0].constrained for m in nodes])
         logp_BV = torch.log_softmax(scaled_BV, dim=-1)
         forced = [m[0].constrained.forced_token() if m[0].constrained else None for m in nodes]
         free = [b for b, f in enumerate(forced) if f is None]
@@ -521,11 +539,7 @@ class TorchSampler:
         drawn = {b: picks[i][: len(nodes[b])] for i, b in enumerate(free)}
         logps = {b: values[i][: len(nodes[b])] for i, b in enumerate(free)}
         if not finite.item():
-            raise NonFiniteLogitsError(
-                "the model produced NaN or infinite logits while sampling: its weights are "
-                "broken (a diverged update, e.g. too high a learning_rate, or a damaged "
-                "checkpoint); resume from an earlier checkpoint or lower learning_rate"
-            )
+            raise non_finite_error()
         children: list[tuple[int, int, list[_Row]]] = []
         for b, members in enumerate(nodes):
             fixed = forced[b]
@@ -643,58 +657,3 @@ def hidden_to_logits(model: Any, hidden_NH: torch.Tensor) -> torch.Tensor:
     if cap:  # Gemma-2 style soft-capping lives in the CausalLM forward, after the head
         logits_NV = torch.tanh(logits_NV / cap) * cap
     return logits_NV
-
-
-def _mask_to_allowed(scaled_BV: torch.Tensor, states: Sequence[Any]) -> None:
-    """Set every token a constrained row may not emit to -inf, in place (one index
-    transfer for the whole batch)."""
-    rows: list[int] = []
-    cols: list[int] = []
-    for b, state in enumerate(states):
-        allowed = state.allowed() if state is not None else None
-        if allowed is not None:
-            ids = list(allowed)
-            rows.extend([b] * len(ids))
-            cols.extend(ids)
-    if not rows:
-        return
-    where = torch.tensor([rows, cols], device=scaled_BV.device)
-    constrained_t = where[0].unique()
-    keep_BV = torch.full_like(scaled_BV[constrained_t], float("-inf"))
-    keep_BV[torch.searchsorted(constrained_t, where[0]), where[1]] = 0.0
-    scaled_BV[constrained_t] += keep_BV
-
-
-def draw_inverse_cdf(
-    logp_BV: torch.Tensor, uniforms: Sequence[Sequence[float]], top_p: float
-) -> torch.Tensor:
-    """Draw tokens by inverse CDF: row b of `logp_BV` serves every uniform in
-    `uniforms[b]` (the rows of one decode node), nucleus-truncated if top_p < 1. Returns
-    token ids [B, K] on the logits' device, K the most uniforms of a row (a shorter row's
-    extra columns are padding), without waiting for the device."""
-    probs_BV = logp_BV.exp()
-    vocab = probs_BV.shape[-1]
-    index_BV = None
-    if top_p < 1.0:
-        sorted_BV, index_BV = probs_BV.sort(dim=-1, descending=True)
-        before_BV = sorted_BV.cumsum(dim=-1) - sorted_BV
-        sorted_BV = torch.where(before_BV < top_p, sorted_BV, torch.zeros_like(sorted_BV))
-        cdf_BV = sorted_BV.cumsum(dim=-1)
-    else:
-        cdf_BV = probs_BV.cumsum(dim=-1)
-    width = max(len(us) for us in uniforms)
-    padded = [list(us) + [0.0] * (width - len(us)) for us in uniforms]
-    u_BK = torch.tensor(padded, dtype=cdf_BV.dtype).to(cdf_BV.device, non_blocking=True)
-    pick_BK = torch.searchsorted(cdf_BV, u_BK * cdf_BV[:, -1:], right=True).clamp(max=vocab - 1)
-    chosen_BK = index_BV.gather(1, pick_BK) if index_BV is not None else pick_BK
-    # Rounding can land on a zero-probability tail token; fall back to the mode then.
-    modes_BK = probs_BV.argmax(dim=-1, keepdim=True).expand_as(chosen_BK)
-    return torch.where(probs_BV.gather(1, chosen_BK) <= 0, modes_BK, chosen_BK)
-
-
-def sample_inverse_cdf(
-    logp_BV: torch.Tensor, uniforms: Sequence[Sequence[float]], top_p: float
-) -> list[list[int]]:
-    """`draw_inverse_cdf` as lists: the tokens drawn for each row's uniforms."""
-    chosen_BK = draw_inverse_cdf(logp_BV, uniforms, top_p).tolist()
-    return [row[: len(us)] for row, us in zip(chosen_BK, uniforms, strict=True)]
