@@ -17,6 +17,7 @@ from spiral.engines.torch.graphs import (
     StaticDecoder,
     capacity_for,
     padded_size,
+    span_for,
     static_decoder,
     step_decoder,
 )
@@ -177,3 +178,24 @@ def test_sampled_free_text_runs_ahead_with_the_tree_decodes_tokens(
     assert len({len(c.tokens) for c in tree}) > 2
     assert sizes[0] == len(prompts)  # every row its own cache row from the start
     assert len(sizes) > 1 and sizes == sorted(set(sizes), reverse=True)  # shrunk, never grown
+
+
+def test_the_step_reads_only_the_filled_span_of_a_long_cache(tiny_llama: Path) -> None:
+    """A cache made for 300 new tokens (capacity 512) is read over its first 256 columns
+    until the rows pass them, then over 512: the eager step's logits on either side."""
+    assert span_for(1, 512) == 256 and span_for(256, 512) == 256
+    assert span_for(257, 512) == 512 and span_for(900, 512) == 512
+    model, tok = loaded(tiny_llama, "float32")
+    prompts = chat_prompts(tok, PROMPT_TEXTS[:2])
+    with eval_mode(model):
+        pres = [prefill(model, prompts, 0, tok.pad_token_id, None, logits_to_keep=1) for _ in "ab"]
+        weights = packed_weights(model, TRAINED)
+        eager = PackedDecoder(weights, pres[0], 300)
+        static = static_decoder(model, weights, pres[1], 300, TRAINED, capture=False)
+        assert static.capacity == 512
+        ids_B = pres[0].out.logits[:, -1].argmax(-1)
+        for _ in range(300 - 1):
+            a, b = eager.step(ids_B), static.step(ids_B)
+            torch.testing.assert_close(b, a, atol=1e-4, rtol=0)
+            ids_B = a.argmax(-1)
+    assert static.spans == {256, 512}

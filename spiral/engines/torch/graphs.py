@@ -9,13 +9,16 @@ buffers made once:
 - the KV cache, `rows x capacity` per layer, with the prefill copied in at the start of
   each sampler call; the column a step writes is a one-element device tensor advanced
   inside the step (no Python integer that would change the kernels);
-- attention over the whole capacity under a boolean mask of the columns each row may
-  see (its prompt without pads, and every decoded column), so the shapes never change;
+- attention over the filled part of the cache rounded up to `CAPACITY_STEP` columns (the
+  *span*), under a boolean mask of the columns each row may see (its prompt without pads,
+  and every decoded column): a long cache whose rows are still short reads only the
+  columns in use, and a graph serves every step within one span;
 - the input ids, each row's position, and the logits out.
 
 A graph is captured per padded batch size (`SIZES`: the live rows rounded up to a power of
-two) on first use, and kept with the decoder: a sampler call whose rows shrink (rows that
-ended, `select`) replays the smaller graph over the leading rows of the same buffers. The
+two) and span on first use, and kept with the decoder (all of them in one memory pool:
+they never run at once): a sampler call whose rows shrink (rows that ended, `select`)
+replays the smaller graph over the leading rows of the same buffers. The
 padded rows compute values nobody reads (each attends at least to its own column, so
 nothing is NaN). The decoder is kept on the model per adapter and reused by later calls
 while its packed weights are the current ones and the call fits its rows and capacity;
@@ -72,8 +75,10 @@ class StaticDecoder:
         self.ids_R = torch.zeros(self.rows_max, dtype=torch.long, device=device)
         self.col = torch.zeros(1, dtype=torch.long, device=device)  # the column written next
         self.capture = capture
-        self.graphs: dict[int, Any] = {}
-        self.outputs: dict[int, torch.Tensor] = {}
+        self.pool = torch.cuda.graph_pool_handle() if capture else None
+        self.graphs: dict[tuple[int, int], Any] = {}  # (padded rows, span) -> graph
+        self.outputs: dict[tuple[int, int], torch.Tensor] = {}
+        self.spans: set[int] = set()  # the spans stepped over (the tests read it)
         self.live = 0
         self.length = 0  # columns filled, on the host (no device read to check room)
         self.captures = 0  # graphs captured over this decoder's life (the tests read it)
@@ -132,48 +137,49 @@ class StaticDecoder:
         if self.length >= self.capacity:
             raise RuntimeError("the decode cache is full: more steps than the room it was made for")
         self.length += 1
-        size = padded_size(rows)
+        key = (padded_size(rows), span_for(self.length, self.capacity))
+        self.spans.add(key[1])
         self.ids_R[:rows].copy_(ids_B)
         if self.capture:
-            if size not in self.graphs:
-                self._capture(size)
-            self.graphs[size].replay()
-            out = self.outputs[size]
+            if key not in self.graphs:
+                self._capture(key)
+            self.graphs[key].replay()
+            out = self.outputs[key]
         else:
-            out = self._forward(size)
+            out = self._forward(*key)
         return out[:rows].clone()
 
-    def _capture(self, size: int) -> None:
-        """Capture the step for `size` rows: warm up on a side stream (kernels choose
-        their algorithms), put back the state the warm-up advanced, then record."""
+    def _capture(self, key: tuple[int, int]) -> None:
+        """Capture the step for `key` (rows, span): warm up on a side stream (kernels
+        choose their algorithms), put back the state the warm-up advanced, then record."""
         col, pos = self.col.clone(), self.pos_R.clone()
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
-            self._forward(size)
+            self._forward(*key)
         torch.cuda.current_stream().wait_stream(stream)
         self.col.copy_(col)
         self.pos_R.copy_(pos)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            self.outputs[size] = self._forward(size)
-        self.graphs[size] = graph
+        with torch.cuda.graph(graph, pool=self.pool):
+            self.outputs[key] = self._forward(*key)
+        self.graphs[key] = graph
         self.captures += 1
 
-    def _forward(self, size: int) -> torch.Tensor:
-        """One token for the first `size` rows; advances each row's position and the
-        column. Shapes depend on `size` only."""
+    def _forward(self, size: int, span: int) -> torch.Tensor:
+        """One token for the first `size` rows over the first `span` columns; advances
+        each row's position and the column. Shapes depend on `size` and `span` only."""
         w = self.w
         heads, kv_heads = w.heads, w.kv_heads
-        keep_RC = self.keep_RC[:size]
+        keep_RC = self.keep_RC[:size, :span]
         keep_RC.index_fill_(1, self.col, True)  # the column written now: every row sees it
-        mask_R11C = keep_RC.view(size, 1, 1, self.capacity)
+        mask_R11C = keep_RC.view(size, 1, 1, span)
         pos_R = self.pos_R[:size]
         h_RH = w.embed(self.ids_R[:size])
         cos, sin = w.rotary(h_RH, pos_R.unsqueeze(1))
         for i, layer in enumerate(w.layers):
             qk_RND, v_RKD = rotated_qkv(w, layer, h_RH, cos, sin)
-            keys, values = self.keys[i][:size], self.values[i][:size]
+            keys, values = self.keys[i][:size, :, :span], self.values[i][:size, :, :span]
             keys.index_copy_(2, self.col, qk_RND[:, heads:].unsqueeze(2).to(keys.dtype))
             values.index_copy_(2, self.col, v_RKD.unsqueeze(2))
             q_RH1D = qk_RND[:, :heads].unsqueeze(2)
@@ -185,6 +191,12 @@ class StaticDecoder:
         pos_R.add_(1)
         self.col.add_(1)
         return w.head(w.norm(h_RH))
+
+
+def span_for(length: int, capacity: int) -> int:
+    """The columns a step over `length` filled columns attends to: `length` rounded up
+    to `CAPACITY_STEP`, at most `capacity`."""
+    return min(capacity, -(-length // CAPACITY_STEP) * CAPACITY_STEP)
 
 
 def capacity_for(width: int, room: int) -> int:
