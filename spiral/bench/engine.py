@@ -44,7 +44,9 @@ Keys (rates in tokens/s):
 - `machine/matmul_flops`: measured peak of a large matmul in the model's dtype;
   `learn/share_of_matmul_peak`: `learn/model_flops_per_s` / that peak, where model
   FLOPs = tokens x (4 with LoRA, 6 with full fine-tuning) x non-embedding parameters,
-  from the run without prefix sharing (where every counted token is really computed).
+  from the run without prefix sharing (where every counted token is really computed);
+  `learn/micro_batch_tokens`: the learner's micro-batch budget (`micro_batch_tokens=0`:
+  sized to the free memory on a GPU, `engines/torch/memory.py`; 4096 on a CPU).
 - `learn/matmul_time_fraction` (CPUs only): the share of the operator time of one more
   such call, profiled, spent in matrix products (`aten::mm`, `bmm`, `addmm`, `baddbmm`),
   and `learn/share_of_matmul_peak_matmuls_only`: the same model FLOPs over the profiled
@@ -338,6 +340,7 @@ def _time_learner(
         "learn/seconds": learn_s[True],
         "learn/model_flops_per_s": flops / learn_s[False],
         "learn/share_of_matmul_peak": flops / learn_s[False] / peak,
+        "learn/micro_batch_tokens": float(learner.micro_batch_tokens),
         "model/parameters": params,
         **profiled,
     }
@@ -354,7 +357,10 @@ def run_engine_benchmark(
     dtype: str = "float32",
 ) -> dict[str, float]:
     """Measure the local torch engine on `model` in `dtype`; see the module docstring."""
-    learner = TorchLearner(ModelConfig(model=model, lora_rank=lora_rank, seed=seed, dtype=dtype))
+    learner = TorchLearner(
+        ModelConfig(model=model, lora_rank=lora_rank, seed=seed, dtype=dtype),
+        micro_batch_tokens=0,  # sized to the free memory on a GPU, as `spiral train` does
+    )
     device = learner.model.device
     tok = learner.tokenizer
     special = set(getattr(tok, "all_special_ids", []))

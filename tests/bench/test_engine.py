@@ -26,6 +26,7 @@ KEYS = (
     "sample/speedup_prefix_reuse",
     "sample/speedup_packed_decode",
     "sample/speedup_run_ahead",
+    "learn/micro_batch_tokens",
     "learn/tokens_per_s",
     "learn/tokens_per_s_no_prefix_sharing",
     "learn/speedup_prefix_sharing",

@@ -203,3 +203,18 @@ def test_sampled_free_text_runs_ahead_over_graphs_on_cuda(tiny_qwen3: Path) -> N
     for a, b, equal in zip(ahead, tree, same, strict=True):
         if equal:
             assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < 1e-3
+
+
+def test_micro_batches_are_sized_to_the_free_memory_on_cuda(tiny_qwen3: Path) -> None:
+    """`micro_batch_tokens=0` on a GPU: a budget from the free memory (memory.py), and a
+    step of more rows than one micro-batch holds runs within it."""
+    from spiral.engines.torch.memory import MAX_TOKENS, STEP
+
+    cfg = ModelConfig(str(tiny_qwen3), lora_rank=4, device=DEVICE, dtype="bfloat16")
+    learner = TorchLearner(cfg, micro_batch_tokens=0)
+    budget = learner.micro_batch_tokens
+    assert STEP <= budget <= MAX_TOKENS and budget % STEP == 0
+    if DEVICE != "cpu":  # a tiny model on a GPU: every micro-batch as large as allowed
+        assert budget == MAX_TOKENS
+    metrics = learner.forward_backward(sample_agreement_datums(learner, 0, 1.0), is_loss)
+    assert math.isfinite(metrics["loss"])

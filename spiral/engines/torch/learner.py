@@ -14,7 +14,8 @@ Choices:
   `logprobs`) from the final hidden states, so long masked-out prompts never materialise
   a [tokens x vocab] tensor.
 - Micro-batching: datums are packed so that each micro-batch's cost stays within
-  `micro_batch_tokens`; memory is bounded for any batch size.
+  `micro_batch_tokens` (0: sized to the GPU's free memory, `memory.py`); memory is
+  bounded for any batch size.
 - Shared prefixes (`share_prefix=True`, the default): datums are sorted by their token
   ids so that rows sharing a prompt prefix (a game's rules text, its earlier turns) sit
   together; each micro-batch runs its common prefix once (batch 1) and its rows continue
@@ -71,6 +72,7 @@ from spiral.engines.torch.decode import drop_sampling_weights
 from spiral.engines.torch.frozen import TorchFrozenCopies
 from spiral.engines.torch.full_members import FullMembers
 from spiral.engines.torch.head import Magnet, Terms, chunk_rows, head_terms
+from spiral.engines.torch.memory import auto_micro_batch_tokens
 from spiral.engines.torch.precision import model_compute
 from spiral.engines.torch.prefill import common_prefix_len, packed_hidden, prefill_grouped
 from spiral.engines.torch.sampler import TorchSampler, eval_mode, hidden_to_logits
@@ -144,7 +146,10 @@ class TorchLearner:
         self.cfg = cfg
         self.trained = trained
         self.model, self.tokenizer = load_model_and_tokenizer(cfg, trained=trained)
-        self.micro_batch_tokens = micro_batch_tokens
+        # 0: sized to the device's free memory now (memory.py; 4096 on a CPU)
+        self.micro_batch_tokens = micro_batch_tokens or auto_micro_batch_tokens(
+            self.model, cfg.gradient_checkpointing
+        )
         self.max_grad_norm = max_grad_norm
         self.betas, self.eps, self.weight_decay = betas, eps, weight_decay
         self.normalize = normalize

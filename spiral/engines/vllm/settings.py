@@ -69,7 +69,9 @@ def learner_reserve(learner: Any) -> int:
     model = getattr(learner, "model", None)
     if model is None:
         return 0
-    return 12 * sum(p.numel() for p in model.parameters() if p.requires_grad)
+    from spiral.engines.torch.memory import trainable_reserve
+
+    return trainable_reserve(model)
 
 
 def engine_settings(

@@ -1,0 +1,78 @@
+"""How many tokens a learner micro-batch may hold on a GPU (`micro_batch_tokens=0`).
+
+A training forward keeps each layer's activations for the backward pass, so a
+micro-batch's memory grows with its tokens; the budget is what the device has free once
+the model is loaded, less what the learner will still allocate (its gradients and
+AdamW's moments, made at the first step), the head's chunk of logits (`head.py`) and
+headroom, divided by the activations of one token. The count per token is an estimate
+from the model's shape, on the safe side:
+
+- per layer, in the compute dtype: the attention block's norm output, q, k, v and
+  attention output, the residual, the MLP's norm output, gate, up, activation and their
+  product (`6 hidden + 2 q-width + 2 kv-width + 4 intermediate` values), plus the two
+  RMS norms' fp32 inputs (`2 x 4 x hidden` bytes);
+- with gradient checkpointing, each layer keeps only its input (`hidden` values) and one
+  layer's activations exist at a time.
+
+Only 3/4 of the rest is planned for (the caching allocator's slack and fragmentation).
+On a CPU the budget stays `CPU_TOKENS`: memory there is the machine's, and speed, not
+memory, sets the size (docs/results.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from spiral.engines.torch.precision import compute_dtype
+
+GIB = 1 << 30
+HEADROOM = GIB  # the CUDA context, allocator slack
+CPU_TOKENS = 4096
+STEP = 256  # budgets are multiples of this
+MAX_TOKENS = 65536  # above this a micro-batch gains nothing (the GPU is long saturated)
+HEAD_CHUNK_BYTES = 256 << 20  # head.py's chunk of full-vocabulary logits, with its grad
+
+
+def trainable_reserve(model: Any) -> int:
+    """Bytes a learner still allocates for its trainable weights at the first step: fp32
+    gradients and AdamW's two moments."""
+    return 12 * sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def activation_bytes_per_token(config: Any, dtype_bytes: int, checkpointing: bool) -> int:
+    """Activations one token keeps for the backward pass (module docstring)."""
+    hidden, layers = config.hidden_size, config.num_hidden_layers
+    heads = config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or hidden // heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    values = (
+        6 * hidden + 2 * heads * head_dim + 2 * kv_heads * head_dim + 4 * config.intermediate_size
+    )
+    per_layer = values * dtype_bytes + 2 * 4 * hidden
+    if checkpointing:
+        return layers * hidden * dtype_bytes + per_layer
+    return layers * per_layer
+
+
+def micro_batch_budget(free: int, reserve: int, per_token: int) -> int:
+    """Tokens per micro-batch with `free` bytes free now and `reserve` still to come;
+    a multiple of `STEP` between `STEP` and `MAX_TOKENS`."""
+    usable = 0.75 * (free - reserve - HEAD_CHUNK_BYTES - HEADROOM)
+    tokens = int(usable // per_token) // STEP * STEP
+    return max(STEP, min(MAX_TOKENS, tokens))
+
+
+def auto_micro_batch_tokens(model: Any, checkpointing: bool) -> int:
+    """The budget for `model` where it lives: sized to the free memory on CUDA,
+    `CPU_TOKENS` elsewhere."""
+    weight = model.get_output_embeddings().weight
+    if weight.device.type != "cuda":
+        return CPU_TOKENS
+    dtype = compute_dtype(model) or weight.dtype
+    free, _ = torch.cuda.mem_get_info(weight.device)
+    per_token = activation_bytes_per_token(
+        model.config, torch.finfo(dtype).bits // 8, checkpointing
+    )
+    return micro_batch_budget(free, trainable_reserve(model), per_token)
