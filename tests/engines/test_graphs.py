@@ -76,6 +76,17 @@ def test_the_static_step_is_the_eager_step(arch: str, tiny_llama: Path, tiny_qwe
         assert torch.equal(a.argmax(-1), b.argmax(-1))
 
 
+def _assert_same_completions(got: list, expected: list) -> None:
+    """Token for token, with the same stop reasons and log-probs to rounding."""
+    assert [c.tokens for c in got] == [c.tokens for c in expected]
+    assert [c.stop_reason for c in got] == [c.stop_reason for c in expected]
+    torch.testing.assert_close(
+        torch.tensor([v for c in got for v in c.logprobs]),
+        torch.tensor([v for c in expected for v in c.logprobs]),
+        atol=1e-4, rtol=0,
+    )  # fmt: skip
+
+
 def test_the_sampler_draws_the_same_tokens_through_it(
     tiny_llama: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -96,12 +107,7 @@ def test_the_sampler_draws_the_same_tokens_through_it(
     static = [sampler.sample(prompts, p, cons) for p in params]
     kept = learner.model.__dict__[GRAPH_SLOT][TRAINED]
     for a, b in zip(eager, static, strict=True):
-        assert [c.tokens for c in a] == [c.tokens for c in b]
-        torch.testing.assert_close(
-            torch.tensor([v for c in b for v in c.logprobs]),
-            torch.tensor([v for c in a for v in c.logprobs]),
-            atol=1e-4, rtol=0,
-        )  # fmt: skip
+        _assert_same_completions(b, a)
     lengths = {len(c.tokens) for c in static[0]}
     assert len(lengths) > 1 and max(lengths) > 4  # rows ended at different steps
     assert learner.model.__dict__[GRAPH_SLOT][TRAINED] is kept  # reused by the second call
@@ -167,13 +173,7 @@ def test_sampled_free_text_runs_ahead_with_the_tree_decodes_tokens(
     monkeypatch.setattr("spiral.engines.torch.runahead.RUN_AHEAD", 4)
     ahead = sampler.sample(prompts, params)
     assert calls == [1]
-    assert [c.tokens for c in ahead] == [c.tokens for c in tree]
-    assert [c.stop_reason for c in ahead] == [c.stop_reason for c in tree]
-    torch.testing.assert_close(
-        torch.tensor([v for c in ahead for v in c.logprobs]),
-        torch.tensor([v for c in tree for v in c.logprobs]),
-        atol=1e-4, rtol=0,
-    )  # fmt: skip
+    _assert_same_completions(ahead, tree)
     assert {c.stop_reason for c in tree} >= {"stop", "length"}
     assert len({len(c.tokens) for c in tree}) > 2
     assert sizes[0] == len(prompts)  # every row its own cache row from the start
