@@ -12,7 +12,8 @@
 # Qwen3-4B shapes, benchmarks/model-shapes/), train-bf16.{console.txt,metrics.jsonl}
 # (a short `spiral train` in bf16 on the Qwen3-0.6B shape),
 # bench-decode-rows{64,128}-qwen3-0.6b.json, bench-learn-rank{32,0}-qwen3-0.6b.json (LoRA
-# and full fine-tuning), pack-ab-qwen3-0.6b.json (packed vs padded learner rows). Record
+# and full fine-tuning), pool-decode-qwen3-0.6b.json (a LoRA pool: mixed vs per-member
+# calls), pack-ab-qwen3-0.6b.json (packed vs padded learner rows). Record
 # the numbers in
 # docs/results.md with the machine named.
 set -uo pipefail
@@ -62,6 +63,11 @@ for rank in 32 0; do
     out="$OUT/bench-learn-rank$rank-qwen3-0.6b.json" 2>&1 | grep -v "it/s]" | tail -12
   echo "[${SECONDS}s] bench lora_rank=$rank done"
 done
+
+# A pool of four LoRA members sampled in one mixed call (PEFT, eager) vs one call per
+# member (merged, packed, CUDA graphs): which path population play should take.
+timeout 120 $PY benchmarks/pool_decode.py /tmp/qwen3-0.6b "$OUT/pool-decode-qwen3-0.6b.json" 2>&1 | tail -16
+echo "[${SECONDS}s] pool_decode done"
 
 # The learner's rows packed into one sequence vs left-padded (0.6B shape, bf16 compute).
 timeout 120 $PY benchmarks/pack_ab.py /tmp/qwen3-0.6b "$OUT/pack-ab-qwen3-0.6b.json" 2>&1 | tail -10

@@ -1,0 +1,112 @@
+"""Sampling for a pool of LoRA adapters (population play): one mixed call vs one call per
+adapter.
+
+    python benchmarks/pool_decode.py [MODEL] [OUT.json]
+
+`MEMBERS` pool members (copies of the trained adapter, nudged apart) and `ROWS` prompts of
+`PROMPT_TOKENS` random ordinary tokens, dealt round-robin to the members, each row
+sampling `NEW_TOKENS` free tokens at temperature 1. Two ways to run them:
+
+- mixed: one sampler call with every row's adapter named, which the sampler runs through
+  PEFT's mixed-adapter forward (the base products batched over every row, each adapter's
+  low-rank products on its own rows), eager;
+- per adapter: one call per member, each with its adapter merged into the weights and the
+  packed decode step (on CUDA replayed as graphs over a static cache, the free text run
+  ahead of the host), paying the merge and the packing of each member's weights.
+
+Each arm runs once untimed (kernels, graphs, allocator), then `REPS` times, alternating;
+reports the median seconds and generated tokens/s of each and their ratio, and the peak
+memory. Timings compare only within one run on one machine.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+import sys
+import time
+
+import torch
+
+from spiral.engines.base import SamplingParams
+from spiral.engines.loading import ModelConfig
+from spiral.engines.torch.decode import drop_sampling_weights
+from spiral.engines.torch.learner import TorchLearner
+from spiral.engines.torch.snapshots import take_snapshot
+
+MEMBERS, ROWS, PROMPT_TOKENS, NEW_TOKENS, REPS = 4, 64, 128, 64, 3
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def main() -> None:
+    model = sys.argv[1] if len(sys.argv) > 1 else "embedded"
+    learner = TorchLearner(ModelConfig(model, lora_rank=32, seed=0))
+    device = learner.model.device
+    names = [f"member{k}" for k in range(MEMBERS)]
+    for k, name in enumerate(names):
+        with torch.no_grad():  # members that differ, as pool snapshots of other steps do
+            for n, p in learner.model.named_parameters():
+                if "lora_B" in n and ".default." in n:
+                    p.add_(0.01 * (k + 1))
+        take_snapshot(learner.model, name)
+    rng = random.Random(0)
+    vocab = len(learner.tokenizer)
+    prompts = [[rng.randrange(100, vocab - 100) for _ in range(PROMPT_TOKENS)] for _ in range(ROWS)]
+    owner = [names[i % MEMBERS] for i in range(ROWS)]
+    sampler = learner.sampler()
+    params = SamplingParams(max_tokens=NEW_TOKENS, temperature=1.0, seed=0)
+
+    def mixed() -> int:
+        return sum(len(c.tokens) for c in sampler.sample(prompts, params, adapters=owner))
+
+    def per_adapter() -> int:
+        generated = 0
+        for name in names:
+            mine = [p for p, o in zip(prompts, owner, strict=True) if o == name]
+            generated += sum(
+                len(c.tokens) for c in sampler.sample(mine, params, adapters=[name] * len(mine))
+            )
+        return generated
+
+    arms = {"mixed": mixed, "per_adapter": per_adapter}
+    times: dict[str, list[float]] = {arm: [] for arm in arms}
+    tokens: dict[str, int] = {}
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    for rep in range(REPS + 1):
+        for arm, run in arms.items():
+            drop_sampling_weights(learner.model)  # every member merged and packed anew
+            _sync(device)
+            start = time.perf_counter()
+            tokens[arm] = run()
+            _sync(device)
+            if rep:
+                times[arm].append(time.perf_counter() - start)
+    seconds = {arm: statistics.median(t) for arm, t in times.items()}
+    result = {
+        "model": model,
+        "device": str(device),
+        "members": MEMBERS,
+        "rows": ROWS,
+        "prompt_tokens": PROMPT_TOKENS,
+        "new_tokens": NEW_TOKENS,
+        **{f"{arm}/seconds": s for arm, s in seconds.items()},
+        **{f"{arm}/tokens_per_s": tokens[arm] / seconds[arm] for arm in arms},
+        "per_adapter_speedup": seconds["mixed"] / seconds["per_adapter"],
+        "peak_gpu_bytes": float(torch.cuda.max_memory_allocated(device))
+        if device.type == "cuda"
+        else None,
+    }
+    print(json.dumps(result, indent=2))
+    if len(sys.argv) > 2:
+        with open(sys.argv[2], "w") as f:
+            json.dump(result, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
