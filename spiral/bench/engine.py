@@ -14,9 +14,9 @@ Keys (rates in tokens/s):
   CUDA graphs, `engines/torch/graphs.py`);
   `sample/decode_tokens_per_s_model_forward`: the same call decoded by the model's own
   forward (`packed_decode=False`), and `sample/speedup_packed_decode` their ratio;
-  `sample/speedup_run_ahead`: the sampler as it runs over the tree decode, which reads
-  every token back to the host (`engines/torch/runahead.py`; 1 on a CPU, where only CUDA
-  graphs run ahead).
+  `sample/speedup_run_ahead`: the tree decode's time, which reads every token back to
+  the host, over the sampler's as it runs, for the same completions
+  (`engines/torch/runahead.py`; ~1 on a CPU, where only CUDA graphs run ahead).
 - `sample/speedup_vs_hf_generate`: generated tokens per second of our batched sampler
   (prefill + decode) over a loop of per-request `model.generate` calls with KV cache (the
   first `HF_REQUESTS` prompts: a per-request rate);
@@ -403,8 +403,7 @@ def run_engine_benchmark(
             "sample/decode_tokens_per_s": decode_rate,
             "sample/decode_tokens_per_s_model_forward": forward_rate,
             "sample/speedup_packed_decode": decode_rate / forward_rate,
-            "sample/speedup_run_ahead": decode_rate
-            / (tree_stats["decode_tokens"] / tree_stats["decode_s"]),
+            "sample/speedup_run_ahead": tree_stats["decode_s"] / stats["decode_s"],
             **_decode_bounds(
                 learner.model, batch, prompt_tokens + new_tokens / 2, result, decode_rate
             ),

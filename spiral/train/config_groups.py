@@ -297,7 +297,7 @@ class ComputeConfig:
     micro_batch_tokens: int = chz.field(
         default=0,
         doc="tokens per learner micro-batch (gradient accumulation); 0 = sized to the GPU's "
-        "free memory at start (spiral/engines/torch/memory.py), 4096 on a CPU",
+        "free memory at each step (spiral/engines/torch/memory.py), 4096 on a CPU",
         validator=non_negative,
     )
     gradient_checkpointing: bool = chz.field(

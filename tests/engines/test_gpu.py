@@ -182,13 +182,23 @@ def test_graph_replay_is_the_eager_static_step_on_cuda(tiny_qwen3: Path) -> None
         assert graphs.captures >= 3  # sizes 4, then 8 after growing, then 2
 
 
-def test_sampled_free_text_runs_ahead_over_graphs_on_cuda(tiny_qwen3: Path) -> None:
+def test_sampled_free_text_runs_ahead_over_graphs_on_cuda(
+    tiny_qwen3: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """runahead.py over replayed graphs: the completions of the tree decode (same seeds),
     which reads every token back; fp32, so only a rare near-tie may draw differently."""
     from spiral.engines.base import SamplingParams
+    from spiral.engines.torch import runahead
 
     from .conftest import PROMPT_TEXTS, chat_prompts
 
+    calls: list[int] = []
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return runahead.run_ahead(*args, **kwargs)
+
+    monkeypatch.setattr("spiral.engines.torch.sampler.run_ahead", counted)
     learner = TorchLearner(
         ModelConfig(str(tiny_qwen3), lora_rank=4, device=DEVICE, dtype="float32")
     )
@@ -196,6 +206,7 @@ def test_sampled_free_text_runs_ahead_over_graphs_on_cuda(tiny_qwen3: Path) -> N
     params = SamplingParams(max_tokens=40, temperature=1.0, seed=11)
     sampler = learner.sampler()
     ahead = sampler.sample(prompts, params)
+    assert calls if DEVICE != "cpu" else not calls  # graphs (and so run-ahead) on CUDA only
     sampler.run_ahead = False
     tree = sampler.sample(prompts, params)
     same = [a.tokens == b.tokens for a, b in zip(ahead, tree, strict=True)]

@@ -16,10 +16,10 @@ buffers made once:
 - the input ids, each row's position, and the logits out.
 
 A graph is captured per padded batch size (`SIZES`: the live rows rounded up to a power of
-two) and span on first use, and kept with the decoder (all of them in one memory pool:
-they never run at once): a sampler call whose rows shrink (rows that ended, `select`)
-replays the smaller graph over the leading rows of the same buffers. The
-padded rows compute values nobody reads (each attends at least to its own column, so
+two) and span on first use, and kept with the decoder (all of them in one memory pool,
+as they never run at once, writing one logits buffer per size): a sampler call whose
+rows shrink (rows that ended, `select`) replays the smaller graph over the leading rows
+of the same buffers. The padded rows compute values nobody reads (each attends at least to its own column, so
 nothing is NaN). The decoder is kept on the model per adapter and reused by later calls
 while its packed weights are the current ones and the call fits its rows and capacity;
 new weights (a learner update, a new merge) make a new decoder, and
@@ -77,7 +77,7 @@ class StaticDecoder:
         self.capture = capture
         self.pool = torch.cuda.graph_pool_handle() if capture else None
         self.graphs: dict[tuple[int, int], Any] = {}  # (padded rows, span) -> graph
-        self.outputs: dict[tuple[int, int], torch.Tensor] = {}
+        self.logits: dict[int, torch.Tensor] = {}  # padded rows -> the graphs' output
         self.spans: set[int] = set()  # the spans stepped over (the tests read it)
         self.live = 0
         self.length = 0  # columns filled, on the host (no device read to check room)
@@ -128,7 +128,7 @@ class StaticDecoder:
         self.ids_R = self.ids_R.new_zeros(rows)
         self.rows_max = rows
         self.graphs.clear()
-        self.outputs.clear()
+        self.logits.clear()
 
     def step(self, ids_B: torch.Tensor) -> torch.Tensor:
         rows = int(ids_B.shape[0])
@@ -144,7 +144,7 @@ class StaticDecoder:
             if key not in self.graphs:
                 self._capture(key)
             self.graphs[key].replay()
-            out = self.outputs[key]
+            out = self.logits[key[0]]
         else:
             out = self._forward(*key)
         return out[:rows].clone()
@@ -156,13 +156,15 @@ class StaticDecoder:
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
-            self._forward(*key)
+            warm = self._forward(*key)
         torch.cuda.current_stream().wait_stream(stream)
         self.col.copy_(col)
         self.pos_R.copy_(pos)
+        # one output buffer per size, whatever the span: the graph's last kernel fills it
+        self.logits.setdefault(key[0], torch.empty_like(warm))
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=self.pool):
-            self.outputs[key] = self._forward(*key)
+            self.logits[key[0]].copy_(self._forward(*key))
         self.graphs[key] = graph
         self.captures += 1
 

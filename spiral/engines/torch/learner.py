@@ -72,7 +72,7 @@ from spiral.engines.torch.decode import drop_sampling_weights
 from spiral.engines.torch.frozen import TorchFrozenCopies
 from spiral.engines.torch.full_members import FullMembers
 from spiral.engines.torch.head import Magnet, Terms, chunk_rows, head_terms
-from spiral.engines.torch.memory import auto_micro_batch_tokens
+from spiral.engines.torch.memory import CPU_TOKENS, auto_micro_batch_tokens
 from spiral.engines.torch.precision import model_compute
 from spiral.engines.torch.prefill import common_prefix_len, packed_hidden, prefill_grouped
 from spiral.engines.torch.sampler import TorchSampler, eval_mode, hidden_to_logits
@@ -124,7 +124,7 @@ class TorchLearner:
     def __init__(
         self,
         cfg: ModelConfig,
-        micro_batch_tokens: int = 4096,
+        micro_batch_tokens: int = 0,
         max_grad_norm: float = 1.0,
         betas: tuple[float, float] = (0.9, 0.95),
         eps: float = 1e-8,
@@ -146,10 +146,10 @@ class TorchLearner:
         self.cfg = cfg
         self.trained = trained
         self.model, self.tokenizer = load_model_and_tokenizer(cfg, trained=trained)
-        # 0: sized to the device's free memory now (memory.py; 4096 on a CPU)
-        self.micro_batch_tokens = micro_batch_tokens or auto_micro_batch_tokens(
-            self.model, cfg.gradient_checkpointing
-        )
+        # 0: sized to the device's free memory at each learning step (memory.py; 4096 on
+        # a CPU); `micro_batch_tokens` then holds the size last used
+        self.sized_micro_batches = micro_batch_tokens == 0
+        self.micro_batch_tokens = micro_batch_tokens or CPU_TOKENS
         self.max_grad_norm = max_grad_norm
         self.betas, self.eps, self.weight_decay = betas, eps, weight_decay
         self.normalize = normalize
@@ -202,7 +202,13 @@ class TorchLearner:
 
     # ----- log-probs ------------------------------------------------------------------
     def _micro_batches(self, datums: Sequence[Datum], share_prefix: bool) -> list[list[int]]:
-        """The datums' indices in micro-batches of at most micro_batch_tokens (batching.py)."""
+        """The datums' indices in micro-batches of at most micro_batch_tokens (batching.py),
+        sized to the free memory now where asked (memory.py)."""
+        if self.sized_micro_batches:
+            made = self._optimizer is not None and bool(self._optimizer.state)
+            self.micro_batch_tokens = auto_micro_batch_tokens(
+                self.model, self.cfg.gradient_checkpointing, optimizer_made=made
+            )
         return micro_batches(datums, self.micro_batch_tokens, share_prefix, self.pack_rows)
 
     def _hidden(self, model: Any, batch: Sequence[Datum], share: bool) -> tuple[Any, Locate]:
@@ -365,6 +371,8 @@ class TorchLearner:
         # weights (decode.py) are stale after this step's update anyway: free them before
         # the activations peak.
         drop_sampling_weights(self.model, snapshots.TRAINED)
+        if reg.kl_coef > 0 and reg.kl_reference == "reference" and not _is_peft(self.model):
+            self._reference_model()  # made before the micro-batches are sized
         if normaliser is None:
             normaliser = sum(d.weight for d in datums) if self.normalize == "datums" else 1.0
         self.model.train()

@@ -42,7 +42,7 @@ RUN_AHEAD = 16  # decode steps between host reads
 
 def runs_ahead(constraints: Sequence[Any], params: SamplingParams) -> bool:
     """Whether a chunk of rows with these constraints decodes here, not as a tree."""
-    return params.temperature > 0 and all(c is None for c in constraints)
+    return params.temperature > 0 and params.max_tokens > 0 and all(c is None for c in constraints)
 
 
 def run_ahead(
@@ -56,7 +56,7 @@ def run_ahead(
     """Decode every row of `rows_G` (the rows of each prefilled group, whose next-token
     logits are `logits_GV` and whose caches are `decoder`'s rows) to its end. Rows are the
     sampler's: `rng`, `tokens`, `logprobs`, `stop_reason`, updated by `advance`. Returns
-    the tokens computed (rows x steps, ended rows still in their slots included).
+    the tokens the rows kept (the steps ended rows ran in their slots are not counted).
     `every`: steps between host reads (default `RUN_AHEAD`)."""
     every = every or RUN_AHEAD
     device = logits_GV.device
@@ -67,7 +67,7 @@ def run_ahead(
     logits_RV = logits_GV.index_select(0, index)
     feed: torch.Tensor | None = None  # the last drawn tokens, fed at the next step
     bad = torch.zeros((), dtype=torch.bool, device=device)
-    computed, length = 0, 0
+    length = 0
     while slots:
         if params.cancel is not None and params.cancel.is_set():
             raise SamplingCancelled("sampling was cancelled (SamplingParams.cancel)")
@@ -79,7 +79,6 @@ def run_ahead(
         for k in range(steps):
             if feed is not None:
                 logits_RV = decoder.step(feed)
-                computed += len(slots)
             scaled_RV = logits_RV.float() / params.temperature
             bad |= ~torch.isfinite(scaled_RV).all()
             logp_RV = torch.log_softmax(scaled_RV, dim=-1)
@@ -106,7 +105,7 @@ def run_ahead(
             assert feed is not None
             feed = feed.index_select(0, keep)
             slots = [slots[r] for r in live]
-    return computed
+    return sum(len(row.tokens) for rows in rows_G for row in rows)
 
 
 def _take(
