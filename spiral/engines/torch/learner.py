@@ -149,7 +149,7 @@ class TorchLearner:
         # 0: sized to the device's free memory at each learning step (memory.py; 4096 on
         # a CPU); `micro_batch_tokens` then holds the size last used
         self.sized_micro_batches = micro_batch_tokens == 0
-        self.micro_batch_tokens = micro_batch_tokens or CPU_TOKENS
+        self._micro_batch_tokens = micro_batch_tokens or CPU_TOKENS
         self.max_grad_norm = max_grad_norm
         self.betas, self.eps, self.weight_decay = betas, eps, weight_decay
         self.normalize = normalize
@@ -201,12 +201,22 @@ class TorchLearner:
         return self._optimizer
 
     # ----- log-probs ------------------------------------------------------------------
+    @property
+    def micro_batch_tokens(self) -> int:
+        """Tokens per micro-batch: the size last used where it is sized to the memory."""
+        return self._micro_batch_tokens
+
+    @micro_batch_tokens.setter
+    def micro_batch_tokens(self, tokens: int) -> None:
+        """A fixed size from now on (no longer sized to the memory)."""
+        self._micro_batch_tokens, self.sized_micro_batches = tokens, False
+
     def _micro_batches(self, datums: Sequence[Datum], share_prefix: bool) -> list[list[int]]:
         """The datums' indices in micro-batches of at most micro_batch_tokens (batching.py),
         sized to the free memory now where asked (memory.py)."""
         if self.sized_micro_batches:
             made = self._optimizer is not None and bool(self._optimizer.state)
-            self.micro_batch_tokens = auto_micro_batch_tokens(
+            self._micro_batch_tokens = auto_micro_batch_tokens(
                 self.model, self.cfg.gradient_checkpointing, optimizer_made=made
             )
         return micro_batches(datums, self.micro_batch_tokens, share_prefix, self.pack_rows)
