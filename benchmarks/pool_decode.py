@@ -21,14 +21,16 @@ memory. Timings compare only within one run on one machine.
 
 from __future__ import annotations
 
-import json
 import random
 import statistics
 import sys
 import time
+from typing import Any
 
 import torch
+from ab_setup import report
 
+from spiral.bench.engine import _sync
 from spiral.engines.base import SamplingParams
 from spiral.engines.loading import ModelConfig
 from spiral.engines.torch.decode import drop_sampling_weights
@@ -38,22 +40,42 @@ from spiral.engines.torch.snapshots import take_snapshot
 MEMBERS, ROWS, PROMPT_TOKENS, NEW_TOKENS, REPS = 4, 64, 128, 64, 3
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+def _members(learner: TorchLearner) -> list[str]:
+    """`MEMBERS` LoRA snapshots of the trained adapter, each nudged further from it (as
+    pool snapshots of other steps differ)."""
+    names = [f"member{k}" for k in range(MEMBERS)]
+    for k, name in enumerate(names):
+        with torch.no_grad():
+            for n, p in learner.model.named_parameters():
+                if "lora_B" in n and ".default." in n:
+                    p.add_(0.01 * (k + 1))
+        take_snapshot(learner.model, name)
+    return names
+
+
+def _median_seconds(learner: TorchLearner, arms: dict[str, Any]) -> tuple[dict, dict]:
+    """Each arm once untimed, then `REPS` times, alternating, every member merged and
+    packed anew each time: median seconds and generated tokens per arm."""
+    device = learner.model.device
+    times: dict[str, list[float]] = {arm: [] for arm in arms}
+    tokens: dict[str, int] = {}
+    for rep in range(REPS + 1):
+        for arm, run in arms.items():
+            drop_sampling_weights(learner.model)
+            _sync(device)
+            start = time.perf_counter()
+            tokens[arm] = run()
+            _sync(device)
+            if rep:
+                times[arm].append(time.perf_counter() - start)
+    return {arm: statistics.median(t) for arm, t in times.items()}, tokens
 
 
 def main() -> None:
     model = sys.argv[1] if len(sys.argv) > 1 else "embedded"
     learner = TorchLearner(ModelConfig(model, lora_rank=32, seed=0))
     device = learner.model.device
-    names = [f"member{k}" for k in range(MEMBERS)]
-    for k, name in enumerate(names):
-        with torch.no_grad():  # members that differ, as pool snapshots of other steps do
-            for n, p in learner.model.named_parameters():
-                if "lora_B" in n and ".default." in n:
-                    p.add_(0.01 * (k + 1))
-        take_snapshot(learner.model, name)
+    names = _members(learner)
     rng = random.Random(0)
     vocab = len(learner.tokenizer)
     prompts = [[rng.randrange(100, vocab - 100) for _ in range(PROMPT_TOKENS)] for _ in range(ROWS)]
@@ -73,21 +95,10 @@ def main() -> None:
             )
         return generated
 
-    arms = {"mixed": mixed, "per_adapter": per_adapter}
-    times: dict[str, list[float]] = {arm: [] for arm in arms}
-    tokens: dict[str, int] = {}
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    for rep in range(REPS + 1):
-        for arm, run in arms.items():
-            drop_sampling_weights(learner.model)  # every member merged and packed anew
-            _sync(device)
-            start = time.perf_counter()
-            tokens[arm] = run()
-            _sync(device)
-            if rep:
-                times[arm].append(time.perf_counter() - start)
-    seconds = {arm: statistics.median(t) for arm, t in times.items()}
+    seconds, tokens = _median_seconds(learner, {"mixed": mixed, "per_adapter": per_adapter})
+    cuda = device.type == "cuda"
     result = {
         "model": model,
         "device": str(device),
@@ -96,16 +107,11 @@ def main() -> None:
         "prompt_tokens": PROMPT_TOKENS,
         "new_tokens": NEW_TOKENS,
         **{f"{arm}/seconds": s for arm, s in seconds.items()},
-        **{f"{arm}/tokens_per_s": tokens[arm] / seconds[arm] for arm in arms},
+        **{f"{arm}/tokens_per_s": tokens[arm] / seconds[arm] for arm in seconds},
         "per_adapter_speedup": seconds["mixed"] / seconds["per_adapter"],
-        "peak_gpu_bytes": float(torch.cuda.max_memory_allocated(device))
-        if device.type == "cuda"
-        else None,
+        "peak_gpu_bytes": float(torch.cuda.max_memory_allocated(device)) if cuda else None,
     }
-    print(json.dumps(result, indent=2))
-    if len(sys.argv) > 2:
-        with open(sys.argv[2], "w") as f:
-            json.dump(result, f, indent=2)
+    report(result, sys.argv[2] if len(sys.argv) > 2 else "", hide="")
 
 
 if __name__ == "__main__":

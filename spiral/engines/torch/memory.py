@@ -61,7 +61,7 @@ def step_reserve(model: Any, optimizer_made: bool) -> int:
     dtype = compute_dtype(model)
     copies = 0
     if dtype is not None:
-        copies = sum(_local_numel(p) * (torch.finfo(dtype).bits // 8) for p in trainable)
+        copies = sum(_local_numel(p) * dtype.itemsize for p in trainable)
     return grads + moments + copies
 
 
@@ -98,7 +98,5 @@ def auto_micro_batch_tokens(model: Any, checkpointing: bool, optimizer_made: boo
     dtype = compute_dtype(model) or weight.dtype
     free, _ = torch.cuda.mem_get_info(device)
     free += torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
-    per_token = activation_bytes_per_token(
-        model.config, torch.finfo(dtype).bits // 8, checkpointing
-    )
+    per_token = activation_bytes_per_token(model.config, dtype.itemsize, checkpointing)
     return micro_batch_budget(free, step_reserve(model, optimizer_made), per_token)

@@ -66,7 +66,6 @@ def run_ahead(
     decoder.select(index)
     logits_RV = logits_GV.index_select(0, index)
     feed: torch.Tensor | None = None  # the last drawn tokens, fed at the next step
-    bad = torch.zeros((), dtype=torch.bool, device=device)
     length = 0
     while slots:
         if params.cancel is not None and params.cancel.is_set():
@@ -75,20 +74,9 @@ def run_ahead(
         u_RK = torch.tensor(
             [[row.rng.random() for _ in range(steps)] if row else [0.0] * steps for row in slots]
         ).to(device, non_blocking=True)
-        tokens, logps = [], []
-        for k in range(steps):
-            if feed is not None:
-                logits_RV = decoder.step(feed)
-            scaled_RV = logits_RV.float() / params.temperature
-            bad |= ~torch.isfinite(scaled_RV).all()
-            logp_RV = torch.log_softmax(scaled_RV, dim=-1)
-            token_R1 = draw_with(logp_RV, u_RK[:, k : k + 1], params.top_p)
-            tokens.append(token_R1)
-            logps.append(logp_RV.gather(1, token_R1))
-            feed = token_R1[:, 0]
+        tokens_RK, logps_RK, feed, bad = _block(decoder, logits_RV, feed, u_RK, params)
         length += steps
-        block_tokens = torch.cat(tokens, dim=1).tolist()  # the one read of the block
-        block_logps = torch.cat(logps, dim=1).tolist()
+        block_tokens, block_logps = tokens_RK.tolist(), logps_RK.tolist()  # the block's read
         if bad.item():
             raise non_finite_error()
         for r, row in enumerate(slots):
@@ -102,10 +90,36 @@ def run_ahead(
         if padded_size(len(live)) < padded_size(len(slots)):
             keep = torch.tensor(live, device=device)
             decoder.select(keep)
-            assert feed is not None
             feed = feed.index_select(0, keep)
             slots = [slots[r] for r in live]
     return sum(len(row.tokens) for rows in rows_G for row in rows)
+
+
+def _block(
+    decoder: Decoder,
+    logits_RV: torch.Tensor,
+    feed: torch.Tensor | None,
+    u_RK: torch.Tensor,
+    params: SamplingParams,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`K` steps on the device, nothing read back: feed the last tokens (none at the
+    first block, whose first logits are `logits_RV`), draw with the uniforms `u_RK`.
+    Returns the tokens and log-probs [R, K], the tokens to feed next, and a flag set if
+    any logits were not finite."""
+    tokens, logps = [], []
+    bad = torch.zeros((), dtype=torch.bool, device=u_RK.device)
+    for k in range(u_RK.shape[1]):
+        if feed is not None:
+            logits_RV = decoder.step(feed)
+        scaled_RV = logits_RV.float() / params.temperature
+        bad |= ~torch.isfinite(scaled_RV).all()
+        logp_RV = torch.log_softmax(scaled_RV, dim=-1)
+        token_R1 = draw_with(logp_RV, u_RK[:, k : k + 1], params.top_p)
+        tokens.append(token_R1)
+        logps.append(logp_RV.gather(1, token_R1))
+        feed = token_R1[:, 0]
+    assert feed is not None
+    return torch.cat(tokens, dim=1), torch.cat(logps, dim=1), feed, bad
 
 
 def _take(
