@@ -245,8 +245,7 @@ class TinkerLearner:
         metrics = {k: float(v) for k, v in (getattr(output, "metrics", None) or {}).items()}
         return {**metrics, "lr": learning_rate, "skipped_nonfinite": 0.0}
 
-    def logprobs(self, datums: Sequence[Datum], trained_only: bool = False) -> list[list[float]]:
-        """Every target's log-prob (`trained_only` asks for a subset, so all serve)."""
+    def logprobs(self, datums: Sequence[Datum]) -> list[list[float]]:
         data = [to_tinker_datum(d) for d in datums]
         output = self.client.forward(data, "cross_entropy").result()
         return [out["logprobs"].tolist() for out in output.loss_fn_outputs]

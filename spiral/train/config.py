@@ -68,6 +68,7 @@ RETIRED_KEYS: dict[str, Any] = {
     "fsp_sampling": "uniform",
     "rae_baseline": "ema",
     "lr_warmup_steps": 0,
+    "step_kl_max": 0.0,
 }
 RETIRED_VALUES: dict[str, tuple[Any, ...]] = {"loss_fn": ("truncated_importance_sampling",)}
 # Exact shortcuts, always on now (SPIRAL_EXACT_SHORTCUTS=0 turns the engine's off).

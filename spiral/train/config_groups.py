@@ -69,15 +69,6 @@ class LearningConfig:
         "sync loop's fresh rows sit below ~0.02)",
         validator=non_negative,
     )
-    step_kl_max: float = chz.field(
-        default=0.0,
-        doc="a trust region for each update: after the optimizer step, the approx_kl "
-        "between the weights that played the rows and the updated weights, on those "
-        "rows; above this the step is shrunk towards the old weights (to the same step "
-        "at a smaller learning rate) so its KL is about this. One extra forward pass "
-        "without gradients a step; 0 = off",
-        validator=non_negative,
-    )
     use_role_baseline: bool = chz.field(
         default=True, doc="RAE: subtract a per-(game, seat) EMA baseline"
     )

@@ -32,7 +32,6 @@ from spiral.train.averaging import WeightAverage
 from spiral.train.config import TrainConfig
 from spiral.train.population import Population
 from spiral.train.setup import RunSetup
-from spiral.train.trust_region import bound_step
 from spiral.types import Datum, Episode
 
 POLICY = "policy"
@@ -169,8 +168,7 @@ def update(
 ) -> dict[str, float]:
     """`num_substeps` optimizer steps, one per minibatch; metrics averaged over them.
     With `lr_kl_target` each step's learning rate is scaled by how far the weights moved
-    since the rows were played (`kl_lr_scale`); with `step_kl_max` each step is then
-    bounded on its own rows (`trust_region.bound_step`). Every step taken (not skipped for NaN)
+    since the rows were played (`kl_lr_scale`). Every step taken (not skipped for NaN)
     is folded into `average`, the run's weight average."""
     loss_fn = functools.partial(get_loss(cfg.loss_fn), clip=cfg.learning.ppo_clip)
     entropy_coef, kl_coef = cfg.entropy_coef_at(step), cfg.kl_coef_at(step)
@@ -182,11 +180,7 @@ def update(
     for minibatch in minibatches:
         metrics = forward_backward_by_staleness(learner, minibatch, loss_fn, reg)
         scale = lr_scale(cfg, metrics)
-        kl_max = cfg.learning.step_kl_max
-        before = learner.trained_state() if kl_max > 0 else None
         metrics.update(learner.optim_step(cfg.learning_rate_at(step) * scale))
-        if before is not None and not metrics.get("skipped_nonfinite"):
-            metrics.update(bound_step(learner, minibatch, before, kl_max))
         if average is not None and not metrics.get("skipped_nonfinite"):
             average.update(learner.trained_state())
         per_substep.append(metrics)

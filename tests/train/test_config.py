@@ -58,6 +58,7 @@ def test_make_train_uses_a_known_preset() -> None:
         (["lora_rank"], "key=value"),
         (["use_llm_obs_wrappers=True,False"], "one per env"),
         (["lr_staleness=inverse"], "lr_staleness=inverse: retired"),  # did not help
+        (["step_kl_max=0.05"], "step_kl_max=0.05: retired"),  # did not help
         (["share_prefix=false"], "share_prefix=false: always on now"),
         (["loss_fn=truncated_importance_sampling"], "retired"),
     ],

@@ -3,7 +3,6 @@ per-staleness update's gradient equals one call's."""
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 
 import pytest
@@ -181,51 +180,3 @@ def test_lr_kl_target_shrinks_a_step_on_rows_far_from_the_weights(tiny_learner: 
     near = parse_config(["learning_rate=0.01", f"lr_kl_target={metrics['approx_kl'] * 10}"])
     again = update(near, learner, datums, step=0)  # type: ignore[arg-type]
     assert again["lr_kl_scale"] == 1.0 and again["lr"] == 0.01
-
-
-def test_step_kl_max_bounds_an_update_on_its_own_rows(tiny_learner: object) -> None:
-    from spiral.algo.staleness import rows_approx_kl
-    from spiral.train.config import parse_config
-    from spiral.train.step import update
-    from spiral.train.trust_region import shrunk
-
-    learner = tiny_learner
-    # On-policy rows: the sampler's log-probs are the learner's own.
-    rows = [_datum((3, 4, 5, 6, 7), 1.0, version=-1), _datum((3, 8, 9, 10), -1.0, version=-1)]
-    own = learner.logprobs(rows)  # type: ignore[attr-defined]
-    rows = [
-        dataclasses.replace(d, sampler_logprobs=tuple(lp)) for d, lp in zip(rows, own, strict=True)
-    ]
-
-    def kl_now() -> float:
-        new = learner.logprobs(rows)  # type: ignore[attr-defined]
-        return rows_approx_kl(own, new, [d.mask for d in rows], [1.0, 1.0])
-
-    start = learner.trained_state()  # type: ignore[attr-defined]
-    learner._get_optimizer().state.clear()  # type: ignore[attr-defined]  # a fresh Adam
-    whole = update(parse_config(["learning_rate=0.005"]), learner, rows, step=0)  # type: ignore[arg-type]
-    whole_kl = kl_now()
-    assert "step_kl" not in whole and whole_kl > 0.01  # off by default: a big step
-    learner.load_trained_state(start, 0)  # type: ignore[attr-defined]
-    learner._get_optimizer().state.clear()  # type: ignore[attr-defined]  # a fresh Adam
-    bound = whole_kl / 10
-    cfg = parse_config(["learning_rate=0.005", f"step_kl_max={bound}"])
-    metrics = update(cfg, learner, rows, step=0)  # type: ignore[arg-type]
-    assert metrics["step_kl"] == pytest.approx(whole_kl, rel=1e-4)  # the same step, measured
-    assert metrics["step_kl_scale"] == pytest.approx((bound / whole_kl) ** 0.5)
-    # Where the KL is quadratic in the step (a small rate), the shrunk step lands on the bound.
-    assert kl_now() == pytest.approx(bound, rel=0.2)
-    # The weights sit on the segment between the old and the whole step's weights.
-    after = learner.trained_state()  # type: ignore[attr-defined]
-    name = next(n for n in after if not torch.equal(after[n], start[n]))
-    learner.load_trained_state(start, 0)  # type: ignore[attr-defined]
-    learner._get_optimizer().state.clear()  # type: ignore[attr-defined]
-    update(parse_config(["learning_rate=0.005"]), learner, rows, step=0)  # type: ignore[arg-type]
-    full = learner.trained_state()  # type: ignore[attr-defined]
-    expected = shrunk(start, full, metrics["step_kl_scale"])
-    assert torch.allclose(after[name], expected[name], atol=1e-6)
-    learner.load_trained_state(start, 0)  # type: ignore[attr-defined]
-    learner._get_optimizer().state.clear()  # type: ignore[attr-defined]
-    small = parse_config(["learning_rate=0.005", f"step_kl_max={whole_kl * 10}"])
-    kept = update(small, learner, rows, step=0)  # type: ignore[arg-type]
-    assert kept["step_kl_scale"] == 1.0

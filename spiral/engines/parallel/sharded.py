@@ -234,9 +234,9 @@ class FullyShardedLearner(RankedLearner):
         self.gather()
         return self.inner.sampler()
 
-    def logprobs(self, datums: Sequence[Datum], trained_only: bool = False) -> list[list[float]]:
+    def logprobs(self, datums: Sequence[Datum]) -> list[list[float]]:
         self.gather()
-        return list(self.inner.logprobs(datums, trained_only))
+        return list(self.inner.logprobs(datums))
 
     # ----- learning -------------------------------------------------------------------
     def forward_backward(

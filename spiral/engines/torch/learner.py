@@ -351,16 +351,12 @@ class TorchLearner:
             self._reference.eval()
         return self._reference
 
-    def logprobs(self, datums: Sequence[Datum], trained_only: bool = False) -> list[list[float]]:
-        """Current log-probs of every target (constraint applied), without gradients;
-        with `trained_only`, of the trained (mask > 0) targets only, 0.0 elsewhere, the
-        rows' common prefix run once as in training."""
+    def logprobs(self, datums: Sequence[Datum]) -> list[list[float]]:
+        """Current log-probs of every target (constraint applied), without gradients."""
         result: list[list[float]] = [[] for _ in datums]
-        share = self.share_prefix and trained_only
         with eval_mode(self.model):
-            for chunk in self._micro_batches(datums, share_prefix=share):
-                batch = [datums[i] for i in chunk]
-                fwd = self._batch_forward(batch, every_target=not trained_only)
+            for chunk in self._micro_batches(datums, share_prefix=False):
+                fwd = self._batch_forward([datums[i] for i in chunk], every_target=True)
                 for i, v in zip(chunk, fwd.per_datum, strict=True):
                     result[i] = v.tolist()
         return result
