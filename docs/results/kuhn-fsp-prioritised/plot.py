@@ -1,5 +1,5 @@
 """Exact Kuhn exploitability by step: prioritised population play (the seeds kept here)
-beside plain self-play of the same preset (seeds 1-3). Run from the repository root:
+beside plain self-play of the same preset (seeds 0-3). Run from the repository root:
 `python docs/results/kuhn-fsp-prioritised/plot.py`."""
 
 from __future__ import annotations
@@ -21,18 +21,16 @@ def _seed(path: Path) -> int:
     return int(path.name.split("seed")[1].split(".")[0])
 
 
-STYLES = {1: ":", 2: "--", 3: "-."}  # one line style per seed, shared by both arms
+STYLES = {0: "-", 1: ":", 2: "--", 3: "-."}  # one line style per seed, shared by both arms
 FSP = sorted(HERE.glob("variance-frac50-seed*.metrics.jsonl"))
+# Plain self-play of the same preset and code: seed 0 is `make train` from a fresh clone.
+PLAIN = {
+    0: Path("docs/results/kuhn-make-train-2026-11-26/metrics.jsonl"),
+    **{s: Path(f"docs/results/kuhn-async/sync-is-seed{s}.metrics.jsonl") for s in (1, 2, 3)},
+}
 RUNS = {
     **{f"prioritised FSP, seed {_seed(p)}": (p, "C3", STYLES[_seed(p)]) for p in FSP},
-    **{
-        f"plain self-play, seed {s}": (
-            Path(f"docs/results/kuhn-async/sync-is-seed{s}.metrics.jsonl"),
-            "C0",
-            STYLES[s],
-        )
-        for s in (1, 2, 3)
-    },
+    **{f"plain self-play, seed {s}": (path, "C0", STYLES[s]) for s, path in PLAIN.items()},
 }
 
 
