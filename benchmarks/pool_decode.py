@@ -30,7 +30,7 @@ from typing import Any
 import torch
 from ab_setup import report
 
-from spiral.bench.engine import _sync
+from spiral.bench.engine import sync_device
 from spiral.engines.base import SamplingParams
 from spiral.engines.loading import ModelConfig
 from spiral.engines.torch.decode import drop_sampling_weights
@@ -62,10 +62,10 @@ def _median_seconds(learner: TorchLearner, arms: dict[str, Any]) -> tuple[dict, 
     for rep in range(REPS + 1):
         for arm, run in arms.items():
             drop_sampling_weights(learner.model)
-            _sync(device)
+            sync_device(device)
             start = time.perf_counter()
             tokens[arm] = run()
-            _sync(device)
+            sync_device(device)
             if rep:
                 times[arm].append(time.perf_counter() - start)
     return {arm: statistics.median(t) for arm, t in times.items()}, tokens

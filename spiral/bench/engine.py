@@ -76,7 +76,7 @@ from spiral.engines.torch.sampler import TorchSampler
 from spiral.types import Datum
 
 
-def _sync(device: torch.device) -> None:
+def sync_device(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
@@ -96,15 +96,15 @@ def measure_matmul_flops(
     a = torch.randn(n, n, device=device, dtype=dtype)
     b = torch.randn(n, n, device=device, dtype=dtype)
     torch.matmul(a, b)  # warm-up (allocations, kernel selection)
-    _sync(device)
+    sync_device(device)
     reps, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
         torch.matmul(a, b)
         reps += 1
         if device.type == "cuda" and reps % 10:
             continue
-        _sync(device)
-    _sync(device)
+        sync_device(device)
+    sync_device(device)
     return 2.0 * n**3 * reps / (time.perf_counter() - start)
 
 
@@ -115,10 +115,10 @@ def measure_memory_bandwidth(device: torch.device, mib: int = 1024, reps: int = 
     x.sum()  # warm-up (page faults)
     best = float("inf")
     for _ in range(reps):
-        _sync(device)
+        sync_device(device)
         start = time.perf_counter()
         x.sum()
-        _sync(device)
+        sync_device(device)
         best = min(best, time.perf_counter() - start)
     return x.numel() * x.element_size() / best
 
@@ -181,12 +181,12 @@ def _time_decode_products(model: Any, rows: int, reps: int = 5) -> float | None:
         times = []
         with torch.inference_mode():
             for _ in range(reps + 1):
-                _sync(device)
+                sync_device(device)
                 start = time.perf_counter()
                 for layer in weights.layers:
                     layer.qkv(hidden), layer.o(attn), layer.gate_up(hidden), layer.down(inner)
                 weights.head(hidden)
-                _sync(device)
+                sync_device(device)
                 times.append(time.perf_counter() - start)
         return sorted(times[1:])[reps // 2]  # the first call warms up
     finally:
@@ -247,7 +247,7 @@ def _time_sampler(
     params = SamplingParams(max_tokens=new_tokens, temperature=1.0, seed=0)
     start = time.perf_counter()
     completions = sampler.sample(prompts, params)
-    _sync(sampler.model.device)
+    sync_device(sampler.model.device)
     return dict(sampler.last_stats), time.perf_counter() - start, completions
 
 
@@ -273,7 +273,7 @@ def _time_hf_generate(
                 pad_token_id=pad,
             )
             generated += out.shape[1] - ids_1T.shape[1]
-    _sync(device)
+    sync_device(device)
     return time.perf_counter() - start, generated
 
 
@@ -314,10 +314,10 @@ def _time_learner(
         if _warms_up_at_full_size(device):
             learner.forward_backward(datums, _benchmark_loss)
             learner.model.zero_grad(set_to_none=True)
-            _sync(device)
+            sync_device(device)
         start = time.perf_counter()
         learner.forward_backward(datums, _benchmark_loss)
-        _sync(device)
+        sync_device(device)
         learn_s[share] = time.perf_counter() - start
     learner.model.zero_grad(set_to_none=True)
     params = float(sum(p.numel() for p in learner.model.parameters()))

@@ -200,7 +200,7 @@ class TorchLearner:
             )
         return self._optimizer
 
-    # ----- log-probs ------------------------------------------------------------------
+    # ----- micro-batches --------------------------------------------------------------
     @property
     def micro_batch_tokens(self) -> int:
         """Tokens per micro-batch: the size last used where it is sized to the memory."""
@@ -221,6 +221,7 @@ class TorchLearner:
             )
         return micro_batches(datums, self.micro_batch_tokens, share_prefix, self.pack_rows)
 
+    # ----- log-probs ------------------------------------------------------------------
     def _hidden(self, model: Any, batch: Sequence[Datum], share: bool) -> tuple[Any, Locate]:
         """Final hidden states of every row's tail, and where position t of row b is in
         them. Shared: the batch's common prefix once, each distinct prompt once
