@@ -80,6 +80,7 @@ def test_ctrl_c_at_start_up_exits_quietly(
         (["max_turns=-1"], ">= 0"),
         (["gamma=0"], "(0, 1]"),
         (["weight_ema_decay=1.5"], "[0, 1)"),
+        (["private_centering=1"], "private_centering must be in [0, 1)"),
     ],
 )
 def test_train_input_errors_are_one_line(

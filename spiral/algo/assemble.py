@@ -28,6 +28,9 @@ so completion token j sits at target index len(P) - 1 + j. Choices made here:
 - Trainable turns of a seat without an advantage (a frozen opponent, say) are skipped
   and counted in `assemble/num_skipped_turns`, so a missing advantage is visible.
 - `filter_zero_adv` drops turns whose advantage is exactly 0 (OAT's default was on).
+- `private_centering` > 0 adds to each kept turn's advantage its offset from
+  `spiral.algo.private_centering` (public state: game, seat and the moves before the
+  turn; private information: the turn's prompt; action: its sampled tokens).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+from spiral.algo.private_centering import private_centering_offsets
 from spiral.algo.rae import turn_advantages
 from spiral.types import Completion, Datum, Episode, Turn
 
@@ -119,11 +123,13 @@ def assemble(
     advantages: Mapping[tuple[int, int], float],
     gamma: float = 1.0,
     filter_zero_adv: bool = False,
+    private_centering: float = 0.0,
 ) -> tuple[list[Datum], dict[str, float]]:
-    """Datums for every trainable turn whose (episode index, seat) has an advantage."""
-    datums: list[Datum] = []
-    turn_advs: list[float] = []
-    n_tokens = n_trained_tokens = n_filtered = n_skipped = 0
+    """Datums for every trainable turn whose (episode index, seat) has an advantage;
+    with `private_centering` > 0 their advantages are centred over the seats' private
+    information (`spiral.algo.private_centering`)."""
+    picked: list[tuple[Turn, float, tuple[object, ...]]] = []  # turn, advantage, public state
+    n_filtered = n_skipped = 0
     for index, episode in enumerate(episodes):
         # Per-turn advantages by seat, then walk the turns in play order.
         per_seat: dict[int, list[float]] = {}
@@ -133,19 +139,36 @@ def assemble(
                 per_seat[seat] = turn_advantages(advantages[(index, seat)], n_turns, gamma)
             else:
                 n_skipped += n_turns
-        for turn in episode.turns:
+        for position, turn in enumerate(episode.turns):
             if not turn.trainable or turn.seat not in per_seat:
                 continue
             adv = per_seat[turn.seat].pop(0)
             if filter_zero_adv and adv == 0.0:
                 n_filtered += 1
                 continue
-            datum = turn_to_datum(turn, adv)
-            datums.append(datum)
-            turn_advs.append(adv)
-            n_tokens += len(datum.target_ids) - (len(turn.prompt_ids) - 1)
-            n_trained_tokens += int(sum(datum.mask))
-    return datums, _metrics(turn_advs, n_tokens, n_trained_tokens, n_filtered, n_skipped)
+            public = (turn.game_id, turn.seat, tuple(episode.moves[:position]))
+            picked.append((turn, adv, public))
+    offsets = private_centering_offsets(
+        [public for _, _, public in picked],
+        [turn.prompt_ids for turn, _, _ in picked],
+        [turn.completion.tokens if turn.completion else () for turn, _, _ in picked],
+        [adv for _, adv, _ in picked],
+        private_centering,
+    )
+    datums: list[Datum] = []
+    n_tokens = n_trained_tokens = 0
+    for (turn, adv, _), offset in zip(picked, offsets, strict=True):
+        datum = turn_to_datum(turn, adv + offset)
+        datums.append(datum)
+        n_tokens += len(datum.target_ids) - (len(turn.prompt_ids) - 1)
+        n_trained_tokens += int(sum(datum.mask))
+    turn_advs = [adv + offset for (_, adv, _), offset in zip(picked, offsets, strict=True)]
+    metrics = _metrics(turn_advs, n_tokens, n_trained_tokens, n_filtered, n_skipped)
+    if private_centering > 0:
+        metrics["centering_mean_abs_offset"] = (
+            sum(abs(o) for o in offsets) / len(offsets) if offsets else 0.0
+        )
+    return datums, metrics
 
 
 def _metrics(

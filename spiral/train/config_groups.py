@@ -82,6 +82,14 @@ class LearningConfig:
         "list them (KuhnPokerSingle-v0: the 6 deals); unbiased, less card-luck variance",
     )
     filter_zero_adv: bool = chz.field(default=False, doc="drop turns whose advantage is exactly 0")
+    private_centering: float = chz.field(
+        default=0.0,
+        doc="in [0, 1): scale the policy gradient's part shared by the private informations "
+        "of one public state (Kuhn's three cards at one betting history) by 1 - x, keeping "
+        "what differs between them; a preconditioner for games with hidden information "
+        "(spiral/algo/private_centering.py). 0 = off",
+        validator=non_negative,
+    )
     filter_draw: bool = chz.field(default=False, doc="re-play drawn games (up to max_draw_retries)")
     max_draw_retries: int = chz.field(
         default=5, doc="draw retries per game", validator=non_negative
@@ -101,6 +109,10 @@ class LearningConfig:
     )
 
     def validate(self) -> None:
+        if not 0.0 <= self.private_centering < 1.0:
+            raise ConfigError(
+                f"private_centering must be in [0, 1) (0 = off), got {self.private_centering}"
+            )
         if not 0.0 < self.role_baseline_ema_gamma < 1.0:
             raise ConfigError("role_baseline_ema_gamma must be in (0, 1)")
         if not 0.0 <= self.weight_ema_decay < 1.0:

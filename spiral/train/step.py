@@ -145,7 +145,11 @@ def learn(
         trained_agents={POLICY},  # never train on turns sampled by frozen opponents
     )
     datums, assemble_metrics = assemble(
-        episodes, advantages, gamma=cfg.learning.gamma, filter_zero_adv=cfg.learning.filter_zero_adv
+        episodes,
+        advantages,
+        gamma=cfg.learning.gamma,
+        filter_zero_adv=cfg.learning.filter_zero_adv,
+        private_centering=cfg.learning.private_centering,
     )
     datums, merge_metrics = merge_identical(datums)  # exact: identical rows trained once
     t1 = time.perf_counter()

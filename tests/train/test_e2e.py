@@ -206,3 +206,24 @@ def test_weight_average_is_evaluated_resumed_and_exported(tiny_model: Path, tmp_
     assert AutoModelForCausalLM.from_pretrained(out).num_parameters() > 0
     with pytest.raises(UsageError, match="expected one of live, averaged"):
         export_main([f"checkpoint={straight}", f"out={out}", "weights=mean"])
+
+
+def test_private_centering_moves_the_advantages_of_a_kuhn_step(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    """Kuhn deals different cards at one public state, so the centred step's rows carry
+    offsets; the same step without centering has none."""
+    extra = (
+        "env_ids=KuhnPokerSingle-v0",
+        "balanced_chance=true",
+        "batch_size=48",  # 4 hands per deal: each card answers more than once
+        "answer_format=constrained",
+        "eval_every=0",
+    )
+    _run(tiny_model, tmp_path / "centred", 1, *extra, "private_centering=0.8")
+    _run(tiny_model, tmp_path / "plain", 1, *extra)
+    centred = read_jsonl(tmp_path / "centred" / "metrics.jsonl")[-1]
+    plain = read_jsonl(tmp_path / "plain" / "metrics.jsonl")[-1]
+    assert centred["train/centering_mean_abs_offset"] > 0.0
+    assert "train/centering_mean_abs_offset" not in plain
+    assert centred["train/assemble/num_datums"] == plain["train/assemble/num_datums"]
