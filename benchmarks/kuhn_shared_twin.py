@@ -30,32 +30,13 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from kuhn_tabular_twin import DEALS, HISTORIES, _index, _payoff0, _softmax
 
 from spiral.evaluation.exploitability import KUHN_CARDS, kuhn_exploitability
 from spiral.evaluation.iterate_average import table_policy
 
-HISTORIES = ("", "p", "b", "pb")
-DEALS = [(a, b) for a in range(3) for b in range(3) if a != b]
 TERMINAL = ("pp", "bp", "bb", "pbp", "pbb")
 STEPS, EVERY, MAGNET_EVERY, DIM = 400, 10, 20, 32
-
-
-def _payoff0(history: str, cards: tuple[int, int]) -> float:
-    if history == "bp":
-        return 1.0
-    if history == "pbp":
-        return -1.0
-    stake = 1.0 if history == "pp" else 2.0
-    return stake if cards[0] > cards[1] else -stake
-
-
-def _softmax(logits: np.ndarray) -> np.ndarray:
-    e = np.exp(logits - logits.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
-def _index(card: int, history: str) -> int:
-    return card * 4 + HISTORIES.index(history)
 
 
 def action_values(pi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
