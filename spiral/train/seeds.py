@@ -125,11 +125,16 @@ def table_markdown(command: str, per_seed: list[dict[str, Any]], keys: list[str]
         )
         lines.append(f"| {key} | {stats} | " + " | ".join(_fmt(v) for v in values) + " |")
     walls = [r["wall_s"] for r in per_seed]
+    timed = summarise([w / 60 if w is not None else None for w in walls])
     lines.append(
         "| wall time (min) | "
-        + (f"{statistics.fmean(walls) / 60:.1f} | {min(walls) / 60:.1f} | {max(walls) / 60:.1f}")
-        + f" | {len(walls)} | "
-        + " | ".join(f"{w / 60:.1f}" for w in walls)
+        + (
+            f"{timed['mean']:.1f} | {timed['min']:.1f} | {timed['max']:.1f} | {timed['n']}"
+            if timed["n"]
+            else "- | - | - | 0"
+        )
+        + " | "
+        + " | ".join(f"{w / 60:.1f}" if w is not None else "-" for w in walls)
         + " |"
     )
     return "\n".join(lines) + "\n"
@@ -183,7 +188,8 @@ def write_table(args: SeedsArgs, command: str) -> Path:
         metrics = folder / "metrics.jsonl"
         rows = read_jsonl(metrics, damaged="skip") if metrics.is_file() else []
         clock = folder / "seeds_wall_s.json"
-        wall = json.loads(clock.read_text())["wall_s"] if clock.is_file() else 0.0
+        # None: the run was not trained by `spiral seeds` (its wall time is unknown here)
+        wall = json.loads(clock.read_text())["wall_s"] if clock.is_file() else None
         values = final_values(rows, patterns)
         per_seed.append({"seed": seed, "values": values, "wall_s": wall, "rows": rows})
     keys = sorted({k for r in per_seed for k in r["values"] if not k.endswith("@step")})

@@ -71,6 +71,10 @@ def test_a_two_seed_sweep_writes_one_table(
     assert cli_main(["seeds", "seeds=0-2", f"out={out}", "table_only=true"]) == 0
     line = next(x for x in (out / "seeds.md").read_text().splitlines() if x.startswith(f"| {key} "))
     assert line.endswith("| - |") and "| 2 |" in line  # seed 2: missing; statistics over 2
+    # so is the wall time of a seed `spiral seeds` did not train
+    wall = next(x for x in (out / "seeds.md").read_text().splitlines() if x.startswith("| wall"))
+    assert wall.endswith("| - |") and "| 2 |" in wall
+    assert json.loads((out / "seeds.jsonl").read_text().splitlines()[2])["wall_s"] is None
     capsys.readouterr()
 
 
