@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from kuhn_tabular_twin import DEALS, HISTORIES, _index, _payoff0, _softmax
+from kuhn_tabular_twin import DEALS, HISTORIES, _index, _payoff0, _softmax, write_table
 
 from spiral.evaluation.exploitability import KUHN_CARDS, kuhn_exploitability
 from spiral.evaluation.iterate_average import table_policy
@@ -196,14 +196,8 @@ def main() -> None:
             f"{np.mean([g['final_exploitability'] for g in group]):.3f} | "
             f"{np.mean([g['mean_last_quarter'] for g in group]):.3f} |"
         )
-    (out / "table.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = write_table(out, lines)
+    if plt is None:
         return
     fig, axes = plt.subplots(1, 3, figsize=(13, 4), sharey=True)
     for ax, mode in zip(axes, ("values", "pg", "full"), strict=True):

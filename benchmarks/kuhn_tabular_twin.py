@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -134,6 +135,20 @@ def run(interval: int | str, eta: float, tau: float, lam: float) -> dict:
     }
 
 
+def write_table(out: Path, lines: list[str]) -> Any:
+    """Write and print OUT/table.md; matplotlib's pyplot (Agg) if it is installed, else None."""
+    (out / "table.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    return plt
+
+
 def main() -> None:
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "kuhn-tabular-twin")
     out.mkdir(parents=True, exist_ok=True)
@@ -158,14 +173,8 @@ def main() -> None:
             f"{r['final_exploitability']:.4f} | {r['max_exploitability_last_quarter']:.4f} | "
             f"{r['second_half_average_exploitability']:.4f} |"
         )
-    (out / "table.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = write_table(out, lines)
+    if plt is None:
         return
     fig, ax = plt.subplots(figsize=(7, 4))
     for r in runs:
