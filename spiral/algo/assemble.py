@@ -155,14 +155,13 @@ def assemble(
         [adv for _, adv, _ in picked],
         private_centering,
     )
-    datums: list[Datum] = []
-    n_tokens = n_trained_tokens = 0
-    for (turn, adv, _), offset in zip(picked, offsets, strict=True):
-        datum = turn_to_datum(turn, adv + offset)
-        datums.append(datum)
-        n_tokens += len(datum.target_ids) - (len(turn.prompt_ids) - 1)
-        n_trained_tokens += int(sum(datum.mask))
     turn_advs = [adv + offset for (_, adv, _), offset in zip(picked, offsets, strict=True)]
+    datums = [turn_to_datum(turn, adv) for (turn, _, _), adv in zip(picked, turn_advs, strict=True)]
+    n_tokens = sum(
+        len(d.target_ids) - (len(t.prompt_ids) - 1)
+        for (t, _, _), d in zip(picked, datums, strict=True)
+    )
+    n_trained_tokens = sum(int(sum(d.mask)) for d in datums)
     metrics = _metrics(turn_advs, n_tokens, n_trained_tokens, n_filtered, n_skipped)
     if private_centering > 0:
         metrics["centering_mean_abs_offset"] = (
