@@ -52,22 +52,22 @@ bench() {  # bench NAME LIMIT_S key=value ...: one engine benchmark, time-limite
 
 # 1. Decode.
 shape qwen3-0.6b
-bench bench-decode-qwen3-0.6b-rows16 90 model=/tmp/qwen3-0.6b batch=16 prompt_tokens=256 new_tokens=64
-bench bench-decode-qwen3-0.6b-rows128 90 model=/tmp/qwen3-0.6b batch=128 prompt_tokens=256 new_tokens=64
+bench bench-decode-qwen3-0.6b-rows16 75 model=/tmp/qwen3-0.6b batch=16 prompt_tokens=256 new_tokens=64
+bench bench-decode-qwen3-0.6b-rows128 80 model=/tmp/qwen3-0.6b batch=128 prompt_tokens=256 new_tokens=64
 shape qwen3-4b
-bench bench-decode-qwen3-4b-rows16 90 model=/tmp/qwen3-4b batch=16 prompt_tokens=256 new_tokens=64
-bench bench-decode-qwen3-4b-rows64 90 model=/tmp/qwen3-4b batch=64 prompt_tokens=256 new_tokens=64
+bench bench-decode-qwen3-4b-rows16 80 model=/tmp/qwen3-4b batch=16 prompt_tokens=256 new_tokens=64
+bench bench-decode-qwen3-4b-rows64 80 model=/tmp/qwen3-4b batch=64 prompt_tokens=256 new_tokens=64
 
 # 2. The learner at a realistic step on the 4B shape: LoRA, then full fine-tuning.
-bench bench-learn-qwen3-4b-rank64 100 model=/tmp/qwen3-4b batch=256 prompt_tokens=496 new_tokens=16 lora_rank=64
-bench bench-learn-qwen3-4b-rank0 120 model=/tmp/qwen3-4b batch=256 prompt_tokens=496 new_tokens=16 lora_rank=0
+bench bench-learn-qwen3-4b-rank64 90 model=/tmp/qwen3-4b batch=256 prompt_tokens=496 new_tokens=16 lora_rank=64
+bench bench-learn-qwen3-4b-rank0 110 model=/tmp/qwen3-4b batch=256 prompt_tokens=496 new_tokens=16 lora_rank=0
 
 # 3. The GPU tests.
-timeout 120 $PY -m pytest -q -p no:cacheprovider -m gpu tests/engines/test_gpu.py 2>&1 | tail -40 > "$OUT/pytest-gpu.txt"
+timeout 90 $PY -m pytest -q -p no:cacheprovider -m gpu tests/engines/test_gpu.py 2>&1 | tail -40 > "$OUT/pytest-gpu.txt"
 tail -3 "$OUT/pytest-gpu.txt"; echo "[${SECONDS}s] pytest done"
 
 # 4. A short bf16 run on the 0.6B shape.
-timeout 90 $PY -m spiral.cli train model_name=/tmp/qwen3-0.6b env_ids=KuhnPokerSingle-v0 \
+timeout 60 $PY -m spiral.cli train model_name=/tmp/qwen3-0.6b env_ids=KuhnPokerSingle-v0 \
   answer_format=constrained template=chat device=cuda dtype=bfloat16 batch_size=64 \
   max_tokens=8 max_steps=5 eval_every=0 lora_rank=32 log_path=/tmp/train-bf16 \
   > "$OUT/train-bf16.console.txt" 2>&1
@@ -75,7 +75,7 @@ grep -v "it/s]" "$OUT/train-bf16.console.txt" | tail -8; echo "[${SECONDS}s] tra
 cp /tmp/train-bf16/metrics.jsonl "$OUT/train-bf16.metrics.jsonl" 2>/dev/null || true
 
 # 5. Which path a LoRA pool should sample by, and packed learner rows.
-timeout 60 $PY benchmarks/pool_decode.py /tmp/qwen3-0.6b "$OUT/pool-decode-qwen3-0.6b.json" 2>&1 | tail -16
+timeout 45 $PY benchmarks/pool_decode.py /tmp/qwen3-0.6b "$OUT/pool-decode-qwen3-0.6b.json" 2>&1 | tail -16
 echo "[${SECONDS}s] pool_decode done"
-timeout 60 $PY benchmarks/pack_ab.py /tmp/qwen3-0.6b "$OUT/pack-ab-qwen3-0.6b.json" 2>&1 | tail -10
+timeout 45 $PY benchmarks/pack_ab.py /tmp/qwen3-0.6b "$OUT/pack-ab-qwen3-0.6b.json" 2>&1 | tail -10
 echo "[${SECONDS}s] pack_ab done"
