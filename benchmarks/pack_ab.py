@@ -4,8 +4,9 @@
 
 `ROWS` rows of random ordinary tokens, lengths spread evenly over `LENGTHS`, every
 position trained; forward_backward without prefix sharing, each arm timed `REPS` times
-after one untimed call, alternating. Reports seconds per call (median) and the largest
-gradient difference between the arms.
+after one untimed call, alternating. Reports seconds per call (median), the largest
+gradient difference between the arms and, per arm, how many trained tensors got a
+non-finite gradient.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ def main() -> None:
             learner.pack_rows = pack
             start = time.perf_counter()
             learner.forward_backward(datums, loss)
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
             if rep:
                 times[pack].append(time.perf_counter() - start)
             grads[pack] = {n: p.grad.float().clone() for n, p in learner._named_trainable()}
@@ -67,6 +70,12 @@ def main() -> None:
         "max_grad_difference": max(
             float((grads[True][n] - grads[False][n]).abs().max()) for n in grads[True]
         ),
+        # where the difference is NaN: which arm's gradients are not finite, in how many
+        # of the trained tensors
+        "nonfinite_grad_tensors": {
+            arm: sum(not bool(torch.isfinite(g).all()) for g in grads[pack].values())
+            for arm, pack in (("padded", False), ("packed", True))
+        },
     }
     print(json.dumps(result, indent=1))
     if len(sys.argv) > 2:

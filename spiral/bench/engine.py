@@ -40,7 +40,8 @@ Keys (rates in tokens/s):
   packed step stands aside for the model.
 - `machine/memory_bandwidth`: bytes/s of a reduction over a 1 GiB buffer (best of 5).
 - `memory/peak_bytes`: the most memory the run held: on CUDA the allocator's peak
-  (`torch.cuda.max_memory_allocated`), on a CPU the process's peak resident set.
+  (`torch.cuda.max_memory_allocated`), on a CPU the process's peak resident set;
+  `memory/peak_bytes_sampling`: the same, read before the learner's first step.
 - `machine/matmul_flops`: measured peak of a large matmul in the model's dtype;
   `learn/share_of_matmul_peak`: `learn/model_flops_per_s` / that peak, where model
   FLOPs = tokens x (4 with LoRA, 6 with full fine-tuning) x non-embedding parameters,
@@ -416,6 +417,7 @@ def run_engine_benchmark(
         }
     )
 
+    result["memory/peak_bytes_sampling"] = peak_memory_bytes(device)  # before any learning
     peak = result["machine/matmul_flops"]
     datums = _learner_datums(prompts, completions)
     result.update(_time_learner(learner, datums, lora_rank, peak))

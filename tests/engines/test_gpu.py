@@ -223,9 +223,9 @@ def test_micro_batches_are_sized_to_the_free_memory_on_cuda(tiny_qwen3: Path) ->
 
     cfg = ModelConfig(str(tiny_qwen3), lora_rank=4, device=DEVICE, dtype="bfloat16")
     learner = TorchLearner(cfg, micro_batch_tokens=0)
-    budget = learner.micro_batch_tokens
+    metrics = learner.forward_backward(sample_agreement_datums(learner, 0, 1.0), is_loss)
+    assert math.isfinite(metrics["loss"])
+    budget = learner.micro_batch_tokens  # sized at the step's start
     assert STEP <= budget <= MAX_TOKENS and budget % STEP == 0
     if DEVICE != "cpu":  # a tiny model on a GPU: every micro-batch as large as allowed
         assert budget == MAX_TOKENS
-    metrics = learner.forward_backward(sample_agreement_datums(learner, 0, 1.0), is_loss)
-    assert math.isfinite(metrics["loss"])

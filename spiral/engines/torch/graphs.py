@@ -129,6 +129,8 @@ class StaticDecoder:
         self.rows_max = rows
         self.graphs.clear()
         self.logits.clear()
+        if self.capture:  # the old pool went with its last graph: capture into a new one
+            self.pool = torch.cuda.graph_pool_handle()
 
     def step(self, ids_B: torch.Tensor) -> torch.Tensor:
         rows = int(ids_B.shape[0])

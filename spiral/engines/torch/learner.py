@@ -53,6 +53,7 @@ import contextlib
 import copy
 import json
 import math
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,7 +73,12 @@ from spiral.engines.torch.decode import drop_sampling_weights
 from spiral.engines.torch.frozen import TorchFrozenCopies
 from spiral.engines.torch.full_members import FullMembers
 from spiral.engines.torch.head import Magnet, Terms, chunk_rows, head_terms
-from spiral.engines.torch.memory import CPU_TOKENS, auto_micro_batch_tokens
+from spiral.engines.torch.memory import (
+    CPU_TOKENS,
+    MAX_TOKENS,
+    auto_micro_batch_tokens,
+    smaller_after_oom,
+)
 from spiral.engines.torch.precision import model_compute
 from spiral.engines.torch.prefill import common_prefix_len, packed_hidden, prefill_grouped
 from spiral.engines.torch.sampler import TorchSampler, eval_mode, hidden_to_logits
@@ -150,6 +156,7 @@ class TorchLearner:
         # a CPU); `micro_batch_tokens` then holds the size last used
         self.sized_micro_batches = micro_batch_tokens == 0
         self._micro_batch_tokens = micro_batch_tokens or CPU_TOKENS
+        self._oom_cap = MAX_TOKENS  # sized budgets stay under it once a step ran out of memory
         self.max_grad_norm = max_grad_norm
         self.betas, self.eps, self.weight_decay = betas, eps, weight_decay
         self.normalize = normalize
@@ -216,8 +223,11 @@ class TorchLearner:
         sized to the free memory now where asked (memory.py)."""
         if self.sized_micro_batches:
             made = self._optimizer is not None and bool(self._optimizer.state)
-            self._micro_batch_tokens = auto_micro_batch_tokens(
-                self.model, self.cfg.gradient_checkpointing, optimizer_made=made
+            self._micro_batch_tokens = min(
+                self._oom_cap,
+                auto_micro_batch_tokens(
+                    self.model, self.cfg.gradient_checkpointing, optimizer_made=made
+                ),
             )
         return micro_batches(datums, self.micro_batch_tokens, share_prefix, self.pack_rows)
 
@@ -387,6 +397,35 @@ class TorchLearner:
         if normaliser is None:
             normaliser = sum(d.weight for d in datums) if self.normalize == "datums" else 1.0
         self.model.train()
+        # Out of GPU memory with sized micro-batches: the whole call again with halves,
+        # where no gradient from an earlier call would be lost by clearing them.
+        fresh = all(p.grad is None for _, p in self._named_trainable())
+        while True:
+            try:
+                return combine_diagnostics(self._accumulate(datums, loss_fn, reg, normaliser))
+            except torch.OutOfMemoryError:
+                tokens = self.micro_batch_tokens
+                smaller = smaller_after_oom(tokens) if self.sized_micro_batches else None
+                if smaller is None or not fresh:
+                    raise RuntimeError(
+                        f"out of GPU memory in a learning step with micro-batches of {tokens} "
+                        f"tokens: set micro_batch_tokens={max(tokens // 2, 1)} or lower"
+                    ) from None
+            # outside the handler, so the failed step's tensors are already released
+            self.model.zero_grad(set_to_none=True)
+            torch.cuda.empty_cache()
+            warnings.warn(
+                f"out of GPU memory with micro-batches of {tokens} tokens: the step runs "
+                f"again with {smaller}, the cap from now on",
+                stacklevel=2,
+            )
+            self._oom_cap = smaller
+
+    def _accumulate(
+        self, datums: Sequence[Datum], loss_fn: LossFn, reg: Regularizer, normaliser: float
+    ) -> list[dict[str, float]]:
+        """`forward_backward`'s micro-batches: their gradients accumulated, their
+        diagnostics returned."""
         parts: list[dict[str, float]] = []
         for chunk in self._micro_batches(datums, share_prefix=self.share_prefix):
             batch = [datums[i] for i in chunk]
@@ -415,8 +454,8 @@ class TorchLearner:
             shown = {k: float(v) for k, v in diagnostics.items()} if tokens > 0 else {}
             parts.append({**shown, "loss": float(loss.detach()) / normaliser, "num_tokens": tokens})
         # A non-finite loss leaves non-finite gradients: optim_step then skips the update.
-        # Token-weighted means over the micro-batches; ratio_min / ratio_max their extremes.
-        return combine_diagnostics(parts)
+        # combine_diagnostics: token-weighted means; ratio_min / ratio_max their extremes.
+        return parts
 
     def _regularize(self, fwd: _Forward, reg: Regularizer) -> tuple[torch.Tensor, dict[str, float]]:
         """The regulariser's summed loss over the trained positions (see

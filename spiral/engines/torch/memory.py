@@ -19,7 +19,10 @@ side:
   layer's activations exist at a time.
 
 Only 3/4 of the rest is planned for (the caching allocator's slack and fragmentation),
-in multiples of `STEP` tokens so that a steady run keeps one size. On a CPU the budget
+in multiples of `STEP` tokens so that a steady run keeps one size. The estimate can
+still fall short (an attention kernel that keeps its score matrices, say): a step that
+runs out of memory is run again with micro-batches half as large (`smaller_after_oom`),
+and that size stays the cap for the steps after it. On a CPU the budget
 stays `CPU_TOKENS`: memory there is the machine's, and speed, not memory, sets the size.
 """
 
@@ -100,3 +103,11 @@ def auto_micro_batch_tokens(model: Any, checkpointing: bool, optimizer_made: boo
     free += torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
     per_token = activation_bytes_per_token(model.config, dtype.itemsize, checkpointing)
     return micro_batch_budget(free, step_reserve(model, optimizer_made), per_token)
+
+
+def smaller_after_oom(tokens: int) -> int | None:
+    """The micro-batch budget to run a learning step again with after micro-batches of
+    `tokens` ran out of GPU memory: half, in multiples of `STEP`; None below `2 * STEP`."""
+    if tokens < 2 * STEP:
+        return None
+    return tokens // 2 // STEP * STEP
