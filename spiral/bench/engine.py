@@ -320,7 +320,7 @@ def _time_learner(
         learner.forward_backward(datums, _benchmark_loss)
         sync_device(device)
         learn_s[share] = time.perf_counter() - start
-    learner.model.zero_grad(set_to_none=True)
+        learner.model.zero_grad(set_to_none=True)  # each call from cleared gradients
     params = float(sum(p.numel() for p in learner.model.parameters()))
     # Work per token: forward 2N + input-gradient backward 2N over the N non-embedding
     # weights (an embedding lookup is not a matmul; the tied head runs only on trained

@@ -7,13 +7,19 @@ is checked against the exact answer, not against the other."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 from spiral.engines.loading import ModelConfig, cache_kwarg, load_model_and_tokenizer
-from spiral.engines.torch.attention import NAME, attention_forward, matmul_attention
+from spiral.engines.torch.attention import (
+    NAME,
+    attention_forward,
+    matmul_attention,
+    no_blind_queries,
+)
 
 
 def _exact(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None):
@@ -154,3 +160,47 @@ def test_models_switch_from_sdpa_and_agree_in_bf16(tiny_llama: Path) -> None:
     real = mask.bool()
     assert (ours - theirs)[real].abs().max() < 0.05
     assert (last[:, -1] - theirs[:, -1]).abs().max() < 0.05
+
+
+def test_a_query_that_sees_no_key_sees_every_key_instead() -> None:
+    mask = torch.tensor([[False, False], [True, False]])
+    assert torch.equal(no_blind_queries(mask), torch.tensor([[True, True], [True, False]]))
+    assert no_blind_queries(None) is None
+    additive = torch.zeros(2, 2)
+    assert no_blind_queries(additive) is additive  # only boolean masks are changed
+
+
+def test_under_autograd_blind_queries_change_nothing_that_is_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A left-padded training batch (queries = keys, row b starts with b pads): sdpa gets
+    the pads' rows unmasked, and the outputs and gradients of every query that sees a
+    key are those of the mask as it came."""
+    from transformers.integrations import sdpa_attention
+
+    seen: list[torch.Tensor] = []
+    real = sdpa_attention.sdpa_attention_forward
+
+    def spy(module: Any, q: Any, k: Any, v: Any, mask: Any, *args: Any, **kwargs: Any) -> Any:
+        seen.append(mask)
+        return real(module, q, k, v, mask, *args, **kwargs)
+
+    monkeypatch.setattr(sdpa_attention, "sdpa_attention_forward", spy)
+    mask = _padding_mask(3, 6, 6)
+    sees = mask.any(-1).squeeze(1)  # [B, Q]: False for each row's leading pads
+    assert not sees.all()
+    outs, grads = [], []
+    for fixed in (False, True):
+        q, k, v = (t.float().requires_grad_() for t in _inputs(3, 4, 2, 6, 6))
+        if fixed:
+            out, _ = attention_forward(_Module(), q, k, v, mask, scaling=0.25)
+        else:
+            out, _ = real(_Module(), q, k, v, mask, scaling=0.25)
+        out[sees].sum().backward()
+        outs.append(out[sees].detach())
+        grads.append([t.grad for t in (q, k, v)])
+    assert not seen[-1].any(-1).eq(False).any()  # sdpa saw no blind query
+    torch.testing.assert_close(outs[1], outs[0])
+    for mine, theirs in zip(grads[1], grads[0], strict=True):
+        assert torch.isfinite(mine).all()
+        torch.testing.assert_close(mine, theirs)

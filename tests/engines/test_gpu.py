@@ -229,3 +229,33 @@ def test_micro_batches_are_sized_to_the_free_memory_on_cuda(tiny_qwen3: Path) ->
     assert STEP <= budget <= MAX_TOKENS and budget % STEP == 0
     if DEVICE != "cpu":  # a tiny model on a GPU: every micro-batch as large as allowed
         assert budget == MAX_TOKENS
+
+
+def test_left_padded_rows_of_different_lengths_have_finite_gradients_on_cuda(
+    tiny_qwen3: Path,
+) -> None:
+    """Rows run whole and left-padded (no prefix sharing, as under gradient
+    checkpointing): finite gradients, those of the same rows packed without padding."""
+    import random
+
+    from spiral.types import Datum
+
+    cfg = ModelConfig(str(tiny_qwen3), lora_rank=4, device=DEVICE, dtype="bfloat16")
+    learner = TorchLearner(cfg, micro_batch_tokens=4096)
+    learner.share_prefix = False
+    rng = random.Random(0)
+    vocab = len(learner.tokenizer)
+    datums = []
+    for n in (8, 20, 33, 47):
+        ids = [rng.randrange(10, vocab - 10) for _ in range(n + 1)]
+        datums.append(Datum(tuple(ids[:-1]), tuple(ids[1:]), (-1.0,) * n, (1.0,) * n, (1.0,) * n))
+    grads = []
+    for pack in (False, True):
+        learner.pack_rows = pack
+        learner.forward_backward(datums, is_loss)
+        grads.append({n: p.grad.float().clone() for n, p in learner._named_trainable()})
+        learner.model.zero_grad(set_to_none=True)
+    for name, padded in grads[0].items():
+        assert torch.isfinite(padded).all(), name
+        scale = float(padded.abs().max()) or 1.0
+        assert float((padded - grads[1][name]).abs().max()) <= 0.05 * scale, name

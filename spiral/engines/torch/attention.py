@@ -27,6 +27,10 @@ sdpa mask leaves itself out), computes the scores from fp32 copies of queries an
 ~30 to steps of 0.125, far coarser than sdpa, which accumulates in fp32), the softmax in
 fp32, and returns the output in
 the model's dtype. Dropout, soft-capping and position biases go to `sdpa` unchanged.
+
+Under autograd, a query that sees no key (a left pad) is let see every key before sdpa
+runs (`no_blind_queries`): its output is never read, but CUDA's sdpa backward turns a
+fully masked row into NaN gradients.
 """
 
 from __future__ import annotations
@@ -139,12 +143,25 @@ def attention_forward(
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     if not _use_matmul(query, key, dropout, kwargs):
+        if torch.is_grad_enabled():
+            attention_mask = no_blind_queries(attention_mask)
         return sdpa_attention_forward(
             module, query, key, value, attention_mask, dropout, scaling, is_causal, **kwargs
         )
     causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
     scale = scaling if scaling is not None else query.shape[-1] ** -0.5
     return matmul_attention(query, key, value, attention_mask, scale, bool(causal)), None
+
+
+def no_blind_queries(mask: torch.Tensor | None) -> torch.Tensor | None:
+    """A boolean mask (True = attend) in which a query that sees no key (a left pad of a
+    training batch) sees every key instead. Nothing reads such a query's output, but a
+    fully masked row gives NaN gradients in sdpa's CUDA backward: on an H200 every
+    left-padded learner batch of rows of different lengths had NaN gradients in 380 of
+    its trained tensors (`benchmarks/pack_ab.py`), so its step would be skipped."""
+    if mask is None or mask.dtype != torch.bool:
+        return mask
+    return mask | ~mask.any(dim=-1, keepdim=True)
 
 
 def register() -> None:
