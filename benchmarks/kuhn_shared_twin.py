@@ -71,8 +71,10 @@ def logit_gradient(
     """Ascent direction on the logits: policy gradient + entropy - KL, centred by `mode`:
     "values" subtracts beta x the cards' mean action value Q(a) (biased: the shared part of
     the values is part of the game), "pg" (what `private_centering` does) subtracts beta x
-    the cards' mean policy-gradient logit gradient, "full" the mean of the whole ascent
-    direction (a preconditioner: the fixed points stay)."""
+    the cards' mean policy-gradient logit gradient, "pg_entropy" that of the policy
+    gradient and the entropy bonus together (the bonus is the policy gradient of a reward
+    -tau log pi(a), so rows can carry it), "full" the mean of the whole ascent direction
+    (a preconditioner: the fixed points stay)."""
     reach_w, q = action_values(pi)
     if mode == "values":
         q = q - beta * _card_mean(q, reach_w[:, None] * pi)
@@ -82,7 +84,11 @@ def logit_gradient(
     log_pi, log_mu = np.log(pi), np.log(magnet)
     entropy = -(pi * log_pi).sum(-1, keepdims=True)
     kl = (pi * (log_pi - log_mu)).sum(-1, keepdims=True)
-    reg = reach_w[:, None] * (tau * -pi * (log_pi + entropy) - lam * pi * (log_pi - log_mu - kl))
+    bonus = reach_w[:, None] * tau * -pi * (log_pi + entropy)
+    if mode == "pg_entropy":
+        pg = pg + bonus - beta * _card_mean(pg + bonus, np.ones_like(pg))
+        bonus = np.zeros_like(bonus)
+    reg = bonus - reach_w[:, None] * lam * pi * (log_pi - log_mu - kl)
     grad = pg + reg
     if mode == "full":
         grad = grad - beta * _card_mean(grad, np.ones_like(grad))

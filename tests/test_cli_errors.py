@@ -81,6 +81,7 @@ def test_ctrl_c_at_start_up_exits_quietly(
         (["gamma=0"], "(0, 1]"),
         (["weight_ema_decay=1.5"], "[0, 1)"),
         (["private_centering=1"], "private_centering must be in [0, 1)"),
+        (["private_centering_final=1.2"], "private_centering_final must be in [0, 1)"),
     ],
 )
 def test_train_input_errors_are_one_line(

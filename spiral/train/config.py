@@ -252,6 +252,11 @@ class TrainConfig:
         """The KL coefficient of `step`, scheduled like entropy_coef_at."""
         return self._linear(self.regularizer.kl_coef, self.regularizer.kl_coef_final, step)
 
+    def private_centering_at(self, step: int) -> float:
+        """The private-information centering of `step`, scheduled like entropy_coef_at."""
+        learning = self.learning
+        return self._linear(learning.private_centering, learning.private_centering_final, step)
+
     def _linear(self, start: float, final: float | None, step: int) -> float:
         if final is None or self.num_steps <= 1:
             return start

@@ -90,6 +90,12 @@ class LearningConfig:
         "(spiral/algo/private_centering.py). 0 = off",
         validator=non_negative,
     )
+    private_centering_final: float | None = chz.field(
+        default=None,
+        doc="if set, private_centering moves linearly to this value over the run (strong "
+        "early to leave a card-blind plateau, weaker late so the shared part of the "
+        "update can settle)",
+    )
     filter_draw: bool = chz.field(default=False, doc="re-play drawn games (up to max_draw_retries)")
     max_draw_retries: int = chz.field(
         default=5, doc="draw retries per game", validator=non_negative
@@ -109,10 +115,10 @@ class LearningConfig:
     )
 
     def validate(self) -> None:
-        if not 0.0 <= self.private_centering < 1.0:
-            raise ConfigError(
-                f"private_centering must be in [0, 1) (0 = off), got {self.private_centering}"
-            )
+        for key in ("private_centering", "private_centering_final"):
+            value = getattr(self, key)
+            if value is not None and not 0.0 <= value < 1.0:
+                raise ConfigError(f"{key} must be in [0, 1) (0 = off), got {value}")
         if not 0.0 < self.role_baseline_ema_gamma < 1.0:
             raise ConfigError("role_baseline_ema_gamma must be in (0, 1)")
         if not 0.0 <= self.weight_ema_decay < 1.0:

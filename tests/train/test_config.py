@@ -101,6 +101,11 @@ def test_regularised_learning_keys_parse_and_validate() -> None:
     ramp = parse_config(["kl_coef=0", "kl_coef_final=0.1", "max_steps=11"])
     assert [ramp.kl_coef_at(s) for s in (0, 5, 10, 20)] == pytest.approx([0, 0.05, 0.1, 0.1])
     assert cfg.kl_coef_at(9) == pytest.approx(0.1)  # constant without kl_coef_final
+    fading = parse_config(
+        ["private_centering=0.95", "private_centering_final=0.45", "max_steps=11"]
+    )
+    assert [fading.private_centering_at(s) for s in (0, 5, 10)] == pytest.approx([0.95, 0.7, 0.45])
+    assert parse_config(["private_centering=0.8"]).private_centering_at(50) == 0.8
     for bad, hint in (
         ("kl_reference=base", "reference, uniform"),
         ("prompt_style=short", "original, focused, brief"),
