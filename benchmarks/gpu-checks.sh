@@ -2,32 +2,42 @@
 # The GPU checks in one script, for a CUDA machine with torch, transformers, peft and
 # accelerate installed (no network or vLLM needed):
 #
-#   bash benchmarks/gpu-checks.sh [OUTPUT_DIR]    # default: $OUT, else gpu-checks-out
+#   bash benchmarks/gpu-checks.sh [OUTPUT_DIR] [PART ...]   # default: $OUT, else gpu-checks-out
 #
 # Pure-Python wheels the machine lacks (chz, openskill) are installed from .gpu-wheels/
 # when that folder exists: `make gpu-wheels` fills it on a machine with network.
 #
-# The parts run in the order of what they decide, each under its own time limit (the
-# limits add up to more than one 10-minute call), so a call cut short still brings back
-# the numbers that matter most:
+# The parts run in the order of what they decide (all of them unless PARTs are named),
+# each under its own time limit, so a call cut short still brings back the numbers that
+# matter most:
 #
-#   1. bench-decode-<shape>-rows<N>.json: `spiral bench what=engine` on random-initialised
-#      Qwen3-0.6B (16 and 128 rows) and Qwen3-4B (16 and 64 rows) shapes
-#      (benchmarks/model-shapes/): decode tokens/s and share of the bandwidth bound, the
-#      eager forward, the tree decode and per-request `generate` beside it in the same run;
-#   2. bench-learn-qwen3-4b-rank{64,0}.json: the learner at a realistic step (256 rows of
-#      512 tokens) for LoRA and full fine-tuning: tokens/s, share of the bf16 matmul peak,
-#      the micro-batch size it chose, peak GPU memory;
-#   3. pytest-gpu.txt: the `gpu` marker's tests (graphs vs eager, run-ahead vs the tree,
-#      full fine-tuning's updates, micro-batch sizing, ...);
-#   4. train-bf16.{console.txt,metrics.jsonl}: a short `spiral train` in bf16 on the
-#      Qwen3-0.6B shape;
-#   5. pool-decode-qwen3-0.6b.json (a LoRA pool: one mixed call vs a call per member) and
-#      pack-ab-qwen3-0.6b.json (packed vs padded learner rows).
+#   decode   bench-decode-<shape>-rows<N>.json: `spiral bench what=engine` on random-
+#            initialised Qwen3-0.6B (16 and 128 rows) and Qwen3-4B (16 and 64 rows) shapes
+#            (benchmarks/model-shapes/): decode tokens/s and share of the bandwidth bound,
+#            the eager forward, the tree decode and per-request `generate` beside it;
+#   learn    bench-learn-qwen3-4b-rank{64,0}.json: the learner at a realistic step (256
+#            rows of 512 tokens) for LoRA and full fine-tuning: tokens/s, share of the
+#            bf16 matmul peak, the micro-batch size it chose, peak GPU memory;
+#   tests    pytest-gpu.txt: the `gpu` marker's tests (graphs vs eager, run-ahead vs the
+#            tree, full fine-tuning's updates, micro-batch sizing, padded rows' gradients);
+#   profile  graph-step-profile-qwen3-{0.6b,4b}.json: the replayed decode step against its
+#            kernels by kind and the bandwidth bound (benchmarks/graph_step_profile.py);
+#   train    train-bf16.{console.txt,metrics.jsonl}: a short `spiral train` in bf16 on the
+#            Qwen3-0.6B shape;
+#   pool     pool-decode-qwen3-0.6b.json: a LoRA pool, one mixed call vs a call per member;
+#   pack     pack-ab-qwen3-0.6b.json: packed vs padded learner rows (time, gradients).
 #
 # Record the numbers in docs/results.md with the machine named.
 set -uo pipefail
 OUT=${1:-${OUT:-gpu-checks-out}}
+shift $(( $# > 0 ? 1 : 0 ))
+PARTS=${*:-decode learn tests profile train pool pack}
+for part in $PARTS; do
+  case $part in
+    decode | learn | tests | profile | train | pool | pack) ;;
+    *) echo "unknown part '$part': use decode, learn, tests, profile, train, pool or pack"; exit 2 ;;
+  esac
+done
 mkdir -p "$OUT"
 PY=${PY:-python3}
 if compgen -G ".gpu-wheels/*.whl" > /dev/null; then
@@ -39,7 +49,7 @@ nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
 $PY -c "import torch, transformers, peft; print(torch.__version__, transformers.__version__, peft.__version__, torch.cuda.get_device_name(0))" | tee -a "$OUT/nvidia-smi.txt"
 
 shape() {  # a random-initialised model of a real shape in /tmp/<shape>
-  [ -d "/tmp/$1" ] || $PY -c "from spiral.testing import make_shaped_model as m; m('benchmarks/model-shapes/$1.json', '/tmp/$1', device='cuda')"
+  [ -d "/tmp/$1" ] || $PY -c "from spiral.testing import make_shaped_model as m; m('benchmarks/model-shapes/$1.json', '/tmp/$1', device='cuda')" > /dev/null 2>&1
 }
 
 bench() {  # bench NAME LIMIT_S key=value ...: one engine benchmark, time-limited
@@ -50,32 +60,58 @@ bench() {  # bench NAME LIMIT_S key=value ...: one engine benchmark, time-limite
   echo "[${SECONDS}s] $name done"
 }
 
-# 1. Decode.
-shape qwen3-0.6b
-bench bench-decode-qwen3-0.6b-rows16 75 model=/tmp/qwen3-0.6b batch=16 prompt_tokens=256 new_tokens=64
-bench bench-decode-qwen3-0.6b-rows128 80 model=/tmp/qwen3-0.6b batch=128 prompt_tokens=256 new_tokens=64
-shape qwen3-4b
-bench bench-decode-qwen3-4b-rows16 80 model=/tmp/qwen3-4b batch=16 prompt_tokens=256 new_tokens=64
-bench bench-decode-qwen3-4b-rows64 80 model=/tmp/qwen3-4b batch=64 prompt_tokens=256 new_tokens=64
+part_decode() {
+  shape qwen3-0.6b
+  bench bench-decode-qwen3-0.6b-rows16 75 model=/tmp/qwen3-0.6b batch=16 prompt_tokens=256 new_tokens=64
+  bench bench-decode-qwen3-0.6b-rows128 80 model=/tmp/qwen3-0.6b batch=128 prompt_tokens=256 new_tokens=64
+  shape qwen3-4b
+  bench bench-decode-qwen3-4b-rows16 80 model=/tmp/qwen3-4b batch=16 prompt_tokens=256 new_tokens=64
+  bench bench-decode-qwen3-4b-rows64 80 model=/tmp/qwen3-4b batch=64 prompt_tokens=256 new_tokens=64
+}
 
-# 2. The learner at a realistic step on the 4B shape: LoRA, then full fine-tuning.
-bench bench-learn-qwen3-4b-rank64 90 model=/tmp/qwen3-4b batch=256 prompt_tokens=496 new_tokens=16 lora_rank=64
-bench bench-learn-qwen3-4b-rank0 110 model=/tmp/qwen3-4b batch=256 prompt_tokens=496 new_tokens=16 lora_rank=0
+part_learn() {
+  shape qwen3-4b
+  bench bench-learn-qwen3-4b-rank64 100 model=/tmp/qwen3-4b batch=256 prompt_tokens=496 new_tokens=16 lora_rank=64
+  bench bench-learn-qwen3-4b-rank0 110 model=/tmp/qwen3-4b batch=256 prompt_tokens=496 new_tokens=16 lora_rank=0
+}
 
-# 3. The GPU tests.
-timeout 90 $PY -m pytest -q -p no:cacheprovider -m gpu tests/engines/test_gpu.py 2>&1 | tail -40 > "$OUT/pytest-gpu.txt"
-tail -3 "$OUT/pytest-gpu.txt"; echo "[${SECONDS}s] pytest done"
+part_tests() {
+  timeout 90 $PY -m pytest -q -p no:cacheprovider -m gpu tests/engines/test_gpu.py 2>&1 | tail -60 > "$OUT/pytest-gpu.txt"
+  tail -3 "$OUT/pytest-gpu.txt"; echo "[${SECONDS}s] pytest done"
+}
 
-# 4. A short bf16 run on the 0.6B shape.
-timeout 60 $PY -m spiral.cli train model_name=/tmp/qwen3-0.6b env_ids=KuhnPokerSingle-v0 \
-  answer_format=constrained template=chat device=cuda dtype=bfloat16 batch_size=64 \
-  max_tokens=8 max_steps=5 eval_every=0 lora_rank=32 log_path=/tmp/train-bf16 \
-  > "$OUT/train-bf16.console.txt" 2>&1
-grep -v "it/s]" "$OUT/train-bf16.console.txt" | tail -8; echo "[${SECONDS}s] train done"
-cp /tmp/train-bf16/metrics.jsonl "$OUT/train-bf16.metrics.jsonl" 2>/dev/null || true
+part_profile() {
+  shape qwen3-0.6b
+  timeout 50 $PY benchmarks/graph_step_profile.py /tmp/qwen3-0.6b 16 128 \
+    --out "$OUT/graph-step-profile-qwen3-0.6b.json" > /dev/null 2>&1
+  shape qwen3-4b
+  timeout 60 $PY benchmarks/graph_step_profile.py /tmp/qwen3-4b 16 64 \
+    --out "$OUT/graph-step-profile-qwen3-4b.json" > /dev/null 2>&1
+  echo "[${SECONDS}s] profile done"
+}
 
-# 5. Which path a LoRA pool should sample by, and packed learner rows.
-timeout 45 $PY benchmarks/pool_decode.py /tmp/qwen3-0.6b "$OUT/pool-decode-qwen3-0.6b.json" 2>&1 | tail -16
-echo "[${SECONDS}s] pool_decode done"
-timeout 45 $PY benchmarks/pack_ab.py /tmp/qwen3-0.6b "$OUT/pack-ab-qwen3-0.6b.json" 2>&1 | tail -10
-echo "[${SECONDS}s] pack_ab done"
+part_train() {
+  shape qwen3-0.6b
+  timeout 60 $PY -m spiral.cli train model_name=/tmp/qwen3-0.6b env_ids=KuhnPokerSingle-v0 \
+    answer_format=constrained template=chat device=cuda dtype=bfloat16 batch_size=64 \
+    max_tokens=8 max_steps=5 eval_every=0 lora_rank=32 log_path=/tmp/train-bf16 \
+    > "$OUT/train-bf16.console.txt" 2>&1
+  grep -v "it/s]" "$OUT/train-bf16.console.txt" | tail -8; echo "[${SECONDS}s] train done"
+  cp /tmp/train-bf16/metrics.jsonl "$OUT/train-bf16.metrics.jsonl" 2>/dev/null || true
+}
+
+part_pool() {
+  shape qwen3-0.6b
+  timeout 45 $PY benchmarks/pool_decode.py /tmp/qwen3-0.6b "$OUT/pool-decode-qwen3-0.6b.json" 2>&1 | tail -16
+  echo "[${SECONDS}s] pool_decode done"
+}
+
+part_pack() {
+  shape qwen3-0.6b
+  timeout 45 $PY benchmarks/pack_ab.py /tmp/qwen3-0.6b "$OUT/pack-ab-qwen3-0.6b.json" 2>&1 | tail -14
+  echo "[${SECONDS}s] pack_ab done"
+}
+
+for part in $PARTS; do
+  "part_$part"
+done

@@ -199,3 +199,27 @@ def test_the_step_reads_only_the_filled_span_of_a_long_cache(tiny_llama: Path) -
             torch.testing.assert_close(b, a, atol=1e-4, rtol=0)
             ids_B = a.argmax(-1)
     assert static.spans == {256, 512}
+
+
+def test_the_step_profile_benchmark_runs_and_sorts_kernels(tiny_qwen3: Path) -> None:
+    """benchmarks/graph_step_profile.py on a CPU (its dry run): a step time, the operators
+    summed by kind, and the bound; the kinds read off real CUDA kernel names."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "graph_step_profile.py"
+    spec = importlib.util.spec_from_file_location("graph_step_profile", path)
+    assert spec is not None and spec.loader is not None
+    profile = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(profile)
+    assert (
+        profile.kind_of("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64") == "products"
+    )
+    assert profile.kind_of("fmha_cutlassF_bf16_aligned_64x64_rf_sm80") == "attention"
+    assert profile.kind_of("void at::native::reduce_kernel<512, 1>") == "reductions"
+    assert profile.kind_of("void at::native::vectorized_elementwise_kernel<4>") == "elementwise"
+    assert profile.kind_of("Memcpy DtoD (Device -> Device)") == "copies"
+    model, tok = loaded(tiny_qwen3, "bfloat16")
+    run = profile.profile_rows(model, tok, 2, bandwidth=1e10)
+    assert run["eager_step_ms"] > 0 and run["bound_ms"] > 0
+    assert run["kernels_total_ms"] == pytest.approx(sum(run["kernels_ms"].values()))
+    assert run["kernels_ms"].get("attention", 0) > 0
