@@ -2,7 +2,10 @@
 # The GPU checks in one script, for a CUDA machine with torch, transformers, peft and
 # accelerate installed (no network or vLLM needed):
 #
-#   bash benchmarks/gpu-checks.sh [OUTPUT_DIR] [PART ...]   # default: $OUT, else gpu-checks-out
+#   bash benchmarks/gpu-checks.sh [OUTPUT_DIR] [PART ...]
+#
+# OUTPUT_DIR defaults to $OUT, else gpu-checks-out (a first argument that names a part is
+# a part).
 #
 # Pure-Python wheels the machine lacks (chz, openskill) are installed from .gpu-wheels/
 # when that folder exists: `make gpu-wheels` fills it on a machine with network.
@@ -29,14 +32,18 @@
 #
 # Record the numbers in docs/results.md with the machine named.
 set -uo pipefail
-OUT=${1:-${OUT:-gpu-checks-out}}
-shift $(( $# > 0 ? 1 : 0 ))
-PARTS=${*:-decode learn tests profile train pool pack}
+KNOWN="decode learn tests profile train pool pack"
+OUT=${OUT:-gpu-checks-out}
+if [ $# -gt 0 ] && [[ " $KNOWN " != *" $1 "* ]]; then
+  OUT=$1
+  shift
+fi
+PARTS=${*:-$KNOWN}
 for part in $PARTS; do
-  case $part in
-    decode | learn | tests | profile | train | pool | pack) ;;
-    *) echo "unknown part '$part': use decode, learn, tests, profile, train, pool or pack"; exit 2 ;;
-  esac
+  if [[ " $KNOWN " != *" $part "* ]]; then
+    echo "unknown part '$part': use one of $KNOWN"
+    exit 2
+  fi
 done
 mkdir -p "$OUT"
 PY=${PY:-python3}
@@ -49,7 +56,7 @@ nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
 $PY -c "import torch, transformers, peft; print(torch.__version__, transformers.__version__, peft.__version__, torch.cuda.get_device_name(0))" | tee -a "$OUT/nvidia-smi.txt"
 
 shape() {  # a random-initialised model of a real shape in /tmp/<shape>
-  [ -d "/tmp/$1" ] || $PY -c "from spiral.testing import make_shaped_model as m; m('benchmarks/model-shapes/$1.json', '/tmp/$1', device='cuda')" > /dev/null 2>&1
+  [ -d "/tmp/$1" ] || $PY -c "from spiral.testing import make_shaped_model as m; m('benchmarks/model-shapes/$1.json', '/tmp/$1', device='cuda')" 2>&1 | grep -v "it/s]" | tail -3
 }
 
 bench() {  # bench NAME LIMIT_S key=value ...: one engine benchmark, time-limited
@@ -81,13 +88,14 @@ part_tests() {
 }
 
 part_profile() {
-  shape qwen3-0.6b
-  timeout 50 $PY benchmarks/graph_step_profile.py /tmp/qwen3-0.6b 16 128 \
-    --out "$OUT/graph-step-profile-qwen3-0.6b.json" > /dev/null 2>&1
-  shape qwen3-4b
-  timeout 60 $PY benchmarks/graph_step_profile.py /tmp/qwen3-4b 16 64 \
-    --out "$OUT/graph-step-profile-qwen3-4b.json" > /dev/null 2>&1
-  echo "[${SECONDS}s] profile done"
+  local s
+  for s in "qwen3-0.6b 16 128" "qwen3-4b 16 64"; do
+    set -- $s
+    shape "$1"
+    timeout 60 $PY benchmarks/graph_step_profile.py "/tmp/$1" "$2" "$3" \
+      --out "$OUT/graph-step-profile-$1.json" 2>&1 | grep -v "it/s]" | tail -4
+    echo "[${SECONDS}s] profile $1 done (status ${PIPESTATUS[0]})"
+  done
 }
 
 part_train() {

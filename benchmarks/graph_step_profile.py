@@ -28,6 +28,7 @@ from collections import defaultdict
 from typing import Any
 
 import torch
+from torch.autograd import DeviceType
 
 from spiral.bench.engine import decode_bytes_per_step, measure_memory_bandwidth
 from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
@@ -79,8 +80,9 @@ def _kernels(step: Any, device: torch.device) -> dict[str, Any]:
     by_kind: dict[str, float] = defaultdict(float)
     by_name: dict[str, float] = defaultdict(float)
     for event in prof.key_averages():
-        if device.type == "cuda":
-            us = float(getattr(event, "self_device_time_total", 0.0))
+        if device.type == "cuda":  # the kernels themselves (operators list them again)
+            on_device = event.device_type == DeviceType.CUDA
+            us = float(event.self_device_time_total) if on_device else 0.0
         else:  # leaf operators only, so nothing is counted twice
             us = float(event.self_cpu_time_total) if event.key.startswith("aten::") else 0.0
         if us > 0:

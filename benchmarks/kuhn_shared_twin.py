@@ -75,6 +75,8 @@ def logit_gradient(
     gradient and the entropy bonus together (the bonus is the policy gradient of a reward
     -tau log pi(a), so rows can carry it), "full" the mean of the whole ascent direction
     (a preconditioner: the fixed points stay)."""
+    if mode not in ("values", "pg", "pg_entropy", "full"):
+        raise ValueError(f"unknown centering mode {mode!r}: values, pg, pg_entropy or full")
     reach_w, q = action_values(pi)
     if mode == "values":
         q = q - beta * _card_mean(q, reach_w[:, None] * pi)

@@ -34,3 +34,8 @@ class AgentSpecError(SpiralError, KeyError, ValueError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0]) if self.args else ""
+
+
+class LearnerOutOfMemory(SpiralError, RuntimeError):
+    """A learning step that ran out of GPU memory where it could not run again by itself
+    (a fixed micro-batch size, or gradients held from an earlier call of the step)."""

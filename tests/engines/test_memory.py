@@ -25,6 +25,7 @@ from spiral.engines.torch.memory import (
     step_reserve,
     trainable_reserve,
 )
+from spiral.errors import LearnerOutOfMemory
 from spiral.types import Datum
 
 from .conftest import is_loss, sample_agreement_datums
@@ -150,11 +151,11 @@ def test_running_out_of_memory_says_what_to_set_where_a_retry_would_lose_work(
     learner.share_prefix = False
     datums = _long_datums(len(learner.tokenizer))
     _out_of_memory_above(learner, 2048, monkeypatch)
-    with pytest.raises(RuntimeError, match="set micro_batch_tokens=2048 or lower"):
+    with pytest.raises(LearnerOutOfMemory, match="set micro_batch_tokens=2048 or lower"):
         learner.forward_backward(datums, is_loss)
     sized = TorchLearner(ModelConfig(str(tiny_llama), lora_rank=4), micro_batch_tokens=0)
     sized.share_prefix = False
     sized.forward_backward(datums[:2], is_loss)  # gradients now held
     _out_of_memory_above(sized, 2048, monkeypatch)
-    with pytest.raises(RuntimeError, match="micro_batch_tokens=2048"):
+    with pytest.raises(LearnerOutOfMemory, match="micro_batch_tokens=2048"):
         sized.forward_backward(datums, is_loss)

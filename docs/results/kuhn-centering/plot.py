@@ -1,5 +1,5 @@
-"""Private-information centering (beta 0.8) on the Kuhn preset beside the preset without
-it, per seed (commands in README.md): exact exploitability of the live policy at each
+"""Private-information centering on the Kuhn preset (beta 0.8; 0.95 held; 0.95 fading to
+0.5 over the run) beside the preset without it, per seed (commands in README.md): exact exploitability of the live policy at each
 evaluation. The preset's runs are the bf16 ones of the same seeds (seed 0: the fresh-clone
 `make train` of 2026-11-26; seeds 1-3: the sync runs kept with the async study; no seed 4).
 `python plot.py` writes `curves.png`."""
@@ -29,15 +29,21 @@ def curve(path: Path) -> tuple[list[int], list[float]]:
     return [r["step"] for r in ev], [r[EXPL] for r in ev]
 
 
-fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+fig, axes = plt.subplots(1, 3, figsize=(16, 4.2), sharey=True)
 for seed in range(5):
     path = HERE / f"seed{seed}.metrics.jsonl"
     if path.exists():
         axes[0].plot(*curve(path), marker="o", ms=3, color=f"C{seed}", label=f"seed {seed}")
+    for folder, style, name in (("beta0.95", ":", "0.95"), ("fade", "-", "0.95 -> 0.5")):
+        path = HERE / folder / f"seed{seed}.metrics.jsonl"
+        if path.exists():
+            axes[1].plot(*curve(path), style, marker="o", ms=3, color=f"C{seed}",
+                         label=f"seed {seed}, {name}")
     if seed in PRESET:
-        axes[1].plot(*curve(PRESET[seed]), "--", marker="s", ms=3, color=f"C{seed}",
+        axes[2].plot(*curve(PRESET[seed]), "--", marker="s", ms=3, color=f"C{seed}",
                      label=f"seed {seed}")
-for ax, title in zip(axes, ("private_centering=0.8", "the preset without it"), strict=True):
+titles = ("private_centering=0.8", "0.95 held (dotted), 0.95 -> 0.5 (solid)", "the preset")
+for ax, title in zip(axes, titles, strict=True):
     ax.axhline(1 / 3, color="grey", lw=0.8, ls=":")
     ax.axhline(0.05, color="grey", lw=0.8, ls="-.")
     ax.set(xlabel="step", title=f"Kuhn, {title}")

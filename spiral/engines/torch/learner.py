@@ -82,6 +82,7 @@ from spiral.engines.torch.memory import (
 from spiral.engines.torch.precision import model_compute
 from spiral.engines.torch.prefill import common_prefix_len, packed_hidden, prefill_grouped
 from spiral.engines.torch.sampler import TorchSampler, eval_mode, hidden_to_logits
+from spiral.errors import LearnerOutOfMemory
 from spiral.types import Datum
 
 
@@ -401,17 +402,19 @@ class TorchLearner:
         # where no gradient from an earlier call would be lost by clearing them.
         fresh = all(p.grad is None for _, p in self._named_trainable())
         while True:
+            failure = ""
             try:
                 return combine_diagnostics(self._accumulate(datums, loss_fn, reg, normaliser))
-            except torch.OutOfMemoryError:
-                tokens = self.micro_batch_tokens
-                smaller = smaller_after_oom(tokens) if self.sized_micro_batches else None
-                if smaller is None or not fresh:
-                    raise RuntimeError(
-                        f"out of GPU memory in a learning step with micro-batches of {tokens} "
-                        f"tokens: set micro_batch_tokens={max(tokens // 2, 1)} or lower"
-                    ) from None
+            except torch.OutOfMemoryError as err:
+                failure = str(err).split(". ")[0]
             # outside the handler, so the failed step's tensors are already released
+            tokens = self.micro_batch_tokens
+            smaller = smaller_after_oom(tokens) if self.sized_micro_batches else None
+            if smaller is None or not fresh:
+                raise LearnerOutOfMemory(
+                    f"{failure} in a learning step with micro-batches of {tokens} tokens: "
+                    f"set micro_batch_tokens={max(tokens // 2, 1)} or lower"
+                )
             self.model.zero_grad(set_to_none=True)
             torch.cuda.empty_cache()
             warnings.warn(

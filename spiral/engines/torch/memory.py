@@ -20,9 +20,11 @@ side:
 
 Only 3/4 of the rest is planned for (the caching allocator's slack and fragmentation),
 in multiples of `STEP` tokens so that a steady run keeps one size. The estimate can
-still fall short (an attention kernel that keeps its score matrices, say): a step that
-runs out of memory is run again with micro-batches half as large (`smaller_after_oom`),
-and that size stays the cap for the steps after it. On a CPU the budget
+still fall short (rows that continue a shared prefix needed more than it counts on an
+H200): a step that runs out of memory is run again with micro-batches half as large
+(`smaller_after_oom`), and that size stays the cap for the steps after it. Only where no
+gradient was held before the call (one call per step; the async loop's later calls per
+staleness stop instead, with the size to set). On a CPU the budget
 stays `CPU_TOKENS`: memory there is the machine's, and speed, not memory, sets the size.
 """
 
