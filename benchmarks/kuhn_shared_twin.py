@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -125,23 +126,28 @@ def exploitability(pi: np.ndarray) -> float:
 
 def run(
     mode: str,
-    beta: float,
+    beta: float | Callable[[int], float],
     eps: float,
     lr: float,
     tau: float = 0.1,
-    lam: float = 0.6,
+    lam: float | Callable[[int], float] = 0.6,
     seed: int = 0,
+    steps: int = STEPS,
 ) -> dict:
+    """One run; `beta` and `lam` may be functions of the update (1-based), for schedules
+    (`benchmarks/kuhn_twin_schedules.py`)."""
+    beta_at = beta if callable(beta) else (lambda _: beta)
+    lam_at = lam if callable(lam) else (lambda _: lam)
     phi = features(eps, seed)
     theta = np.zeros((DIM, 2))
     m, v = np.zeros_like(theta), np.zeros_like(theta)
     magnet = _softmax(phi @ theta)
     curve = []
-    for step in range(1, STEPS + 1):
+    for step in range(1, steps + 1):
         pi = _softmax(phi @ theta)
         if step % MAGNET_EVERY == 1:
             magnet = pi
-        g = phi.T @ logit_gradient(pi, magnet, tau, lam, beta, mode)
+        g = phi.T @ logit_gradient(pi, magnet, tau, lam_at(step), beta_at(step), mode)
         m = 0.9 * m + 0.1 * g
         v = 0.999 * v + 0.001 * g * g
         m_hat, v_hat = m / (1 - 0.9**step), v / (1 - 0.999**step)
@@ -151,16 +157,16 @@ def run(
     escape = next((s for s, e in curve if e < 0.2), None)
     return {
         "mode": mode,
-        "beta": beta,
+        "beta": beta if not callable(beta) else None,
         "seed": seed,
         "eps": eps,
         "cosine": 1 / (1 + eps**2),
         "lr": lr,
         "tau": tau,
-        "lam": lam,
+        "lam": lam if not callable(lam) else None,
         "first_below_0.2": escape,
         "final_exploitability": curve[-1][1],
-        "mean_last_quarter": float(np.mean([e for s, e in curve if s > 0.75 * STEPS])),
+        "mean_last_quarter": float(np.mean([e for s, e in curve if s > 0.75 * steps])),
         "curve": curve,
     }
 
