@@ -145,10 +145,6 @@ def learn(
         trained_agents={POLICY},  # never train on turns sampled by frozen opponents
     )
     centering = cfg.private_centering_at(step)
-    if centering > 0 or cfg.learning.private_centering_final is not None:
-        assemble_metrics_extra = {"private_centering": centering}
-    else:
-        assemble_metrics_extra = {}
     datums, assemble_metrics = assemble(
         episodes,
         advantages,
@@ -157,14 +153,13 @@ def learn(
         private_centering=centering,
     )
     datums, merge_metrics = merge_identical(datums)  # exact: identical rows trained once
+    if cfg.learning.private_centering or cfg.learning.private_centering_final is not None:
+        merge_metrics["private_centering"] = centering  # its value this step (scheduled)
     t1 = time.perf_counter()
     train_metrics = update(cfg, learner, datums, step, average)
     return {
         **rae_metrics,
-        **{
-            f"train/{k}": v
-            for k, v in {**assemble_metrics, **assemble_metrics_extra, **merge_metrics}.items()
-        },
+        **{f"train/{k}": v for k, v in {**assemble_metrics, **merge_metrics}.items()},
         **{f"train/{k}": v for k, v in train_metrics.items()},
         "time/prepare_datums": t1 - t0,
         "time/train": time.perf_counter() - t1,
