@@ -120,7 +120,8 @@ def _curves_section(rows: list[dict[str, Any]]) -> str:
             flat = [k for k in keys if k not in moving]
             values = {r[k] for k in flat for r in small if r.get(k) is not None}
             at = f"at {values.pop():g}" if len(values) == 1 else "each at one value"
-            constant.append(f"{curve.title.lower()} ({len(flat)} keys, {at})")
+            noun = "key" if len(flat) == 1 else "keys"
+            constant.append(f"{curve.title.lower()} ({len(flat)} {noun}, {at})")
         if not moving:
             continue
         parts.append(

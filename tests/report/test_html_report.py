@@ -65,8 +65,11 @@ def test_report_page_holds_curves_league_strategy_and_replays(
     # The headline comes first: before -> after, from the first to the last evaluation.
     assert page.index("Before -> after (step 0 -> step 3)") < page.index("<h2>Curves</h2>")
     assert "exploitability_t1" in page and "random/seat0/win_rate" in page
-    for title in ("Exact exploitability", "Loss diagnostics", "Peak resident memory"):
+    for title in ("Exact exploitability", "Loss diagnostics"):
         assert title in page
+    # Each step's own peak memory: drawn where it moved, named where three short steps
+    # peaked at the same kilobyte (it does on some machines).
+    assert "Peak resident memory" in page or "peak resident memory (mb) (1 key," in page
     # A key that never moved is named, not drawn: no invalid move is possible here.
     assert "Constant over the run, not drawn: invalid-move rate" in page
     # The run's facts.
