@@ -67,7 +67,13 @@ def action_values(pi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def logit_gradient(
-    pi: np.ndarray, magnet: np.ndarray, tau: float, lam: float, beta: float, mode: str
+    pi: np.ndarray,
+    magnet: np.ndarray,
+    tau: float,
+    lam: float,
+    beta: float,
+    mode: str,
+    noise: tuple[np.ndarray, int] | None = None,
 ) -> np.ndarray:
     """Ascent direction on the logits: policy gradient + entropy - KL, centred by `mode`:
     "values" subtracts beta x the cards' mean action value Q(a) (biased: the shared part of
@@ -75,13 +81,16 @@ def logit_gradient(
     the cards' mean policy-gradient logit gradient, "pg_entropy" that of the policy
     gradient and the entropy bonus together (the bonus is the policy gradient of a reward
     -tau log pi(a), so rows can carry it), "full" the mean of the whole ascent direction
-    (a preconditioner: the fixed points stay)."""
+    (a preconditioner: the fixed points stay). `noise` (12 standard normals, games), where
+    given, adds a sampled batch's error to the policy gradient before any centering."""
     if mode not in ("values", "pg", "pg_entropy", "full"):
         raise ValueError(f"unknown centering mode {mode!r}: values, pg, pg_entropy or full")
     reach_w, q = action_values(pi)
     if mode == "values":
         q = q - beta * _card_mean(q, reach_w[:, None] * pi)
     pg = reach_w[:, None] * pi * (q - (pi * q).sum(-1, keepdims=True))
+    if noise is not None:
+        pg = pg + pg_noise(reach_w, pi, *noise)
     if mode == "pg":
         pg = pg - beta * _card_mean(pg, np.ones_like(pg))
     log_pi, log_mu = np.log(pi), np.log(magnet)
@@ -96,6 +105,18 @@ def logit_gradient(
     if mode == "full":
         grad = grad - beta * _card_mean(grad, np.ones_like(grad))
     return grad
+
+
+ADVANTAGE_STD = 1.3  # the model's adv_std on Kuhn
+
+
+def pg_noise(reach_w: np.ndarray, pi: np.ndarray, z: np.ndarray, games: int) -> np.ndarray:
+    """The error of the policy gradient estimated from `games` sampled games: at a state
+    visited with probability R, the logit gradient of one visit is (onehot(a) - pi) x A, of
+    variance pi0 pi1 ADVANTAGE_STD^2 per logit, so the batch mean errs by
+    ADVANTAGE_STD x sqrt(R pi0 pi1 / games), opposite on the two logits."""
+    std = ADVANTAGE_STD * np.sqrt(reach_w * pi[:, 0] * pi[:, 1] / games)
+    return np.stack([-std * z, std * z], axis=-1)
 
 
 def _card_mean(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -128,16 +149,20 @@ def run(
     mode: str,
     beta: float | Callable[[int], float],
     eps: float,
-    lr: float,
+    lr: float | Callable[[int], float],
     tau: float = 0.1,
     lam: float | Callable[[int], float] = 0.6,
     seed: int = 0,
     steps: int = STEPS,
+    games: int = 0,
 ) -> dict:
-    """One run; `beta` and `lam` may be functions of the update (1-based), for schedules
-    (`benchmarks/kuhn_twin_schedules.py`)."""
+    """One run; `beta`, `lam` and `lr` may be functions of the update (1-based), for
+    schedules (`benchmarks/kuhn_twin_schedules.py`); `games` > 0 adds the error of a
+    batch of that many sampled games to each update (`pg_noise`, seeded by `seed`)."""
     beta_at = beta if callable(beta) else (lambda _: beta)
     lam_at = lam if callable(lam) else (lambda _: lam)
+    lr_at = lr if callable(lr) else (lambda _: lr)
+    rng = np.random.default_rng(1000 + seed)
     phi = features(eps, seed)
     theta = np.zeros((DIM, 2))
     m, v = np.zeros_like(theta), np.zeros_like(theta)
@@ -147,11 +172,12 @@ def run(
         pi = _softmax(phi @ theta)
         if step % MAGNET_EVERY == 1:
             magnet = pi
-        g = phi.T @ logit_gradient(pi, magnet, tau, lam_at(step), beta_at(step), mode)
+        noise = (rng.standard_normal(12), games) if games else None
+        g = phi.T @ logit_gradient(pi, magnet, tau, lam_at(step), beta_at(step), mode, noise)
         m = 0.9 * m + 0.1 * g
         v = 0.999 * v + 0.001 * g * g
         m_hat, v_hat = m / (1 - 0.9**step), v / (1 - 0.999**step)
-        theta = theta + lr * m_hat / (np.sqrt(v_hat) + 1e-8)
+        theta = theta + lr_at(step) * m_hat / (np.sqrt(v_hat) + 1e-8)
         if step % EVERY == 0:
             curve.append((step, exploitability(_softmax(phi @ theta))))
     escape = next((s for s, e in curve if e < 0.2), None)
@@ -161,7 +187,8 @@ def run(
         "seed": seed,
         "eps": eps,
         "cosine": 1 / (1 + eps**2),
-        "lr": lr,
+        "lr": lr if not callable(lr) else None,
+        "games": games,
         "tau": tau,
         "lam": lam if not callable(lam) else None,
         "first_below_0.2": escape,

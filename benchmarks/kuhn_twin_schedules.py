@@ -7,8 +7,10 @@ over the run leave the card-blind plateau and end nearest the equilibrium.
 Cosine 0.995 between the cards, Adam lr 0.1, entropy 0.1, the snapshot magnet refreshed
 every 20 updates, 400 updates, 3 random bases. A schedule "a -> b" moves linearly from a
 at the first update to b at the last, as the training loop's `*_final` keys do. Also the
-centering of the policy gradient and entropy bonus together (`pg_entropy`). Writes
-OUT_DIR/schedules.md.
+centering of the policy gradient and entropy bonus together (`pg_entropy`). The last
+rows add the error of a sampled batch of 384 games (the preset's 768 seat-trajectories)
+(`kuhn_shared_twin.pg_noise`) and vary the learning rate: "step" drops it to 0.3x at
+update 100, as the preset does at step 30 of 120. Writes OUT_DIR/schedules.md.
 """
 
 from __future__ import annotations
@@ -31,6 +33,20 @@ def linear(start: float, end: float) -> Schedule:
     return lambda step: start + (end - start) * (step - 1) / (STEPS - 1)
 
 
+def stepped(value: float, at: int, factor: float) -> Schedule:
+    return lambda step: value if step < at else value * factor
+
+
+FADE, RAMP = linear(0.95, 0.5), linear(0.0, 0.6)
+NOISY: list[tuple[str, Schedule, int]] = [  # (label, lr, games) with the fade and the ramp
+    ("exact; lr 0.1 -> 0.03 at update 100", stepped(0.1, 100, 0.3), 0),
+    ("384 games; lr 0.1", fixed(0.1), 384),
+    ("384 games; lr 0.1 -> 0.03 at update 100", stepped(0.1, 100, 0.3), 384),
+    ("384 games; lr 0.1 -> 0.01 linearly", linear(0.1, 0.01), 384),
+    ("384 games; lr 0.03", fixed(0.03), 384),
+    ("96 games; lr 0.1", fixed(0.1), 96),
+]
+
 CASES: list[tuple[str, str, Schedule, Schedule]] = [  # (label, mode, beta, lam)
     ("none; lam 0.6", "pg", fixed(0.0), fixed(0.6)),
     ("beta 0.8; lam 0.6", "pg", fixed(0.8), fixed(0.6)),
@@ -41,7 +57,7 @@ CASES: list[tuple[str, str, Schedule, Schedule]] = [  # (label, mode, beta, lam)
     ("beta 0.95; lam 0.6", "pg", fixed(0.95), fixed(0.6)),
     ("beta 0.95; lam 0.12", "pg", fixed(0.95), fixed(0.12)),
     ("beta 0.95; lam 0 -> 0.6", "pg", fixed(0.95), linear(0.0, 0.6)),
-    ("beta 0.95 -> 0.5; lam 0 -> 0.6", "pg", linear(0.95, 0.5), linear(0.0, 0.6)),
+    ("beta 0.95 -> 0.5; lam 0 -> 0.6", "pg", FADE, RAMP),
     ("beta 0.95 -> 0; lam 0 -> 0.6", "pg", linear(0.95, 0.0), linear(0.0, 0.6)),
 ]
 
@@ -57,8 +73,11 @@ def main() -> None:
         "mean, last quarter |",
         "|---|---|---|---|",
     ]
-    for label, mode, beta, lam in CASES:
-        runs = [run(mode, beta, 0.07, 0.1, lam=lam, seed=seed) for seed in (0, 1, 2)]
+    cases = [(label, mode, beta, lam, fixed(0.1), 0) for label, mode, beta, lam in CASES]
+    cases += [(f"beta 0.95 -> 0.5; lam 0 -> 0.6; {label}", "pg", FADE, RAMP, lr, games)
+              for label, lr, games in NOISY]  # fmt: skip
+    for label, mode, beta, lam, lr, games in cases:
+        runs = [run(mode, beta, 0.07, lr, lam=lam, seed=s, games=games) for s in (0, 1, 2)]
         escapes = ", ".join(str(r["first_below_0.2"] or "-") for r in runs)
         final = np.mean([r["final_exploitability"] for r in runs])
         last = np.mean([r["mean_last_quarter"] for r in runs])
