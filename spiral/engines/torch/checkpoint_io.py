@@ -7,17 +7,25 @@ positions, so a checkpoint survives a change in parameter order), and everything
 `optimizer.json`, together with free-form `extra` values (the learner's version...).
 
 `load_weight_files(folder)` reads a transformers folder's weights (single or sharded
-`model.safetensors`) for loading in place.
+`model.safetensors`) for loading in place; `save_trained` / `load_weights` write and read
+a model's trained weights as a PEFT adapter folder (LoRA) or a full model folder, and
+`damaged_if_unreadable` turns an unreadable file into one line naming what to do.
 """
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
 from safetensors.torch import load_file, save_file
+
+import spiral.engines.torch.snapshots as snapshots
+from spiral.engines.manifest import DamagedCheckpointError
 
 OPTIMIZER_TENSORS = "optimizer.safetensors"
 OPTIMIZER_JSON = "optimizer.json"
@@ -124,3 +132,67 @@ def load_full_weights(model: Any, folder: Path) -> None:
             f"weights in {folder} do not match the model: missing {missing[:3]}, "
             f"unexpected {result.unexpected_keys[:3]}"
         )
+
+
+def is_peft(model: Any) -> bool:
+    from peft import PeftModel
+
+    return isinstance(model, PeftModel)
+
+
+@contextlib.contextmanager
+def damaged_if_unreadable(path: Path) -> Iterator[None]:
+    """Unreadable checkpoint files (truncated, flipped bytes, bad JSON) -> one clear error."""
+    from safetensors import SafetensorError
+
+    try:
+        yield
+    except (SafetensorError, OSError, json.JSONDecodeError, KeyError) as err:
+        raise DamagedCheckpointError(
+            f"{path}: a checkpoint file is unreadable ({type(err).__name__}: {err}); resume "
+            "from an earlier checkpoint"
+        ) from err
+
+
+def save_trained(model: Any, path: Path, weights: dict[str, torch.Tensor] | None = None) -> None:
+    """The trained weights only: a PEFT adapter folder with LoRA (its trained adapter, not
+    pool members), else the full model. `weights`: these instead of the model's own, by
+    parameter name (an FSDP learner's, gathered whole)."""
+    if is_peft(model):
+        model.save_pretrained(str(path), selected_adapters=[snapshots.TRAINED], state_dict=weights)
+    else:
+        model.save_pretrained(str(path), state_dict=weights)
+
+
+def load_weights(model: Any, folder: Path) -> None:
+    """A PEFT adapter or full weights from `folder` into `model` (in place); ValueError
+    where the folder's kind (adapter or full) is not the model's."""
+    if (folder / "adapter_model.safetensors").is_file():
+        from peft import set_peft_model_state_dict
+
+        if not is_peft(model):
+            raise ValueError(
+                f"{folder} holds a LoRA adapter but this learner does full fine-tuning; build "
+                "it with lora_rank > 0, or with ModelConfig(model=<that folder>)"
+            )
+        weights = load_file(str(folder / "adapter_model.safetensors"), device=str(model.device))
+        result: Any = set_peft_model_state_dict(model, weights)
+        unexpected = list(result.unexpected_keys)
+        if unexpected:
+            raise ValueError(f"adapter in {folder} has unexpected keys {unexpected[:3]}")
+        return
+    if is_peft(model):
+        raise ValueError(
+            f"{folder} holds full model weights but this learner trains LoRA; build it with "
+            "lora_rank=0 to resume full fine-tuning"
+        )
+    load_full_weights(model, folder)
+
+
+def export_merged(model: Any, tokenizer: Any, path: Path) -> None:
+    """A standalone model folder (LoRA merged into a copy of the base) + tokenizer."""
+    if is_peft(model):
+        # A copy, so the live model keeps its adapter (costs one model's memory briefly).
+        model = copy.deepcopy(model).merge_and_unload()
+    model.save_pretrained(str(path))
+    tokenizer.save_pretrained(str(path))

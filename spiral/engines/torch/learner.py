@@ -50,8 +50,6 @@ Choices:
 from __future__ import annotations
 
 import contextlib
-import copy
-import json
 import math
 import warnings
 from collections.abc import Iterator, Sequence
@@ -103,26 +101,6 @@ class _Forward:
     per_datum: list[torch.Tensor]  # target log-probs per datum (0 where not needed)
     terms: Terms  # per planned position: target log-prob, entropy, KL to the magnet
     plan: Plan
-
-
-def _is_peft(model: Any) -> bool:
-    from peft import PeftModel
-
-    return isinstance(model, PeftModel)
-
-
-@contextlib.contextmanager
-def _damaged_if_unreadable(path: Path) -> Iterator[None]:
-    """Unreadable checkpoint files (truncated, flipped bytes, bad JSON) -> one clear error."""
-    from safetensors import SafetensorError
-
-    try:
-        yield
-    except (SafetensorError, OSError, json.JSONDecodeError, KeyError) as err:
-        raise DamagedCheckpointError(
-            f"{path}: a checkpoint file is unreadable ({type(err).__name__}: {err}); resume "
-            "from an earlier checkpoint"
-        ) from err
 
 
 class TorchLearner:
@@ -343,7 +321,7 @@ class TorchLearner:
             if snapshot:
                 with snapshots.active_adapter(self.model, MAGNET):
                     hidden_BSH, _ = self._hidden(self.model, batch, shared)
-            elif _is_peft(self.model):
+            elif checkpoint_io.is_peft(self.model):
                 with self.model.disable_adapter():
                     hidden_BSH, _ = self._hidden(self.model, batch, shared)
             else:  # full fine-tuning: the frozen copy's own layers and head
@@ -393,7 +371,11 @@ class TorchLearner:
         # weights (decode.py) are stale after this step's update anyway: free them before
         # the activations peak.
         drop_sampling_weights(self.model, snapshots.TRAINED)
-        if reg.kl_coef > 0 and reg.kl_reference == "reference" and not _is_peft(self.model):
+        if (
+            reg.kl_coef > 0
+            and reg.kl_reference == "reference"
+            and not checkpoint_io.is_peft(self.model)
+        ):
             self._reference_model()  # made before the micro-batches are sized
         if normaliser is None:
             normaliser = sum(d.weight for d in datums) if self.normalize == "datums" else 1.0
@@ -571,27 +553,20 @@ class TorchLearner:
         """The weights of a model folder `save_weights` wrote, as a `trained_state()`;
         this learner's own weights are left as they were."""
         named = self._named_trainable()
-        with live_weights_kept(named), _damaged_if_unreadable(Path(folder)):
-            self._load_weights(Path(folder))
+        with live_weights_kept(named), checkpoint_io.damaged_if_unreadable(Path(folder)):
+            checkpoint_io.load_weights(self.model, Path(folder))
             return {n: p.detach().to("cpu", copy=True) for n, p in named}
 
     def save_trained(self, path: Path, weights: dict[str, torch.Tensor] | None = None) -> None:
-        """The trained weights only (a PEFT adapter folder with LoRA; pool members are
-        saved by the pool, not here). `weights`: these instead of the model's own, by
-        parameter name (an FSDP learner's, gathered whole)."""
-        if _is_peft(self.model):
-            self.model.save_pretrained(
-                str(path), selected_adapters=[snapshots.TRAINED], state_dict=weights
-            )
-        else:
-            self.model.save_pretrained(str(path), state_dict=weights)
+        """The trained weights only (`checkpoint_io.save_trained`)."""
+        checkpoint_io.save_trained(self.model, path, weights)
 
     def load(self, path: Path) -> None:
         """Restore weights and optimizer state written by `save` into this learner."""
         path = Path(path)
         self._epoch += 1  # whatever happens below, samplers made before are stale
-        with _damaged_if_unreadable(path):
-            self._load_weights(path)
+        with checkpoint_io.damaged_if_unreadable(path):
+            checkpoint_io.load_weights(self.model, path)
         if not all(bool(torch.isfinite(p).all()) for _, p in self._named_trainable()):
             raise DamagedCheckpointError(
                 f"{path}: the weights hold NaN or inf (a diverged update was saved, or the "
@@ -605,46 +580,10 @@ class TorchLearner:
                 "these weights, load the folder as a model instead)"
             )
         names = [n for n, _ in self._named_trainable()]
-        with _damaged_if_unreadable(path):
+        with checkpoint_io.damaged_if_unreadable(path):
             extra = checkpoint_io.load_optimizer(self._get_optimizer(), names, path)
         self.version = int(extra.get("version", self.version))
 
-    def _load_weights(self, folder: Path) -> None:
-        """A PEFT adapter or full weights from `folder` into this learner's model."""
-        if (folder / "adapter_model.safetensors").is_file():
-            self._load_adapter(folder)
-        else:
-            self._load_full(folder)
-
-    def _load_adapter(self, path: Path) -> None:
-        from peft import set_peft_model_state_dict
-        from safetensors.torch import load_file
-
-        if not _is_peft(self.model):
-            raise ValueError(
-                f"{path} holds a LoRA adapter but this learner does full fine-tuning; build "
-                "it with lora_rank > 0, or with ModelConfig(model=<that folder>)"
-            )
-        weights = load_file(str(path / "adapter_model.safetensors"), device=str(self.model.device))
-        result: Any = set_peft_model_state_dict(self.model, weights)
-        unexpected = list(result.unexpected_keys)
-        if unexpected:
-            raise ValueError(f"adapter in {path} has unexpected keys {unexpected[:3]}")
-
-    def _load_full(self, path: Path) -> None:
-        if _is_peft(self.model):
-            raise ValueError(
-                f"{path} holds full model weights but this learner trains LoRA; build it with "
-                "lora_rank=0 to resume full fine-tuning"
-            )
-        checkpoint_io.load_full_weights(self.model, path)
-
     def export_merged(self, path: Path) -> None:
         """A standalone model folder (LoRA merged into a copy of the base) + tokenizer."""
-        path = Path(path)
-        model = self.model
-        if _is_peft(model):
-            # A copy, so the live model keeps its adapter (costs one model's memory briefly).
-            model = copy.deepcopy(model).merge_and_unload()
-        model.save_pretrained(str(path))
-        self.tokenizer.save_pretrained(str(path))
+        checkpoint_io.export_merged(self.model, self.tokenizer, Path(path))
