@@ -90,3 +90,20 @@ def sample_inverse_cdf(
     """`draw_inverse_cdf` as lists: the tokens drawn for each row's uniforms."""
     chosen_BK = draw_inverse_cdf(logp_BV, uniforms, top_p).tolist()
     return [row[: len(us)] for row, us in zip(chosen_BK, uniforms, strict=True)]
+
+
+def draw_kept(
+    entry: tuple[torch.Tensor, torch.Tensor, int],
+    uniforms: list[float],
+    temperature: float,
+    top_p: float,
+) -> tuple[list[int], dict[int, float]]:
+    """The tree decode's draw from a frozen member's kept node (`sampler.py`): the raw
+    logits of the allowed tokens placed in a -inf vocabulary row, tempered, log-softmaxed,
+    one token per uniform by inverse CDF; the tokens and their log-probs."""
+    ids, logits, vocab = entry
+    scaled_V = torch.full((vocab,), float("-inf"))
+    scaled_V[ids] = logits / temperature
+    logp_V = torch.log_softmax(scaled_V, dim=-1)
+    tokens = sample_inverse_cdf(logp_V.unsqueeze(0), [uniforms], top_p)[0]
+    return tokens, {t: float(logp_V[t]) for t in set(tokens)}

@@ -80,22 +80,21 @@ from spiral.engines.torch.constrained import ConstrainedRow
 from spiral.engines.torch.decode import Decoder, ModelDecoder
 from spiral.engines.torch.draws import (
     draw_inverse_cdf,
+    draw_kept,
     mask_to_allowed,
     non_finite_error,
-    sample_inverse_cdf,
 )
 from spiral.engines.torch.graphs import StaticDecoder, step_decoder
 from spiral.engines.torch.kv_cache import PrefixCache
 from spiral.engines.torch.merged import merged
-from spiral.engines.torch.precision import autocast_for, model_compute
+from spiral.engines.torch.precision import model_compute
 from spiral.engines.torch.prefill import (
-    common_prefix_len,
     prefill,
     prefill_cached,
-    prefill_grouped,
     supports_prefix_cache,
 )
 from spiral.engines.torch.runahead import run_ahead, runs_ahead
+from spiral.engines.torch.scoring import score_rows
 from spiral.engines.torch.snapshots import TRAINED, SnapshotError, active_adapter
 from spiral.types import AnswerConstraint, Completion, StopReason
 
@@ -343,7 +342,8 @@ class TorchSampler:
                     entry = kept.get((*lead.kept_key, tuple(lead.tokens)))
                     if entry is None:
                         break
-                    tokens, logps = self._draw_kept(entry, members, params)
+                    uniforms = [row.rng.random() for row in members]
+                    tokens, logps = draw_kept(entry, uniforms, params.temperature, params.top_p)
                 by_token: dict[int, list[_Row]] = {}
                 for row, token in zip(members, tokens, strict=True):
                     row.tokens.append(token)
@@ -359,22 +359,6 @@ class TorchSampler:
             return False
         self.last_stats["kept_rows"] += len(group.rows)
         return True
-
-    def _draw_kept(
-        self,
-        entry: tuple[torch.Tensor, torch.Tensor, int],
-        members: list[_Row],
-        params: SamplingParams,
-    ) -> tuple[list[int], dict[int, float]]:
-        """The model path's draw (`_step`) from a kept node: logits of the allowed tokens
-        placed in a -inf vocabulary row, tempered, log-softmaxed, inverse CDF."""
-        ids, logits, vocab = entry
-        scaled_V = torch.full((vocab,), float("-inf"))
-        scaled_V[ids] = logits / params.temperature
-        logp_V = torch.log_softmax(scaled_V, dim=-1)
-        uniforms = [[row.rng.random() for row in members]]
-        tokens = sample_inverse_cdf(logp_V.unsqueeze(0), uniforms, params.top_p)[0]
-        return tokens, {t: float(logp_V[t]) for t in set(tokens)}
 
     def _restart(self, group: _Group, states: list[Any], params: SamplingParams) -> None:
         for row, state in zip(group.rows, states, strict=True):
@@ -607,53 +591,14 @@ class TorchSampler:
         costs = {i: len(seqs[i]) for i in todo}
         with self._computing(self.adapter or TRAINED):
             for chunk in chunk_rows(costs, order, self.max_batch_tokens):
-                values = self._score_chunk(
-                    [seqs[i] for i in chunk], [len(prompts[i]) for i in chunk], temperature
+                values = score_rows(
+                    self.model,
+                    [seqs[i] for i in chunk],
+                    [len(prompts[i]) for i in chunk],
+                    temperature,
+                    self.pad_id,
+                    self.prefix_reuse,
                 )
                 for i, row in zip(chunk, values, strict=True):
                     result[i] = row
         return result
-
-    def _score_chunk(
-        self, seqs: list[list[int]], prompt_lens: list[int], temperature: float
-    ) -> list[list[float]]:
-        """Each row's log-probs after its first `prompt_lens[b]` tokens. The prompt's last
-        token runs with the row's tail: its output predicts the first scored token."""
-        if self.prefix_reuse:
-            stem_ends = [n - 1 for n in prompt_lens]
-            prefix = min(common_prefix_len(seqs), *stem_ends) if len(seqs) > 1 else 0
-        else:
-            stem_ends, prefix = [0] * len(seqs), 0
-        pre = prefill_grouped(
-            self.model, seqs, prefix, stem_ends, self.pad_id,
-            output_hidden_states=True, logits_to_keep=1,
-        )  # fmt: skip
-        hidden_BSH = pre.out.hidden_states[-1]
-        rows, cols, targets = [], [], []
-        for b, (seq, end, n) in enumerate(zip(seqs, stem_ends, prompt_lens, strict=True)):
-            first = pre.tail_width - (len(seq) - end) + (n - 1 - end)  # column of prompt[-1]
-            for j, token in enumerate(seq[n:]):
-                rows.append(b)
-                cols.append(first + j)
-                targets.append(int(token))
-        logits_NV = hidden_to_logits(self.model, hidden_BSH[rows, cols])
-        if temperature > 0:
-            logits_NV = logits_NV / temperature
-        target_N1 = torch.tensor(targets, device=logits_NV.device).unsqueeze(1)
-        values = torch.log_softmax(logits_NV, dim=-1).gather(1, target_N1).squeeze(1).tolist()
-        out = []
-        for seq, n in zip(seqs, prompt_lens, strict=True):
-            k = len(seq) - n
-            out.append(values[:k])
-            values = values[k:]
-        return out
-
-
-def hidden_to_logits(model: Any, hidden_NH: torch.Tensor) -> torch.Tensor:
-    """Final hidden states -> fp32 logits, as the model's own head computes them."""
-    with autocast_for(model):  # full fine-tuning's fp32 head over bf16 hidden states
-        logits_NV = model.get_output_embeddings()(hidden_NH).float()
-    cap = getattr(model.config, "final_logit_softcapping", None)
-    if cap:  # Gemma-2 style soft-capping lives in the CausalLM forward, after the head
-        logits_NV = torch.tanh(logits_NV / cap) * cap
-    return logits_NV

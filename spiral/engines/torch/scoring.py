@@ -1,0 +1,68 @@
+"""Log-probs of given continuations, and the model's output head over chosen positions.
+
+`score_rows` is what `TorchSampler.score` runs per chunk (an exploitability table scores
+every legal move of many positions); `hidden_to_logits` is the head that the samplers and
+the learner share, so both compute the logits the model's own forward would.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from spiral.engines.torch.precision import autocast_for
+from spiral.engines.torch.prefill import common_prefix_len, prefill_grouped
+
+
+def score_rows(
+    model: Any,
+    seqs: list[list[int]],
+    prompt_lens: list[int],
+    temperature: float,
+    pad_id: int,
+    share_prefix: bool = True,
+) -> list[list[float]]:
+    """Each row's log-probs after its first `prompt_lens[b]` tokens at `temperature`
+    (<= 0: 1), one batched forward as a tree (`prefill_grouped`): the rows' common
+    prefix once where `share_prefix`, each distinct prompt once, then every row's
+    continuation. The prompt's last token runs with the row's tail: its output predicts
+    the first scored token."""
+    if share_prefix:
+        stem_ends = [n - 1 for n in prompt_lens]
+        prefix = min(common_prefix_len(seqs), *stem_ends) if len(seqs) > 1 else 0
+    else:
+        stem_ends, prefix = [0] * len(seqs), 0
+    pre = prefill_grouped(
+        model, seqs, prefix, stem_ends, pad_id,
+        output_hidden_states=True, logits_to_keep=1,
+    )  # fmt: skip
+    hidden_BSH = pre.out.hidden_states[-1]
+    rows, cols, targets = [], [], []
+    for b, (seq, end, n) in enumerate(zip(seqs, stem_ends, prompt_lens, strict=True)):
+        first = pre.tail_width - (len(seq) - end) + (n - 1 - end)  # column of prompt[-1]
+        for j, token in enumerate(seq[n:]):
+            rows.append(b)
+            cols.append(first + j)
+            targets.append(int(token))
+    logits_NV = hidden_to_logits(model, hidden_BSH[rows, cols])
+    if temperature > 0:
+        logits_NV = logits_NV / temperature
+    target_N1 = torch.tensor(targets, device=logits_NV.device).unsqueeze(1)
+    values = torch.log_softmax(logits_NV, dim=-1).gather(1, target_N1).squeeze(1).tolist()
+    out = []
+    for seq, n in zip(seqs, prompt_lens, strict=True):
+        k = len(seq) - n
+        out.append(values[:k])
+        values = values[k:]
+    return out
+
+
+def hidden_to_logits(model: Any, hidden_NH: torch.Tensor) -> torch.Tensor:
+    """Final hidden states -> fp32 logits, as the model's own head computes them."""
+    with autocast_for(model):  # full fine-tuning's fp32 head over bf16 hidden states
+        logits_NV = model.get_output_embeddings()(hidden_NH).float()
+    cap = getattr(model.config, "final_logit_softcapping", None)
+    if cap:  # Gemma-2 style soft-capping lives in the CausalLM forward, after the head
+        logits_NV = torch.tanh(logits_NV / cap) * cap
+    return logits_NV
