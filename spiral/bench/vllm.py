@@ -25,7 +25,8 @@ def run_vllm_benchmark(
     preset: str, reps: int = 3, games: int = 0, extra: tuple[str, ...] = ()
 ) -> dict[str, Any]:
     from spiral.engines.loading import ModelConfig
-    from spiral.engines.vllm.engine import VllmSampledLearner, open_engine
+    from spiral.engines.vllm.engine import open_engine
+    from spiral.engines.vllm.learner import VllmSampledLearner
 
     with tempfile.TemporaryDirectory(prefix="spiral-bench-vllm-") as tmp:
         args = [f"preset={preset}", f"log_path={tmp}/run", *extra]

@@ -139,13 +139,13 @@ def _vllm_learner(model: ModelConfig, **options: Any) -> Learner:
 
 
 def _vllm_sampler(model: ModelConfig, version: int) -> Sampler:
-    from spiral.engines.vllm.engine import vllm_sampler
+    from spiral.engines.vllm.learner import vllm_sampler
 
     return vllm_sampler(model, version)
 
 
 def _vllm_live(learner: Learner, model: ModelConfig, **options: Any) -> Learner:
-    from spiral.engines.vllm.engine import sampled_by_vllm
+    from spiral.engines.vllm.learner import sampled_by_vllm
 
     return sampled_by_vllm(learner, model, **options)
 

@@ -18,7 +18,8 @@ pytest.importorskip("vllm")
 from spiral.engines.base import SamplingParams, StaleSamplerError  # noqa: E402
 from spiral.engines.loading import ModelConfig  # noqa: E402
 from spiral.engines.torch.learner import TorchLearner  # noqa: E402
-from spiral.engines.vllm.engine import VllmSampledLearner, open_engine  # noqa: E402
+from spiral.engines.vllm.engine import open_engine  # noqa: E402
+from spiral.engines.vllm.learner import VllmSampledLearner  # noqa: E402
 from spiral.types import Datum  # noqa: E402
 
 from .conftest import (
@@ -263,7 +264,7 @@ def test_spiral_serve_on_vllm_answers_the_openai_client_with_legal_moves_only(
 
 
 def test_full_fine_tuning_syncs_every_weight_into_a_private_engine(model_dir: Path) -> None:
-    from spiral.engines.vllm.engine import sampled_by_vllm
+    from spiral.engines.vllm.learner import sampled_by_vllm
 
     cfg = ModelConfig(str(model_dir), lora_rank=0, dtype="float32")
     learner = TorchLearner(cfg, micro_batch_tokens=200)

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 import torch
 
-from spiral.engines.vllm.engine import VllmEngine, VllmSampledLearner
+from spiral.engines.vllm.engine import VllmEngine
+from spiral.engines.vllm.learner import VllmSampledLearner
 from spiral.engines.vllm.settings import (
     GIB,
     EngineSettings,

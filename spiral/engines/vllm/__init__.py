@@ -1,3 +1,4 @@
 """vLLM as a sampler (the vllm extra, or vLLM's CPU build): `engine.py` runs one engine per
-base model and samples a torch learner's live LoRA adapter, hot-swapped each step;
-`processor.py` is its logits processor for constrained answers."""
+base model, `sampler.py` samples and scores through it, `learner.py` wraps a torch
+learner whose live LoRA adapter it samples (hot-swapped each step); `processor.py` is the
+logits processor for constrained answers and `settings.py` the engine's share of a GPU."""
