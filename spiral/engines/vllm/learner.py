@@ -21,7 +21,6 @@ from spiral.errors import UsageError
 _LEARNERS = itertools.count()
 
 
-
 class VllmSampledLearner(LearnerWrapper):
     """A learner whose samplers are vLLM's. LoRA: each new version's adapter is written to
     a folder and hot-swapped into the running engine, pool members likewise; full

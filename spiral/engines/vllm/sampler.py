@@ -243,5 +243,3 @@ class VllmSampler:
             "perf/decode_tokens": t["decode_tokens"],
             "perf/vllm_sample_s": t["sample_s"],
         }
-
-
