@@ -129,15 +129,25 @@ def _card_mean(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
     return out
 
 
-def features(eps: float, seed: int = 0) -> np.ndarray:
-    """12 x DIM: [one-hot history, eps * one-hot (card, history)] in a random dense basis."""
-    raw = np.zeros((12, 16))
+def features(eps: float, seed: int = 0, seat_tie: float | None = None) -> np.ndarray:
+    """12 x DIM: [one-hot history, eps * one-hot (card, history)] in a random dense basis.
+
+    With `seat_tie` = d, the two seats' decisions of one kind (to bet or check: "" and
+    "p"; to call or fold: "pb" and "b") also share their features: a history's part is
+    one-hot(kind) + d * one-hot(history), a card's part eps * (one-hot(card, kind) + d *
+    one-hot(card, history)), so a card's first-mover and second-mover rows have cosine
+    1 / (1 + d^2) and an update for one seat moves the other's play of the card."""
+    raw = np.zeros((12, 4 + 12 + 2 + 6))
     for c in range(3):
         for j, h in enumerate(HISTORIES):
-            raw[_index(c, h), j] = 1.0
-            raw[_index(c, h), 4 + _index(c, h)] = eps
+            i, kind = _index(c, h), int(h.endswith("b"))
+            if seat_tie is None:
+                raw[i, j], raw[i, 4 + i] = 1.0, eps
+            else:
+                raw[i, j], raw[i, 4 + i] = seat_tie, eps * seat_tie
+                raw[i, 16 + kind], raw[i, 18 + 2 * c + kind] = 1.0, eps
     rotation, _ = np.linalg.qr(np.random.default_rng(seed).normal(size=(DIM, DIM)))
-    return raw @ rotation[:16]
+    return raw @ rotation[: raw.shape[1]]
 
 
 def exploitability(pi: np.ndarray) -> float:
@@ -155,6 +165,7 @@ def run(
     seed: int = 0,
     steps: int = STEPS,
     games: int = 0,
+    seat_tie: float | None = None,
 ) -> dict:
     """One run; `beta`, `lam` and `lr` may be functions of the update (1-based), for
     schedules (`benchmarks/kuhn_twin_schedules.py`); `games` > 0 adds the error of a
@@ -163,7 +174,7 @@ def run(
     lam_at = lam if callable(lam) else (lambda _: lam)
     lr_at = lr if callable(lr) else (lambda _: lr)
     rng = np.random.default_rng(1000 + seed)
-    phi = features(eps, seed)
+    phi = features(eps, seed, seat_tie)
     theta = np.zeros((DIM, 2))
     m, v = np.zeros_like(theta), np.zeros_like(theta)
     magnet = _softmax(phi @ theta)
@@ -189,6 +200,7 @@ def run(
         "cosine": 1 / (1 + eps**2),
         "lr": lr if not callable(lr) else None,
         "games": games,
+        "seat_tie": seat_tie,
         "tau": tau,
         "lam": lam if not callable(lam) else None,
         "first_below_0.2": escape,

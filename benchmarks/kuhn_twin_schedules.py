@@ -10,7 +10,9 @@ at the first update to b at the last, as the training loop's `*_final` keys do. 
 centering of the policy gradient and entropy bonus together (`pg_entropy`). The last
 rows add the error of a sampled batch of 384 games (the preset's 768 seat-trajectories)
 (`kuhn_shared_twin.pg_noise`) and vary the learning rate: "step" drops it to 0.3x at
-update 100, as the preset does at step 30 of 120. Writes OUT_DIR/schedules.md.
+update 100, as the preset does at step 30 of 120. The final rows tie the two seats'
+play of a card as well (`seat_tie`: the model's first-mover and second-mover
+probabilities for a card differ by 0.01-0.06 once trained). Writes OUT_DIR/schedules.md.
 """
 
 from __future__ import annotations
@@ -47,6 +49,12 @@ NOISY: list[tuple[str, Schedule, int]] = [  # (label, lr, games) with the fade a
     ("96 games; lr 0.1", fixed(0.1), 96),
 ]
 
+SEAT_TIES: list[tuple[str, float]] = [  # (label, seat_tie d): seats' cosine 1 / (1 + d^2)
+    ("seats tied, cosine 0.5", 1.0),
+    ("seats tied, cosine 0.92", 0.3),
+    ("seats tied, cosine 0.99", 0.1),
+]
+
 CASES: list[tuple[str, str, Schedule, Schedule]] = [  # (label, mode, beta, lam)
     ("none; lam 0.6", "pg", fixed(0.0), fixed(0.6)),
     ("beta 0.8; lam 0.6", "pg", fixed(0.8), fixed(0.6)),
@@ -73,11 +81,14 @@ def main() -> None:
         "mean, last quarter |",
         "|---|---|---|---|",
     ]
-    cases = [(label, mode, beta, lam, fixed(0.1), 0) for label, mode, beta, lam in CASES]
-    cases += [(f"beta 0.95 -> 0.5; lam 0 -> 0.6; {label}", "pg", FADE, RAMP, lr, games)
+    cases = [(label, mode, beta, lam, fixed(0.1), 0, None) for label, mode, beta, lam in CASES]
+    cases += [(f"beta 0.95 -> 0.5; lam 0 -> 0.6; {label}", "pg", FADE, RAMP, lr, games, None)
               for label, lr, games in NOISY]  # fmt: skip
-    for label, mode, beta, lam, lr, games in cases:
-        runs = [run(mode, beta, 0.07, lr, lam=lam, seed=s, games=games) for s in (0, 1, 2)]
+    cases += [(f"beta 0.95 -> 0.5; lam 0 -> 0.6; {label}; {name}", "pg", FADE, RAMP, lr, games, tie)
+              for name, tie in SEAT_TIES for label, lr, games in NOISY[:1] + NOISY[2:3]]  # fmt: skip
+    for label, mode, beta, lam, lr, games, tie in cases:
+        runs = [run(mode, beta, 0.07, lr, lam=lam, seed=s, games=games, seat_tie=tie)
+                for s in (0, 1, 2)]  # fmt: skip
         escapes = ", ".join(str(r["first_below_0.2"] or "-") for r in runs)
         final = np.mean([r["final_exploitability"] for r in runs])
         last = np.mean([r["mean_last_quarter"] for r in runs])

@@ -92,6 +92,8 @@ def run_prefix_cache_benchmark(
             f"model_name={model}",
             f"batch_size={2 * games}",
             "use_llm_obs_wrappers=true",
+            "prompt_style=original",  # the full history in every prompt, which the cache serves
+            "fsp_enabled=false",
             "log_path=/dev/null",
             *extra,
         ]

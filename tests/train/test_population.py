@@ -299,3 +299,27 @@ def test_a_damaged_pool_member_is_refused_with_its_name(
     MEMBER_DAMAGE[damage](run / "pool" / member)
     with pytest.raises(DamagedCheckpointError, match=f"pool member {member} .* is damaged"):
         _run([*_fsp_args(tiny_model, run, 4)])
+
+
+def test_tictactoe_preset_spars_with_random_and_perfect_players(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    # The preset as a user runs it, on a tiny model and a short run: its games are a third
+    # self-play and the rest against the two fixed partners, no past self joins the pool,
+    # and its greedy evaluation meets both partners in both seats.
+    run = tmp_path / "ttt"
+    _run(["preset=embedded-tictactoe", f"model_name={tiny_model}", f"log_path={run}",
+          "batch_size=24", "max_steps=2", "eval_every=2", "eval_games=2", "save_every=2",
+          "max_tokens=6", "lora_rank=4"])  # fmt: skip
+    rows = read_jsonl(run / "metrics.jsonl")
+    steps = [r for r in rows if "fsp/pool_size" in r]
+    assert len(steps) == 2 and all(r["fsp/pool_size"] == 0 for r in steps)
+    for r in steps:  # every game is self-play or against a partner; both kinds occur
+        assert r["fsp/members_met"] == 0
+        assert r["fsp/fixed_opponent_ratio"] + r["fsp/live_self_play_ratio"] == 1.0
+    assert 0 < sum(r["fsp/live_self_play_ratio"] for r in steps) < 2
+    evals = {k for r in rows for k in r}
+    for opponent in ("random", "optimal"):
+        for seat in (0, 1):
+            assert f"eval/TicTacToe-v0/{opponent}/seat{seat}/win_rate" in evals
+            assert f"eval/TicTacToe-v0/{opponent}/seat{seat}/draw_rate_low" in evals
