@@ -59,7 +59,7 @@ def tied_optimum() -> tuple[float, dict[str, float]]:
             rng.uniform(0, 1, len(PAIRS)),
             method="Nelder-Mead",
             options={"maxiter": 600, "xatol": 1e-4},
-        )  # fmt: skip
+        )
         for _ in range(12)
     ]
     best = min(fits, key=lambda f: f.fun)
@@ -77,8 +77,7 @@ def main() -> None:
         fixes = {s: mended(table, s) for s in STATES}
         worst = min(STATES, key=lambda s: fixes[s][1])
         runs.append({"run": name, "step": step, "table": table, "report": report,
-                     "mended": fixes, "worst_state": worst, "seat_gap": seat_gap(table),
-                     "seat_gaps": {t: seat_gap(x) for t, x in tables}})  # fmt: skip
+                     "mended": fixes, "worst_state": worst, "seat_gaps": {t: seat_gap(x) for t, x in tables}})  # fmt: skip
     head = " | ".join(STATES)
     lines = [
         "P(bet or call) at each information state (first to act: J, Q, K; after a check: "
@@ -98,7 +97,7 @@ def main() -> None:
         lines.append(
             f"| {r['run']} | {r['step']} | {cells} | {rep['exploitability']:.3f} | "
             f"{rep['br_value_seat1']:.3f} / {rep['br_value_seat0']:.3f} | "
-            f"{s} -> {p:.2f}: {e:.3f} | {r['seat_gap']:.3f} |"
+            f"{s} -> {p:.2f}: {e:.3f} | {r['seat_gaps'][r['step']]:.3f} |"
         )
     gaps = [(t, g) for r in runs for t, g in r["seat_gaps"].items()]
     start = [g for t, g in gaps if t == 0]
