@@ -1,7 +1,10 @@
 """Suite-wide settings and fixtures. The exactness checks (log-prob agreement to 1e-4,
-bit-exact resume) are stated for fp32, so `dtype=auto` resolves as on a CPU without
-native bf16 here and in every subprocess; the bf16 tests ask for bfloat16 by name. The
-tiny models are built once per session."""
+bit-exact resume) are stated for fp32, so the suite runs as on a CPU without bf16
+(`SPIRAL_CPU_BF16=0`) here and in every subprocess: `dtype=auto` is fp32. The tests that
+ask for bfloat16 or float16 by name use the `half_precision` fixture, which lets a half
+dtype run on any CPU: through oneDNN's kernels where it takes them, emulated by torch
+elsewhere (exact, and fast enough for tiny models). The tiny models are built once per
+session."""
 
 from __future__ import annotations
 
@@ -10,10 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from spiral.engines.loading import CPU_BF16_ENV
+from spiral.engines.torch.cpu import CPU_BF16_ENV
 from spiral.testing import make_tiny_model
 
 os.environ[CPU_BF16_ENV] = "0"
+
+
+@pytest.fixture
+def half_precision(monkeypatch: pytest.MonkeyPatch) -> None:
+    """bf16 and fp16 asked for by name run on this CPU whatever it has (`SPIRAL_CPU_BF16=1`)."""
+    monkeypatch.setenv(CPU_BF16_ENV, "1")
 
 
 @pytest.fixture(scope="session")

@@ -115,8 +115,9 @@ def test_unknown_or_malformed_arguments_are_refused(
 def test_machine_errors_come_before_any_model_work(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A bad device, a missing local folder or a sink without its package is refused before
-    the embedded model is converted (an empty model cache stays empty)."""
+    """A bad device, a half dtype this CPU would emulate (the suite runs as a CPU without
+    bf16), a missing local folder or a sink without its package is refused before the
+    embedded model is converted (an empty model cache stays empty)."""
     import importlib.util
 
     import torch
@@ -126,6 +127,8 @@ def test_machine_errors_come_before_any_model_work(
     base = ["train", "env_ids=KuhnPokerSingle-v0", "max_steps=1", f"log_path={tmp_path / 'r'}"]
     if not torch.cuda.is_available():
         assert "no CUDA GPU is visible" in _one_line_error(capsys, [*base, "device=cuda"])
+    emulated = _one_line_error(capsys, [*base, "dtype=bfloat16"])
+    assert "dtype=bfloat16" in emulated and "use dtype=auto or float32" in emulated
     missing = _one_line_error(capsys, [*base, "model_name=runs/x/checkpoints/step_000002"])
     assert "does not exist" in missing
     real_find_spec = importlib.util.find_spec

@@ -100,9 +100,9 @@ def engine_dtypes(spec: str) -> list[str]:
         return _named_dtypes(spec)
     import torch
 
-    from spiral.engines.loading import cpu_has_bf16
+    from spiral.engines.torch.cpu import native_bf16
 
-    native = torch.cuda.is_available() or cpu_has_bf16()
+    native = torch.cuda.is_available() or native_bf16()
     return ["float32", "bfloat16"] if native else ["float32"]
 
 

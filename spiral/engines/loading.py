@@ -13,7 +13,8 @@ PEFT LoRA when `lora_rank > 0`) and its tokenizer. Accepted `model` values:
 Choices: `lora_alpha=None` means alpha = 2 * rank (the common "alpha/r = 2" scaling);
 LoRA targets every linear layer except the output head ("all-linear"); device "auto" is
 CUDA when available else CPU; dtype "auto" is bf16 on CUDA, bf16 for LoRA on CPUs with
-native bf16 (AVX512-BF16, AMX: ~2x fp32 matmuls), fp32 otherwise (`resolve_dtype`). The
+native bf16 (AVX512-BF16, AMX: ~2x fp32 matmuls; `torch/cpu.py` asks torch), fp32
+otherwise, and a half dtype that this CPU would only emulate is refused (`resolve_dtype`). The
 dtype is what the model computes in; what is trained stays fp32 (LoRA adapters, and full
 fine-tuning's weights under autocast: precision.py). A
 tokenizer without a pad token gets its eos token as pad (we always pass attention masks,
@@ -174,7 +175,6 @@ def resolve_device(device: str) -> Any:
     return found
 
 
-CPU_BF16_ENV = "SPIRAL_CPU_BF16"  # "0" / "1": override the CPU probe (tests set "0")
 SHORTCUTS_ENV = "SPIRAL_EXACT_SHORTCUTS"  # "0": the engine's exact shortcuts off (debugging)
 
 
@@ -187,39 +187,25 @@ def exact_shortcuts() -> bool:
     return os.environ.get(SHORTCUTS_ENV, "1").strip() not in ("0", "false", "no")
 
 
-def cpu_has_bf16() -> bool:
-    """Whether this CPU multiplies bf16 natively (AVX512-BF16 or AMX), where bf16 is
-    ~2x fp32; elsewhere torch emulates it and it is slower. `SPIRAL_CPU_BF16=0|1`
-    overrides the probe (the test suite sets 0 so its exactness checks run in fp32)."""
-    forced = os.environ.get(CPU_BF16_ENV)
-    if forced is not None:
-        return forced.strip() not in ("", "0", "false", "no")
-    try:
-        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return False
-    flags = set()
-    for line in text.splitlines():
-        if line.startswith("flags"):
-            flags.update(line.partition(":")[2].split())
-            break
-    return bool(flags & {"avx512_bf16", "amx_bf16"})
-
-
 def resolve_dtype(dtype: str, device: Any, full_fine_tuning: bool = False) -> Any:
     """The compute dtype. `auto`: bf16 on CUDA (LoRA: the frozen base in bf16, the adapter
     and its optimizer state in fp32; full fine-tuning: fp32 weights and optimizer state,
-    bf16 products under autocast); on a CPU with native bf16, bf16 for LoRA and fp32 for
-    full fine-tuning (not measured faster there under autocast); fp32 elsewhere."""
+    bf16 products under autocast); on a CPU with native bf16 (`torch/cpu.py`), bf16 for
+    LoRA and fp32 for full fine-tuning (not measured faster there under autocast); fp32
+    elsewhere. A half dtype asked for on a CPU where torch would emulate it is refused."""
     import torch
+
+    from spiral.engines.torch import cpu
 
     if dtype == "auto":
         if device.type == "cuda":
             return torch.bfloat16
-        return torch.bfloat16 if cpu_has_bf16() and not full_fine_tuning else torch.float32
+        return torch.bfloat16 if cpu.native_bf16() and not full_fine_tuning else torch.float32
     table = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
     if dtype not in table:
         raise DeviceError(f"dtype must be 'auto' or one of {sorted(table)}, got {dtype!r}")
+    if device.type == "cpu" and cpu.emulated(table[dtype]):
+        raise DeviceError(cpu.emulated_message(dtype))
     return table[dtype]
 
 

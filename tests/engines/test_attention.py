@@ -131,6 +131,7 @@ def test_large_logits_are_as_accurate_as_sdpa() -> None:
     assert (ours - exact).abs().max() <= 2 * (sdpa - exact).abs().max() + 4e-3
 
 
+@pytest.mark.usefixtures("half_precision")
 def test_models_switch_from_sdpa_and_agree_in_bf16(tiny_llama: Path) -> None:
     """A loaded model attends with `spiral`; its bf16 logits on a left-padded batch, and
     through a KV-cached decode step, match the same weights under sdpa."""

@@ -12,6 +12,7 @@ import torch
 
 from spiral.engines.base import SamplingParams
 from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
+from spiral.engines.torch.cpu import CPU_BF16_ENV
 from spiral.engines.torch.decode import (
     _SLOT,
     MIN_ROOM_TO_PACK,
@@ -77,6 +78,7 @@ def run_both(model, tok, steps: int = 6):
     return pairs
 
 
+@pytest.mark.usefixtures("half_precision")
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
 @pytest.mark.parametrize("arch", ["llama", "qwen2", "qwen3"])
 def test_packed_step_is_the_models_forward(
@@ -93,6 +95,22 @@ def test_packed_step_is_the_models_forward(
             assert (a - b).abs().max() < 1e-4
 
 
+@pytest.mark.parametrize("arch", ["llama", "qwen3"])
+def test_the_fallback_decode_step_is_the_models_forward_in_bf16(
+    arch: str, tiny_llama: Path, tiny_qwen3: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the probe switched off after loading, the packed step's bf16 linears are plain
+    `F.linear`s, and the step is the model's forward bit for bit, on any CPU."""
+    monkeypatch.setenv(CPU_BF16_ENV, "1")
+    model, tok = loaded({"llama": tiny_llama, "qwen3": tiny_qwen3}[arch], "bfloat16")
+    monkeypatch.setenv(CPU_BF16_ENV, "0")  # the packing happens at the first step
+    pairs = run_both(model, tok)
+    assert pairs
+    for a, b in pairs:
+        assert torch.equal(a, b), (a - b).abs().max()
+
+
+@pytest.mark.usefixtures("half_precision")
 def test_sampler_completions_are_the_same_with_and_without_it(tiny_llama: Path) -> None:
     """Through the sampler (LoRA merged in, after an update, free text and constrained
     thinking): identical tokens and log-probs in bf16."""
@@ -121,6 +139,7 @@ def model_has_packed(model) -> bool:
     return bool(model.__dict__.get(_SLOT))
 
 
+@pytest.mark.usefixtures("half_precision")
 def test_short_answers_pack_only_weights_packed_already(tiny_llama: Path) -> None:
     """A call that may decode fewer than MIN_ROOM_TO_PACK tokens does not pay for packing,
     but uses weights a longer call packed; both sample what the model's forward does."""

@@ -30,6 +30,7 @@ def _datums(learner: TorchLearner) -> list:
     return [to_datum(p, c, a) for p, c, a in zip(prompts, out, advantages, strict=True)]
 
 
+@pytest.mark.usefixtures("half_precision")
 def test_trained_weights_stay_fp32_and_compute_in_bf16(tiny_llama: Path) -> None:
     learner = _learner(tiny_llama)
     assert {p.dtype for p in learner.model.parameters()} == {torch.float32}
@@ -51,6 +52,7 @@ def test_trained_weights_stay_fp32_and_compute_in_bf16(tiny_llama: Path) -> None
     torch.testing.assert_close(mixed, exact, atol=0.1, rtol=0)
 
 
+@pytest.mark.usefixtures("half_precision")
 def test_an_update_at_lr_1e6_moves_the_weights(tiny_llama: Path) -> None:
     learner = _learner(tiny_llama)
     datums = _datums(learner)
@@ -73,6 +75,7 @@ def test_an_update_at_lr_1e6_moves_the_weights(tiny_llama: Path) -> None:
     assert kept_in_bf16 / total < 0.05  # in bf16 nearly all of it would have rounded away
 
 
+@pytest.mark.usefixtures("half_precision")
 def test_the_sampler_scores_as_the_learner_does(tiny_llama: Path) -> None:
     learner = _learner(tiny_llama)
     datums = _datums(learner)
@@ -87,6 +90,7 @@ def test_the_sampler_scores_as_the_learner_does(tiny_llama: Path) -> None:
         torch.testing.assert_close(got, want, atol=0.05, rtol=0)
 
 
+@pytest.mark.usefixtures("half_precision")
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_the_kl_reference_of_full_fine_tuning_is_the_frozen_model(
     tiny_llama: Path, dtype: str

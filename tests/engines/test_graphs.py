@@ -201,6 +201,7 @@ def test_the_step_reads_only_the_filled_span_of_a_long_cache(tiny_llama: Path) -
     assert static.spans == {256, 512}
 
 
+@pytest.mark.usefixtures("half_precision")
 def test_the_step_profile_benchmark_runs_and_sorts_kernels(tiny_qwen3: Path) -> None:
     """benchmarks/graph_step_profile.py on a CPU (its dry run): a step time, the operators
     summed by kind, and the bound; the kinds read off real CUDA kernel names."""

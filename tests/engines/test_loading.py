@@ -78,7 +78,8 @@ def test_adapter_and_full_checkpoint_folders_load(tiny_llama: Path, tmp_path: Pa
 def test_auto_dtype_is_bf16_for_lora_on_a_cpu_with_native_bf16(
     tiny_llama: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from spiral.engines.loading import CPU_BF16_ENV, resolve_dtype
+    from spiral.engines.loading import resolve_dtype
+    from spiral.engines.torch.cpu import CPU_BF16_ENV
 
     cpu = torch.device("cpu")
     monkeypatch.setenv(CPU_BF16_ENV, "1")

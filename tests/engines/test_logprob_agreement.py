@@ -46,6 +46,7 @@ def test_sampler_and_learner_agree(
 BF16_TOLERANCE = 0.05  # bf16 rounds differently in the sampler's and the learner's layouts
 
 
+@pytest.mark.usefixtures("half_precision")
 @pytest.mark.parametrize("arch", ["llama", "qwen3"])
 def test_sampler_and_learner_agree_in_bf16(arch: str, tiny_llama: Path, tiny_qwen3: Path) -> None:
     path = tiny_llama if arch == "llama" else tiny_qwen3

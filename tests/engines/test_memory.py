@@ -52,6 +52,7 @@ def test_the_budget_is_three_quarters_of_what_is_left_in_whole_steps() -> None:
     assert micro_batch_budget(10_000 * GIB, 0, per_token) == MAX_TOKENS
 
 
+@pytest.mark.usefixtures("half_precision")
 def test_what_a_step_still_allocates(tiny_llama: Path) -> None:
     """LoRA: fp32 gradients (4 bytes a trainable weight) and, before the first step,
     AdamW's moments (8); full fine-tuning computing in bf16 over fp32 masters also gets

@@ -103,6 +103,7 @@ def test_pool_members_merge_their_own_adapter_and_the_cache_is_bounded(
     assert "m2" not in model.__dict__[_SLOT]
 
 
+@pytest.mark.usefixtures("half_precision")
 def test_bf16_merge_is_within_rounding_of_the_adapter_path(tiny_llama: Path) -> None:
     model, _, ids = _model(tiny_llama, "bfloat16")
     plain = _logits(model, ids)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 
 from spiral.engines.loading import (
@@ -13,6 +14,8 @@ from spiral.engines.loading import (
     load_model_and_tokenizer,
 )
 from spiral.engines.torch.precision import lora_compute, mixed_lora
+
+pytestmark = pytest.mark.usefixtures("half_precision")  # bf16 by name on any CPU
 
 
 def _model(path: Path, dtype: str, rank: int = 4):

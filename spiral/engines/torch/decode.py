@@ -14,8 +14,8 @@ Two decoders fit behind it:
   attention converting every layer's whole key cache to fp32 at every step. This step
   runs the query/key/value projections as one matrix and gate/up as another
   (concatenated once), every projection through oneDNN's prepacked linear on a CPU
-  (the weight reordered once for the kernel; 1.25-1.7x faster per product than
-  `F.linear` at 16 rows, measured), rotary embedding on queries and keys together, and
+  where oneDNN takes the dtype (`cpu.prepacks`; the weight reordered once for the
+  kernel; 1.25-1.7x faster per product than `F.linear` at 16 rows, measured), rotary embedding on queries and keys together, and
   writes the new keys and values in place into a cache preallocated for the whole call,
   keeping keys in fp32 where the attention scores from fp32 keys. (It dispatches ~25%
   fewer torch operations per layer than the model's forward, profiled; the time saved
@@ -53,6 +53,7 @@ import torch
 import torch.nn.functional as F
 
 from spiral.engines.loading import cache_keyword
+from spiral.engines.torch import cpu
 from spiral.engines.torch.attention import grouped_attention, stacked_mask
 from spiral.engines.torch.merged import drop_merged, drop_slot
 from spiral.engines.torch.precision import compute_dtype
@@ -173,9 +174,11 @@ def _supported(base: Any) -> bool:
 Pack = Callable[[torch.Tensor, torch.Tensor | None], Linear]
 
 
-def _packer(device: torch.device, rows: int) -> Pack:
-    """Make a linear from (weight, bias): oneDNN's prepacked kernel on a CPU, else F.linear."""
-    if device.type == "cpu" and torch.backends.mkldnn.is_available():
+def _packer(device: torch.device, dtype: torch.dtype, rows: int) -> Pack:
+    """Make a linear from (weight, bias): oneDNN's prepacked kernel on a CPU where it takes
+    `dtype` (`cpu.prepacks`: fp32 wherever torch has oneDNN; bf16 with AVX-512 or
+    AVX-NE-CONVERT), else F.linear."""
+    if device.type == "cpu" and cpu.prepacks(dtype):
 
         def packed(weight: torch.Tensor, bias: torch.Tensor | None) -> Linear:
             w = torch.ops.mkldnn._reorder_linear_weight(weight.contiguous(), rows)
@@ -267,7 +270,7 @@ def packed_weights(
     while len(slots) >= MAX_PACKED:
         slots.popitem(last=False)
     cfg = base.config
-    pack = _packer(model.device, rows)
+    pack = _packer(model.device, sources[0][0].weight.dtype, rows)
     with torch.no_grad():
         layers = tuple(
             _packed_layer(module, linears, pack)
