@@ -4,15 +4,15 @@
 #
 #   bash benchmarks/gpu-checks.sh [OUTPUT_DIR] [PART ...]
 #
-# OUTPUT_DIR defaults to $OUT, else gpu-checks-out (a first argument that names a part is
-# a part).
+# OUTPUT_DIR is where the results go, gpu-checks-out when it is left out (a first
+# argument that names a part is a part).
 #
 # Pure-Python wheels the machine lacks (chz, openskill) are installed from .gpu-wheels/
 # when that folder exists: `make gpu-wheels` fills it on a machine with network.
 #
 # The parts run in the order of what they decide (all of them unless PARTs are named),
-# each under its own time limit, so a call cut short still brings back the numbers that
-# matter most:
+# each under its own time limit, so a run stopped early has already written the numbers
+# that matter most:
 #
 #   decode   bench-decode-<shape>-rows<N>.json: `spiral bench what=engine` on random-
 #            initialised Qwen3-0.6B (16 and 128 rows) and Qwen3-4B (16 and 64 rows) shapes
@@ -33,9 +33,9 @@
 # Record the numbers in docs/results.md with the machine named.
 set -uo pipefail
 KNOWN="decode learn tests profile train pool pack"
-OUT=${OUT:-gpu-checks-out}
+DIR=gpu-checks-out
 if [ $# -gt 0 ] && [[ " $KNOWN " != *" $1 "* ]]; then
-  OUT=$1
+  DIR=$1
   shift
 fi
 PARTS=${*:-$KNOWN}
@@ -45,15 +45,15 @@ for part in $PARTS; do
     exit 2
   fi
 done
-mkdir -p "$OUT"
+mkdir -p "$DIR"
 PY=${PY:-python3}
 if compgen -G ".gpu-wheels/*.whl" > /dev/null; then
   $PY -m pip install -q --no-index --no-deps .gpu-wheels/*.whl 2>&1 | tail -3
 fi
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 SECONDS=0
-nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
-$PY -c "import torch, transformers, peft; print(torch.__version__, transformers.__version__, peft.__version__, torch.cuda.get_device_name(0))" | tee -a "$OUT/nvidia-smi.txt"
+nvidia-smi > "$DIR/nvidia-smi.txt" 2>&1
+$PY -c "import torch, transformers, peft; print(torch.__version__, transformers.__version__, peft.__version__, torch.cuda.get_device_name(0))" | tee -a "$DIR/nvidia-smi.txt"
 
 shape() {  # a random-initialised model of a real shape in /tmp/<shape>
   [ -d "/tmp/$1" ] || $PY -c "from spiral.testing import make_shaped_model as m; m('benchmarks/model-shapes/$1.json', '/tmp/$1', device='cuda')" 2>&1 | grep -v "it/s]" | tail -3
@@ -63,7 +63,7 @@ bench() {  # bench NAME LIMIT_S key=value ...: one engine benchmark, time-limite
   local name=$1 limit=$2
   shift 2
   timeout "$limit" $PY -m spiral.cli bench what=engine dtypes=bfloat16 "$@" \
-    out="$OUT/$name.json" 2>&1 | grep -v "it/s]" | tail -12
+    out="$DIR/$name.json" 2>&1 | grep -v "it/s]" | tail -12
   echo "[${SECONDS}s] $name done"
 }
 
@@ -83,8 +83,8 @@ part_learn() {
 }
 
 part_tests() {
-  timeout 90 $PY -m pytest -q -p no:cacheprovider -m gpu tests/engines/test_gpu.py 2>&1 | tail -60 > "$OUT/pytest-gpu.txt"
-  tail -3 "$OUT/pytest-gpu.txt"; echo "[${SECONDS}s] pytest done"
+  timeout 90 $PY -m pytest -q -p no:cacheprovider -m gpu tests/engines/test_gpu.py 2>&1 | tail -60 > "$DIR/pytest-gpu.txt"
+  tail -3 "$DIR/pytest-gpu.txt"; echo "[${SECONDS}s] pytest done"
 }
 
 part_profile() {
@@ -93,7 +93,7 @@ part_profile() {
     set -- $s
     shape "$1"
     timeout 60 $PY benchmarks/graph_step_profile.py "/tmp/$1" "$2" "$3" \
-      --out "$OUT/graph-step-profile-$1.json" 2>&1 | grep -v "it/s]" | tail -4
+      --out "$DIR/graph-step-profile-$1.json" 2>&1 | grep -v "it/s]" | tail -4
     echo "[${SECONDS}s] profile $1 done (status ${PIPESTATUS[0]})"
   done
 }
@@ -103,20 +103,20 @@ part_train() {
   timeout 60 $PY -m spiral.cli train model_name=/tmp/qwen3-0.6b env_ids=KuhnPokerSingle-v0 \
     answer_format=constrained template=chat device=cuda dtype=bfloat16 batch_size=64 \
     max_tokens=8 max_steps=5 eval_every=0 lora_rank=32 log_path=/tmp/train-bf16 \
-    > "$OUT/train-bf16.console.txt" 2>&1
-  grep -v "it/s]" "$OUT/train-bf16.console.txt" | tail -8; echo "[${SECONDS}s] train done"
-  cp /tmp/train-bf16/metrics.jsonl "$OUT/train-bf16.metrics.jsonl" 2>/dev/null || true
+    > "$DIR/train-bf16.console.txt" 2>&1
+  grep -v "it/s]" "$DIR/train-bf16.console.txt" | tail -8; echo "[${SECONDS}s] train done"
+  cp /tmp/train-bf16/metrics.jsonl "$DIR/train-bf16.metrics.jsonl" 2>/dev/null || true
 }
 
 part_pool() {
   shape qwen3-0.6b
-  timeout 45 $PY benchmarks/pool_decode.py /tmp/qwen3-0.6b "$OUT/pool-decode-qwen3-0.6b.json" 2>&1 | tail -16
+  timeout 45 $PY benchmarks/pool_decode.py /tmp/qwen3-0.6b "$DIR/pool-decode-qwen3-0.6b.json" 2>&1 | tail -16
   echo "[${SECONDS}s] pool_decode done"
 }
 
 part_pack() {
   shape qwen3-0.6b
-  timeout 45 $PY benchmarks/pack_ab.py /tmp/qwen3-0.6b "$OUT/pack-ab-qwen3-0.6b.json" 2>&1 | tail -14
+  timeout 45 $PY benchmarks/pack_ab.py /tmp/qwen3-0.6b "$DIR/pack-ab-qwen3-0.6b.json" 2>&1 | tail -14
   echo "[${SECONDS}s] pack_ab done"
 }
 

@@ -13,15 +13,26 @@ ROOT = Path(__file__).resolve().parents[1]
 GUIDES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SPOKEN = ("README.md", "Makefile", "docs", "spiral", "tests", "benchmarks", "examples")
 # Words about the making, not the product: numbered stretches of work and tickets, which
-# machine was on loan, the tools of the workplace. Built from parts, so this file's own
-# patterns do not match themselves.
+# machine was on loan, the tools of the workplace, what a piece of work had to show, the
+# calls and budgets of borrowed machines, whose machines the Makefile was written for.
+# Built from parts, so this file's own patterns do not match themselves.
 MAKING = re.compile(
     r"\b(session|sessions|issue|issues|ticket)[ -]#?\d"
     r"|\b" + "le" + r"nt\b"
     r"|" + "device" + r" tool"
-    r"|" + "work" + r" period",
+    r"|" + "work" + r" period"
+    r"|\bmust" + r"[- ]show\b"
+    r"|defaults to \$" + r"OUT\b"
+    r"|\ba call " + r"cut short"
+    r"|\bGPU " + r"calls?\b"
+    r"|\bbefore the " + r"call[,.]"
+    r"|\btwo-hour " + r"budget"
+    r"|\bour " + r"dev\b"
+    r"|\bdev" + r"/CI\b",
     re.IGNORECASE,
 )
+# A markdown link or image with a target that is not a URL or an anchor: [text](target).
+LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 PATH = re.compile(r"(?<![\w/.-])((?:docs|benchmarks|examples|spiral|tests)/[\w./+-]*[\w/])")
 
 
@@ -42,6 +53,53 @@ def test_every_path_the_docs_name_exists() -> None:
                 if not (ROOT / found.rstrip(".")).exists():
                     missing.append(f"{guide.relative_to(ROOT)}:{line_no}: {found}")
     assert not missing, "\n".join(missing)
+
+
+def _markdown() -> list[Path]:
+    """README.md and every markdown file under docs/, result folders included."""
+    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+def test_every_link_and_image_the_markdown_names_exists() -> None:
+    missing = []
+    for doc in _markdown():
+        for line_no, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1):
+            for target in LINK.findall(line):
+                if re.match(r"[a-z][a-z0-9+.-]*:", target, re.IGNORECASE) or target.startswith("#"):
+                    continue  # a URL or an anchor in the same page
+                if not (doc.parent / target.split("#")[0]).exists():
+                    missing.append(f"{doc.relative_to(ROOT)}:{line_no}: {target}")
+    assert not missing, "\n".join(missing)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "![curve](no-such-image.png)",
+        "see [the notes](docs/no-such-page.md#part)",
+        '[a title](missing.md "title")',
+        "![](<missing.png>)",
+    ],
+)
+def test_a_missing_link_target_is_found(text: str) -> None:
+    (target,) = LINK.findall(text)
+    assert not (ROOT / target.split("#")[0]).exists()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the must" + "-show of <= 0.05",
+        "OUTPUT_DIR defaults to " + "$OUT, else",
+        "so a call " + "cut short still brings back",
+        "left for the next GPU " + "call",
+        "inside the two-hour " + "budget",
+        "on our de" + "v/CI machines",
+        "Before the " + "call, the paths were run",
+    ],
+)
+def test_words_about_the_making_are_found(text: str) -> None:
+    assert MAKING.search(text)
 
 
 def test_no_result_is_named_after_a_work_period() -> None:

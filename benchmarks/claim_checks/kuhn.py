@@ -1,0 +1,153 @@
+"""The claims on learning Kuhn poker: exact exploitability at step 120 of each run."""
+
+from __future__ import annotations
+
+from .core import AVERAGED, LIVE, Check, NoData, Row, claim, f, mean_sd, span, words
+
+FADE = [f"docs/results/kuhn-centering/fade/seed{s}.metrics.jsonl" for s in range(5)]
+# Every run of the preset before the centering fade that has its metrics file.
+BEFORE_FADE = [
+    "docs/results/kuhn-make-train/metrics.jsonl",
+    "docs/results/kuhn-make-train-2026-11-26/metrics.jsonl",
+    "docs/results/kuhn-precision/fp32-before.metrics.jsonl",
+    "docs/results/kuhn-precision/bf16-after.metrics.jsonl",
+    "docs/results/make-train-side-by-side/before.metrics.jsonl",
+    "docs/results/make-train-side-by-side/after.metrics.jsonl",
+    "docs/results/kuhn-async/sync-is-seed1.metrics.jsonl",
+    "docs/results/kuhn-async/sync-is-seed2.metrics.jsonl",
+    "docs/results/kuhn-async/sync-is-seed3.metrics.jsonl",
+    "docs/results/kuhn-two-phase/p5-seed0.metrics.jsonl",
+]
+ASYNC = "docs/results/kuhn-async"
+
+
+def config_of(metrics: str) -> str:
+    """The config file beside a metrics file (NAME.metrics.jsonl or a run's metrics.jsonl)."""
+    if metrics.endswith("/metrics.jsonl"):
+        return metrics[: -len("metrics.jsonl")] + "config.json"
+    return metrics[: -len(".metrics.jsonl")] + ".config.json"
+
+
+def seeds(row: Row, files: list[str]) -> list[int]:
+    return [int(row.config(config_of(m))["seed"]) for m in files]
+
+
+def seed_range(values: list[int]) -> str:
+    s = sorted(set(values))
+    return (
+        f"seeds {s[0]}-{s[-1]}"
+        if s == list(range(s[0], s[-1] + 1))
+        else "seeds " + ", ".join(map(str, s))
+    )
+
+
+def finals(row: Row, files: list[str], key: str = LIVE) -> list[float]:
+    return [row.final(m, key) for m in files]
+
+
+def stats(label: str, xs: list[float]) -> list[Check]:
+    """mean ± sd, range and n of runs, as the rows write them."""
+    return [
+        Check(f"{label}: mean ± sd", mean_sd(xs)),
+        Check(f"{label}: range", span(xs)),
+        Check(f"{label}: n", f"n = {len(xs)}"),
+    ]
+
+
+def before_fade_finals(row: Row, key: str = LIVE) -> list[float]:
+    """The preset before the fade, at step 120, read through its own row."""
+    return finals(row.row("the preset before the centering fade"), BEFORE_FADE, key)
+
+
+@claim("make train lowers Kuhn exploitability")
+def make_train(row: Row) -> list[Check]:
+    live, averaged = finals(row, FADE), finals(row, FADE, AVERAGED)
+    start = [row.evals(m)[0] for m in FADE]
+    return [
+        Check("base model at step 0", span(start), "claim"),
+        *stats("live", live),
+        Check("seeds", seed_range(seeds(row, FADE))),
+        Check("averaged weights", mean_sd(averaged)),
+    ]
+
+
+@claim("the preset before the centering fade")
+def before_fade(row: Row) -> list[Check]:
+    for m in BEFORE_FADE:
+        if row.config(config_of(m)).get("private_centering"):
+            raise NoData(f"{m} ran with private_centering: not the preset before the fade")
+    live, runs = finals(row, BEFORE_FADE), seeds(row, BEFORE_FADE)
+    return [
+        *stats("live", live),
+        Check("seeds", seed_range(runs)),
+        Check("runs of seed 0", f"seed 0 run {words(runs.count(0))} times"),
+    ]
+
+
+@claim("the averaged weights of the runs before the fade")
+def before_fade_averaged(row: Row) -> list[Check]:
+    live, averaged = finals(row, BEFORE_FADE), finals(row, BEFORE_FADE, AVERAGED)
+    n = len(averaged)
+    return [
+        *stats("averaged", averaged),
+        Check(
+            "averaged at or below 0.10",
+            f"at or below 0.10 in {sum(x <= 0.10 for x in averaged)} of {n}",
+        ),
+        Check("live at or below 0.10", f"live: {sum(x <= 0.10 for x in live)} of {n}"),
+    ]
+
+
+@claim("the average of a run's evaluated policies")
+def iterate_average(row: Row) -> list[Check]:
+    runs = row.metrics("docs/results/kuhn-iterate-average/runs.jsonl")
+    checks = []
+    for label, column in (("all", "average of policies"), ("later half", "average, later half")):
+        xs = [r[column] for r in runs]
+        checks += [Check(f"{label}: mean ± sd", mean_sd(xs)), Check(f"{label}: range", span(xs))]
+    live = [r["live"] for r in runs]
+    checks += [Check("live", f"live {mean_sd(live)}, n = {len(live)}")]
+    lower = [r for r in runs if r["average of policies"] < r["live"]]
+    checks.append(Check("runs where it is lower", f"in {len(lower)} of {len(runs)} runs"))
+    for r in lower:
+        checks.append(
+            Check(f"lower: {r['run']}", f"{f(r['live'])} -> {f(r['average of policies'])}")
+        )
+    return checks
+
+
+@claim("in the exact tabular twin of the update")
+def tabular_twin(row: Row) -> list[Check]:
+    runs = row.metrics("docs/results/kuhn-tabular-twin/runs.jsonl")
+
+    def pick(eta: float, interval: object, regularised: bool = True) -> list[dict]:
+        return [
+            r
+            for r in runs
+            if r["eta"] == eta
+            and (interval is None or r["interval"] == interval)
+            and (r["tau"] > 0) == regularised
+        ]
+
+    last, top, half = (
+        "final_exploitability",
+        "max_exploitability_last_quarter",
+        "second_half_average_exploitability",
+    )
+    (fresh,) = pick(10.0, 1)
+    held = pick(10.0, 10) + pick(10.0, 100)
+    (converged,) = pick(10.0, "converged")
+    step1 = [r for r in pick(1.0, None) if r["interval"] in (1, 10, 100)]
+    free = [r for r in runs if r["tau"] == 0 and r["lam"] == 0]
+    return [
+        Check(
+            "step 10, refreshed every update", f"every update {f(fresh[last])} (max {f(fresh[top])}"
+        ),
+        Check("step 10, held 10-100", f"every 10 or 100 updates {span([r[last] for r in held])}"),
+        Check("step 10, held until the KL stops", f'stops moving" {f(converged[last])}'),
+        Check("step 1, up to 100", f"step 1: {span([r[last] for r in step1])} for every interval"),
+        Check("step 30", f"all cycle ({span([r[last] for r in pick(30.0, None)], 2)})"),
+        Check("no regulariser, last", f"last iterate {span([r[last] for r in free], 2)}"),
+        Check("no regulariser, max", f"(max {span([r[top] for r in free], 2)})"),
+        Check("no regulariser, half", f"second-half average {span([r[half] for r in free])}"),
+    ]

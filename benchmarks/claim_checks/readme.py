@@ -1,0 +1,218 @@
+"""README.md's headline numbers, each recomputed through the claims row it comes from.
+
+The items: every bullet of "## Results", the exploitability row of the `make train`
+table, and the paragraph of "## Training a real model" that says what a GPU gives. Each
+item needs a function here (keyed by the start of its text), and every decimal number in
+it must be one the function recomputed.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+
+from .core import AVERAGED, POOL, Check, NoData, Outcome, Table, compare, f, mean_sd, span
+from .engine import CPU_BENCH_FOLDERS, DECODE_RUNS, FIRST_BENCH, H200, benches, elapsed_min
+from .kuhn import BEFORE_FADE, FADE, finals
+from .kuhn_levers import bound_two
+
+Headline = Callable[[Table], list[Check]]
+HEADLINES: dict[str, Headline] = {}
+MAKE_TRAIN = "make train lowers"
+PRESET = "the preset before the centering fade"
+
+
+def headline(prefix: str) -> Callable[[Headline], Headline]:
+    def add(fn: Headline) -> Headline:
+        HEADLINES[prefix] = fn
+        return fn
+
+    return add
+
+
+def readme_items(readme: Path) -> list[str]:
+    """The headline texts, each joined onto one line."""
+    text = readme.read_text(encoding="utf-8")
+    results = text.split("\n## Results\n", 1)[1].split("\n## ", 1)[0]
+    bullets = [" ".join(b.split()) for b in re.split(r"\n- ", "\n" + results)[1:]]
+    table = [ln for ln in text.splitlines() if ln.startswith("| exploitability")]
+    gpu = text.split("\n## Training a real model\n", 1)[1].split("\n## ", 1)[0]
+    paragraphs = [" ".join(p.split()) for p in gpu.split("\n\n") if "Know before you start" in p]
+    return table + paragraphs + bullets
+
+
+def check_readme(readme: Path, table: Table) -> list[Outcome]:
+    outcomes = []
+    for item in readme_items(readme):
+        name = "README: " + item.lstrip("| ")[:70]
+        matches = [p for p in HEADLINES if item.lstrip("| ").startswith(p)]
+        if not matches:
+            outcomes.append(Outcome(name, "no function", ["no recompute function for this item"]))
+            continue
+        try:
+            checks = HEADLINES[matches[0]](table)
+        except NoData as err:
+            outcomes.append(Outcome(name, "no data", [str(err)]))
+            continue
+        outcomes.append(compare(name, {"claim": "", "value": item}, checks))
+    return outcomes
+
+
+def fade(table: Table) -> tuple[list[float], list[float], list[float]]:
+    row = table.find(MAKE_TRAIN)
+    return finals(row, FADE), finals(row, FADE, AVERAGED), [row.evals(m)[0] for m in FADE]
+
+
+@headline("exploitability (0 = Nash")
+def make_train_table(table: Table) -> list[Check]:
+    live, averaged, start = fade(table)
+    return [
+        Check("base model", f"the base model {span(start)}"),
+        Check("last weights", f"{mean_sd(live)} ({f(min(live))} to {f(max(live))})"),
+        Check("averaged weights", f"averaged weights {mean_sd(averaged)}"),
+    ]
+
+
+@headline("Kuhn exploitability from")
+def kuhn(table: Table) -> list[Check]:
+    live, _, start = fade(table)
+    row = table.find(PRESET)
+    before = finals(row, BEFORE_FADE)
+    centering = row.row(MAKE_TRAIN).config(FADE[0].replace(".metrics.jsonl", ".config.json"))
+    return [
+        Check("fade", f"from {span(start)} (the base model) to {mean_sd(live)}"),
+        Check("worst seed", f"(worst {f(max(live))})"),
+        Check(
+            "fade keys",
+            f"private_centering={centering['private_centering']} private_centering_final={centering['private_centering_final']}",
+        ),
+        Check(
+            "before the fade",
+            f"{mean_sd(before)} over the {len(before)} runs on file, worst {f(max(before))}",
+        ),
+        Check("aim (not data)", "aim of 0.05"),
+    ]
+
+
+@headline("Population play against a pool")
+def population(table: Table) -> list[Check]:
+    late = table.find("population play whose pool starts after the escape")
+    runs = [f"docs/results/kuhn-centering/fsp-late/seed{s}.metrics.jsonl" for s in range(3)]
+    early = table.find("prioritised population play is no better")
+    early_runs = [f"docs/results/kuhn-centering/fsp-fade/seed{s}.metrics.jsonl" for s in range(3)]
+    alone = finals(table.find(MAKE_TRAIN), FADE[:3])
+    return [
+        Check("live", f"live {f(statistics.fmean(finals(late, runs)))}"),
+        Check("pool", f"average policy {f(statistics.fmean(finals(late, runs, POOL)))}"),
+        Check("fade alone", f"against {f(statistics.fmean(alone))}"),
+        Check("from step 0", f"worse ({f(statistics.fmean(finals(early, early_runs)))})"),
+    ]
+
+
+@headline("TicTacToe learns against sparring partners")
+def tictactoe(table: Table) -> list[Check]:
+    row = table.find("TicTacToe against sparring partners")
+    folder = "docs/results/tictactoe-brief"
+    base, mid, end = (
+        row.json(f"{folder}/{n}-greedy-200.json")["metrics"]
+        for n in ("base", "sparring-step45", "sparring-step80")
+    )
+    win = "eval/TicTacToe-v0/random/seat{}/win_rate"
+    draws = [
+        m[f"eval/TicTacToe-v0/optimal/seat{s}/draw_rate"] for m in (base, mid, end) for s in (0, 1)
+    ]
+    return [
+        Check(
+            "first mover", f"{base[win.format(0)]:.2f} -> {end[win.format(0)]:.2f} as first mover"
+        ),
+        Check("second mover", f"{base[win.format(1)]:.2f} -> {end[win.format(1)]:.2f} as second"),
+        Check("draws", f"stay at {span(draws, 2)}"),
+    ]
+
+
+@headline("The async actor-learner")
+def async_loop(table: Table) -> list[Check]:
+    row = table.find("a lag of one version")
+    lag = finals(
+        row,
+        [
+            "docs/results/kuhn-async/async-lag1.metrics.jsonl",
+            "docs/results/kuhn-async/async-is-st1.metrics.jsonl",
+        ],
+    )
+    plain = bound_two(table.find("a staleness bound of two"))
+    kl_row = table.find("lr_kl_target=0.05")
+    kl = [
+        kl_row.final(p)
+        for p in kl_row.glob("docs/results/kuhn-async-kl-seeds", "seed*.metrics.jsonl")
+    ]
+    kl += [
+        kl_row.final(f"docs/results/kuhn-async/async-kl-st2-seed{s}.metrics.jsonl")
+        for s in (0, 2, 3)
+    ]
+    return [
+        Check("lag one", f"({mean_sd(lag)}, n = {len(lag)})"),
+        Check("bound two", f"({mean_sd(plain)}, n = {len(plain)})"),
+        Check("lr_kl_target", f"{mean_sd(kl)}, n = {len(kl)}"),
+    ]
+
+
+@headline("The sampler is")
+def speed(table: Table) -> list[Check]:
+    sampler = benches(
+        table.find("the sampler beats"),
+        ["docs/results/engine-decode-step", "docs/results/engine-ceilings"],
+    )
+    generate = [
+        b[f"{d}/sample/speedup_vs_hf_generate"] for b in sampler for d in ("float32", "bfloat16")
+    ]
+    sharing_row = table.find("sharing prompt prefixes")
+    shared = [sharing_row.json(FIRST_BENCH), *benches(sharing_row, CPU_BENCH_FOLDERS)]
+    sharing = [
+        b[f"{d}/learn/speedup_prefix_sharing"] for b in shared for d in ("float32", "bfloat16")
+    ]
+    sbs = table.find("make train got faster")
+    (_, before), (_, after) = (
+        elapsed_min(sbs.text(f"docs/results/make-train-side-by-side/{n}.time.txt"))
+        for n in ("before", "after")
+    )
+    return [
+        Check("sampler", f"{span(generate, 0)}x faster than per-request"),
+        Check("learner", f"{span(sharing, 0)}x faster with shared prefixes"),
+        Check("make train", f"from {before / 60:.0f} to {after / 60:.0f} minutes"),
+    ]
+
+
+def h200(table: Table) -> tuple[list[float], list[float], float, float]:
+    row = table.find("on the H200 the decode step")
+    runs = [row.json(f"{H200}/bench-decode-qwen3-{s}-rows{n}.json") for s, n in DECODE_RUNS]
+    learn = table.find("full fine-tuning's learner").json(f"{H200}/bench-learn-qwen3-4b-rank0.json")
+    return (
+        [r["sample/speedup_packed_decode"] for r in runs],
+        [r["sample/decode_share_of_bound"] for r in runs],
+        runs[0]["sample/decode_tokens_per_s"],
+        learn["learn/share_of_matmul_peak"],
+    )
+
+
+@headline("On an H200")
+def gpu_headline(table: Table) -> list[Check]:
+    speedup, share, _, peak = h200(table)
+    return [
+        Check("graphs", f"{span(speedup, 1)}x the eager forward"),
+        Check("share of the bound", f"({span(share, 2)} of the memory-bandwidth bound)"),
+        Check("full fine-tuning", f"reaches {peak:.2f} of the bf16 matmul peak"),
+    ]
+
+
+@headline("Know before you start")
+def gpu_paragraph(table: Table) -> list[Check]:
+    speedup, share, rate, peak = h200(table)
+    return [
+        Check("graphs", f"{span(speedup, 1)}x the eager forward"),
+        Check("16 rows", f"{rate:,.0f} tokens/s at 16 rows"),
+        Check("share of the bound", f"{span(share, 2)} of the memory-bandwidth bound"),
+        Check("full fine-tuning", f"reaches {peak:.2f} of the bf16 matmul peak"),
+    ]

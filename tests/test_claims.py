@@ -1,0 +1,152 @@
+"""The claims table of docs/results.md and README.md's headlines agree with the data the
+rows cite (`benchmarks/claims.py`), and the checker catches a changed number, a number no
+data backs, a missing data folder and a row nobody can recompute. Reads files only."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import claims  # noqa: E402
+from claim_checks.core import COLUMNS, Outcome, split_cells  # noqa: E402
+
+RESULTS = ROOT / "docs" / "results.md"
+README = ROOT / "README.md"
+# Rows allowed to say "no data" until their data folder exists. Once the folder is there
+# the row must agree like any other; delete the entry then.
+AWAITING_DATA = {"a fresh clone passes make test": "docs/results/make-test"}
+
+
+def _outcome(outcomes: list[Outcome], start: str) -> Outcome:
+    """The one outcome whose row or headline starts with `start`."""
+    (found,) = [o for o in outcomes if o.name.startswith(start)]
+    return found
+
+
+def _replace_in_row(text: str, row_start: str, old: str, new: str) -> str:
+    """`text` with `old` replaced by `new` in the one table row that starts with `row_start`."""
+    lines = text.splitlines(keepends=True)
+    (i,) = [i for i, ln in enumerate(lines) if ln.startswith("| " + row_start)]
+    assert old in lines[i], f"{old!r} is not in the row"
+    lines[i] = lines[i].replace(old, new)
+    return "".join(lines)
+
+
+def _with_cells(text: str, row_start: str, **cells: str) -> str:
+    """`text` with some cells (by column name) of the row starting `row_start` replaced."""
+    lines = text.splitlines(keepends=True)
+    (i,) = [i for i, ln in enumerate(lines) if ln.startswith("| " + row_start)]
+    row = dict(zip(COLUMNS, (c.strip() for c in split_cells(lines[i])), strict=True))
+    row.update(cells)
+    lines[i] = "| " + " | ".join(row[c] for c in COLUMNS) + " |\n"
+    return "".join(lines)
+
+
+def test_every_claim_and_headline_agrees_with_its_data() -> None:
+    outcomes = claims.check(RESULTS, README)
+    rows = [o for o in outcomes if not o.name.startswith("README: ")]
+    assert len(rows) >= 40 and len(outcomes) - len(rows) >= 8  # the table and the headlines
+    waiting = {
+        start
+        for start, folder in AWAITING_DATA.items()
+        if not (ROOT / folder).exists() and _outcome(outcomes, start).status == "no data"
+    }
+    bad = [
+        f"{o.status}: {o.name}: {'; '.join(o.details)}"
+        for o in outcomes
+        if o.status != "agree" and not any(o.name.startswith(s) for s in waiting)
+    ]
+    assert not bad, "\n".join(bad)
+
+
+def test_a_changed_number_is_a_disagreement_naming_both_values(tmp_path: Path) -> None:
+    text = RESULTS.read_text(encoding="utf-8")
+    planted = tmp_path / "results.md"
+    planted.write_text(
+        _replace_in_row(text, "a baseline per identical", "**0.94-0.95x**", "**1.05-1.06x**"),
+        encoding="utf-8",
+    )
+    before, after = claims.check(RESULTS), claims.check(planted)
+    changed = [a for a, b in zip(after, before, strict=True) if a.status != b.status]
+    assert [o.name for o in changed] == [_outcome(after, "a baseline per identical").name]
+    details = " ".join(changed[0].details)
+    assert changed[0].status == "DISAGREE"
+    assert "0.94-0.95x" in details and "1.05" in details and "1.06" in details
+    assert claims.main(["--results", str(planted), "--readme", str(README)]) == 1
+
+
+def test_a_number_no_data_backs_is_a_disagreement(tmp_path: Path) -> None:
+    text = RESULTS.read_text(encoding="utf-8")
+    planted = tmp_path / "results.md"
+    planted.write_text(
+        _replace_in_row(text, "parsers never raise", "(one run)", "(one run; 0.321 in another)"),
+        encoding="utf-8",
+    )
+    found = _outcome(claims.check(planted), "parsers never raise")
+    assert found.status == "DISAGREE" and "0.321" in " ".join(found.details)
+
+
+def test_a_changed_headline_is_a_disagreement(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    text = README.read_text(encoding="utf-8")
+    assert text.count("(0.085 ± 0.018, n = 2)") == 1
+    readme.write_text(text.replace("(0.085 ± 0.018, n = 2)", "(0.080 ± 0.018, n = 2)"))
+    found = _outcome(claims.check(RESULTS, readme), "README: The async actor-learner")
+    assert found.status == "DISAGREE" and "0.085 ± 0.018" in " ".join(found.details)
+
+
+def test_a_missing_data_folder_is_no_data(tmp_path: Path) -> None:
+    """A checkout whose docs/results lacks one folder: that row, and only the rows that
+    read it, say "no data", and the checker fails."""
+    (tmp_path / "docs" / "results").mkdir(parents=True)
+    for entry in (ROOT / "docs" / "results").iterdir():
+        if entry.name != "learner-packing":
+            (tmp_path / "docs" / "results" / entry.name).symlink_to(entry)
+    (tmp_path / "tests").symlink_to(ROOT / "tests")
+    outcomes = claims.check(RESULTS, root=tmp_path)
+    found = _outcome(outcomes, "packing the learner's rows")
+    assert found.status == "no data" and "docs/results/learner-packing/" in found.details[0]
+    others = [o.name for o in outcomes if o.status != "agree" and o.name != found.name]
+    assert all(any(n.startswith(s) for s in AWAITING_DATA) for n in others), others
+    assert claims.main(["--root", str(tmp_path)]) == 1
+
+
+def test_a_row_without_a_recompute_function_fails(tmp_path: Path) -> None:
+    text = RESULTS.read_text(encoding="utf-8")
+    anchor = next(ln for ln in text.splitlines() if ln.startswith("| parsers never raise"))
+    extra = "| a claim nobody recomputes | speed | 9.99x | CPU | 2026-11-27 | - | `docs/results/fuzz-parsers.json` |"
+    planted = tmp_path / "results.md"
+    planted.write_text(text.replace(anchor, anchor + "\n" + extra), encoding="utf-8")
+    found = _outcome(claims.check(planted), "a claim nobody recomputes")
+    assert found.status == "no function"
+    assert claims.main(["--results", str(planted), "--readme", str(README)]) == 1
+
+
+@pytest.mark.parametrize(("passed", "status"), [(1238, "agree"), (1237, "DISAGREE")])
+def test_the_make_test_row_reads_its_data_folder(tmp_path: Path, passed: int, status: str) -> None:
+    folder = tmp_path / "docs" / "results" / "make-test"
+    folder.mkdir(parents=True)
+    run = {"passed": passed, "skipped": 7, "failed": 0, "vllm_passed": 10}
+    (folder / "2026-11-27.json").write_text(json.dumps(run), encoding="utf-8")
+    text = _with_cells(
+        RESULTS.read_text(encoding="utf-8"),
+        "a fresh clone passes",
+        value="1238 passed, 7 skipped, and the 10 vLLM tests",
+        data="`docs/results/make-test/`",
+    )
+    planted = tmp_path / "results.md"
+    planted.write_text(text, encoding="utf-8")
+    found = _outcome(claims.check(planted, root=tmp_path), "a fresh clone passes make test")
+    assert found.status == status, found.details
+
+
+def test_the_allowance_names_a_row_of_the_table() -> None:
+    names = [o.name for o in claims.check(RESULTS)]
+    for start in AWAITING_DATA:
+        assert any(n.startswith(start) for n in names), f"no row {start!r}: drop its allowance"
