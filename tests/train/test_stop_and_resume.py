@@ -173,3 +173,22 @@ def test_a_retired_key_resumes_where_the_run_used_what_remains(tiny_model: Path)
     check_resume_config({**no_kl, "kl_direction": "forward"}, no_kl, same_run=True)
     with pytest.raises(ConfigError, match="loss_fn=truncated_importance_sampling"):
         check_resume_config({**new, "loss_fn": "truncated_importance_sampling"}, new, True)
+
+
+def test_a_resume_between_magnet_refreshes_continues_exactly(
+    tiny_model: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """With the KL to a snapshot and constrained answers, the magnet's distributions are
+    kept between refreshes (magnet_memo.py); a run resumed between two refreshes starts
+    with nothing kept and must still train on the same numbers."""
+    keys = ("answer_format=constrained", "kl_coef=0.5", "kl_reference=snapshot")
+    keys += ("kl_magnet_interval=4", "entropy_coef=0.1", "save_every=2", "eval_every=0")
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    _train(_cfg(tiny_model, straight, 6, *keys))
+    _train(_cfg(tiny_model, resumed, 3, *keys))  # stops after step 3: the magnet is from step 0
+    _train(_cfg(tiny_model, resumed, 6, *keys))
+    rows_a, rows_b = read_jsonl(straight / "metrics.jsonl"), read_jsonl(resumed / "metrics.jsonl")
+    assert [r["step"] for r in rows_a] == [r["step"] for r in rows_b] == list(range(6))
+    assert all(r["train/kl_to_magnet"] > 0 for r in rows_a[1:4])  # the KL is at work
+    _assert_rows_close(rows_a, rows_b)

@@ -71,6 +71,7 @@ from spiral.engines.torch.decode import drop_sampling_weights
 from spiral.engines.torch.frozen import TorchFrozenCopies
 from spiral.engines.torch.full_members import FullMembers
 from spiral.engines.torch.head import Magnet, Terms, chunk_rows, head_terms
+from spiral.engines.torch.magnet_memo import MagnetMemo, memo_magnet, tails_alone
 from spiral.engines.torch.memory import (
     CPU_TOKENS,
     MAX_TOKENS,
@@ -165,6 +166,10 @@ class TorchLearner:
         self._optimizer: torch.optim.Optimizer | None = None
         self._reference: Any = None  # frozen base model for full fine-tuning's KL
         self.frozen = TorchFrozenCopies(self)  # pool members, the KL's snapshot magnet
+        # The magnet's distributions at constrained answers, kept while it stays the same
+        # (magnet_memo.py); an exact shortcut, so off with prefix sharing (checkpointing,
+        # SPIRAL_EXACT_SHORTCUTS=0).
+        self._magnet_memo = MagnetMemo()
 
     # ----- parameters and optimizer -------------------------------------------------
     def _refuse_if_sampling_only(self, what: str) -> None:
@@ -313,23 +318,44 @@ class TorchLearner:
         """The magnet model's log-distributions at the planned positions (no gradient),
         by slice of positions: the frozen copy named MAGNET (`snapshot`, which the loop
         refreshes), else the reference model: the base model under the LoRA adapter, or a
-        frozen copy for full fine-tuning. Its hidden states are computed here, its head
-        a chunk at a time."""
+        frozen copy for full fine-tuning. At constrained answers they are kept while the
+        magnet's weights stay (`magnet_memo.py`); elsewhere its hidden states are computed
+        here and its head a chunk at a time."""
         if snapshot and MAGNET not in self.frozen.names():
             raise RuntimeError("kl_reference=snapshot: freeze the magnet before learning")
-        model = self.model
-        with torch.no_grad():
-            if snapshot:
-                with snapshots.active_adapter(self.model, MAGNET):
-                    hidden_BSH, _ = self._hidden(self.model, batch, shared)
-            elif checkpoint_io.is_peft(self.model):
-                with self.model.disable_adapter():
-                    hidden_BSH, _ = self._hidden(self.model, batch, shared)
-            else:  # full fine-tuning: the frozen copy's own layers and head
-                model = self._reference_model()
-                hidden_BSH, _ = self._hidden(model, batch, shared)
-        hidden_NH = hidden_BSH[plan.rows, plan.cols]
-        return lambda sl: self._log_dists(hidden_NH[sl], plan.allowed[sl], model)
+        model, weights = (
+            self.model,
+            [p for n, p in self.model.named_parameters() if "lora_" not in n],
+        )
+        if snapshot:
+            context: Any = lambda: snapshots.active_adapter(self.model, MAGNET)  # noqa: E731
+            weights += [p for n, p in self.model.named_parameters() if f".{MAGNET}." in n]
+        elif checkpoint_io.is_peft(self.model):
+            context = self.model.disable_adapter
+        else:  # full fine-tuning: the frozen copy's own layers and head
+            model, context = self._reference_model(), contextlib.nullcontext
+            weights = list(model.parameters())
+        self._magnet_memo.bind(weights)
+
+        def batch_hidden(rows: list[Datum]) -> tuple[Any, Locate]:
+            with torch.no_grad(), context():
+                return self._hidden(model, rows, shared)
+
+        def alone_hidden(rows: list[Datum]) -> list[Any]:
+            with torch.no_grad(), context(), model_compute(model):
+                return tails_alone(
+                    model, [d.input_ids for d in rows], [first_needed(d) for d in rows]
+                )
+
+        def log_dists(hidden_NH: Any, allowed: list[tuple[int, ...] | None]) -> torch.Tensor:
+            with torch.no_grad():
+                return self._log_dists(hidden_NH, allowed, model)
+
+        vocab = int(model.get_output_embeddings().weight.shape[0])
+        memo = self._magnet_memo if self.share_prefix else None
+        return memo_magnet(
+            batch, plan, memo, self.temperature, vocab, batch_hidden, alone_hidden, log_dists
+        )
 
     def _reference_model(self) -> Any:
         if self._reference is None:
