@@ -181,12 +181,13 @@ def test_under_autograd_blind_queries_change_nothing_that_is_read(
 
     seen: list[torch.Tensor] = []
     real = sdpa_attention.sdpa_attention_forward
+    kernel = F.scaled_dot_product_attention
 
-    def spy(module: Any, q: Any, k: Any, v: Any, mask: Any, *args: Any, **kwargs: Any) -> Any:
-        seen.append(mask)
-        return real(module, q, k, v, mask, *args, **kwargs)
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        seen.append(kwargs["attn_mask"])
+        return kernel(*args, **kwargs)
 
-    monkeypatch.setattr(sdpa_attention, "sdpa_attention_forward", spy)
+    monkeypatch.setattr(F, "scaled_dot_product_attention", spy)
     mask = _padding_mask(3, 6, 6)
     sees = mask.any(-1).squeeze(1)  # [B, Q]: False for each row's leading pads
     assert not sees.all()
@@ -205,3 +206,38 @@ def test_under_autograd_blind_queries_change_nothing_that_is_read(
     for mine, theirs in zip(grads[1], grads[0], strict=True):
         assert torch.isfinite(mine).all()
         torch.testing.assert_close(mine, theirs)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(
+    ("heads", "kv", "q_len", "k_len"), [(6, 2, 5, 12), (9, 3, 2, 9), (4, 2, 7, 7)]
+)
+def test_grouped_heads_on_a_cpu_are_transformers_sdpa_bit_for_bit(
+    dtype: torch.dtype, heads: int, kv: int, q_len: int, k_len: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under autograd with a padding mask (the learner's case): in fp32 sdpa over grouped
+    heads gives transformers' repeated-heads numbers, outputs and gradients, bit for bit;
+    bf16 is left on transformers' path (so equal too)."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    grouped: list[bool] = []
+    kernel = F.scaled_dot_product_attention
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        grouped.append(bool(kwargs.get("enable_gqa")))
+        return kernel(*args, **kwargs)
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", spy)
+    module = _Module()
+    module.num_key_value_groups = heads // kv  # type: ignore[misc]
+    mask = no_blind_queries(_padding_mask(3, q_len, k_len))
+    results = []
+    for ours in (False, True):
+        q, k, v = (t.to(dtype).requires_grad_() for t in _inputs(3, heads, kv, q_len, k_len))
+        forward = attention_forward if ours else sdpa_attention_forward
+        out, _ = forward(module, q, k, v, mask, scaling=0.25)
+        out.float().square().sum().backward()
+        results.append([out.detach(), q.grad, k.grad, v.grad])
+    assert grouped == [False, dtype == torch.float32]  # transformers' call, then ours
+    for mine, theirs in zip(results[1], results[0], strict=True):
+        assert torch.equal(mine, theirs)

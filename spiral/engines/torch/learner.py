@@ -168,8 +168,9 @@ class TorchLearner:
         self.frozen = TorchFrozenCopies(self)  # pool members, the KL's snapshot magnet
         # The magnet's distributions at constrained answers, kept while it stays the same
         # (magnet_memo.py); an exact shortcut, so off with prefix sharing (checkpointing,
-        # SPIRAL_EXACT_SHORTCUTS=0).
+        # SPIRAL_EXACT_SHORTCUTS=0; benchmarks turn it off with `keep_magnet`).
         self._magnet_memo = MagnetMemo()
+        self.keep_magnet = True
 
     # ----- parameters and optimizer -------------------------------------------------
     def _refuse_if_sampling_only(self, what: str) -> None:
@@ -352,7 +353,7 @@ class TorchLearner:
                 return self._log_dists(hidden_NH, allowed, model)
 
         vocab = int(model.get_output_embeddings().weight.shape[0])
-        memo = self._magnet_memo if self.share_prefix else None
+        memo = self._magnet_memo if self.share_prefix and self.keep_magnet else None
         return memo_magnet(
             batch, plan, memo, self.temperature, vocab, batch_hidden, alone_hidden, log_dists
         )
