@@ -103,7 +103,8 @@ def test_gradient_checkpointing_gives_the_same_gradient(tiny_llama: Path, rank: 
 
 def test_checkpointing_cannot_share_prefixes(tiny_llama: Path) -> None:
     """Why the checkpointed learner runs rows whole: forced to share prefixes through the
-    KV cache, which transformers drops in a checkpointed training forward, its gradient is
+    KV cache, which transformers drops in a checkpointed training forward, its forward
+    fails (the mask covers keys the dropped cache no longer has) or its gradient is
     wrong. If this starts to fail, the guard in TorchLearner can go."""
     plain = TorchLearner(ModelConfig(str(tiny_llama), lora_rank=0, seed=0))
     forced = TorchLearner(
@@ -112,7 +113,11 @@ def test_checkpointing_cannot_share_prefixes(tiny_llama: Path) -> None:
     forced.share_prefix = True
     datums = _datums(plain)
     plain.forward_backward(datums, is_loss)
-    forced.forward_backward(datums, is_loss)
+    try:
+        forced.forward_backward(datums, is_loss)
+    except RuntimeError as err:
+        assert "size" in str(err)
+        return
     ga, gb = _grads(plain), _grads(forced)
     assert any(not torch.allclose(ga[n], gb[n], atol=1e-4) for n in ga)
 

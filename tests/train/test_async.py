@@ -202,6 +202,7 @@ def test_population_play_runs_in_the_actors(tiny_model: Path, tmp_path: Path) ->
             assert row["train/assemble/num_skipped_turns"] > 0
 
 
+@pytest.mark.usefixtures("half_precision")
 def test_an_actor_holds_only_what_it_samples_with(tiny_model: Path, tmp_path: Path) -> None:
     """Full fine-tuning in bf16: the learner keeps fp32 master weights, an actor's copy
     holds them in bf16 (half the bytes), refuses to train, and plays with the learner's

@@ -243,9 +243,7 @@ class TorchLearner:
                 output_hidden_states=True,
                 logits_to_keep=1,
             )
-        hidden_BSH = pre.out.hidden_states[-1]
-        width = int(hidden_BSH.shape[1])  # tails left-padded to it
-        return hidden_BSH, lambda b, t: (b, width - len(seqs[b]) + t)
+        return pre.out.hidden_states[-1], pre.locate
 
     def _batch_forward(
         self, batch: Sequence[Datum], every_target: bool, reg: Regularizer | None = None

@@ -16,7 +16,7 @@ per distinct adapter (a batch of that many rows) and each row takes its adapter'
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -208,15 +208,17 @@ def _row_kv(cache: Any, row: int, start: int, end: int) -> torch.Tensor:
     )
 
 
+PACKED_TAILS_MAX = 64  # tokens of tails packed after one stem (`prefill_grouped`)
+
+
 @dataclass
 class GroupedPrefill:
-    """Outputs of the row tails after a shared prefix and per-group stems (see
-    `prefill_grouped`): `out` covers the left-padded tails, `tail_starts[b]` is the index
-    in row b where its tail begins, `tail_width` the padded tail length."""
+    """Outputs after a shared prefix, per-group stems and per-row tails (see
+    `prefill_grouped`): `locate(b, i)` is the (row, column) in `out`'s sequence dimension
+    of row b's token i (i at or after its stem's end)."""
 
     out: Any
-    tail_starts: list[int]
-    tail_width: int
+    locate: Callable[[int, int], tuple[int, int]]
     computed_tokens: int
 
 
@@ -232,11 +234,14 @@ def prefill_grouped(
 
     `seqs[b][:prefix_len]` must be the same for every row; rows with equal
     `seqs[b][:stem_ends[b]]` form a group (a learner's rows that answer the same prompt).
-    The prefix runs once (batch 1), each group's stem once (left-padded after the prefix),
-    then every row's tail `seqs[b][stem_ends[b]:]` (left-padded again), each from its
-    group's KV cache. The layout is `[prefix][pads][stem][pads][tail]` with an explicit
-    attention mask and position ids, so every row sees exactly its own tokens at positions
-    0..n-1; with gradients on, they flow back through the shared computations."""
+    The prefix runs once (batch 1), then each group's stem once, left-padded after it.
+    Short tails (at most `PACKED_TAILS_MAX` tokens a group: constrained answers) follow
+    their stem in the same sequence, each seeing the prefix, the stem and its own earlier
+    tokens only (a tree-shaped attention mask, positions continuing the stem's): one
+    forward, no per-row copy of the stem's keys and values. Longer tails (free text) run
+    after, one left-padded row each from a copy of its group's KV cache. Either way every
+    row sees exactly its own tokens at positions 0..n-1 (explicit masks and position ids),
+    and with gradients on they flow back through the shared computations."""
     from transformers import DynamicCache
 
     device = model.device
@@ -248,6 +253,7 @@ def prefill_grouped(
         for seq, end in zip(seqs, stem_ends, strict=True)
     ]
     stems = [list(key[prefix_len:]) for key in groups]
+    tails = [list(seq[end:]) for seq, end in zip(seqs, stem_ends, strict=True)]
     cache = DynamicCache(config=model.config)
     computed = 0
     if prefix_len > 0:
@@ -255,6 +261,14 @@ def prefill_grouped(
         model(input_ids=ids_1P, use_cache=True, logits_to_keep=1, **cache_kwarg(model, cache))
         cache.batch_repeat_interleave(len(stems))
         computed += prefix_len
+    per_group = [0] * len(stems)
+    for g, tail in zip(group_of_row, tails, strict=True):
+        per_group[g] += len(tail)
+    if max(per_group) <= PACKED_TAILS_MAX:
+        out, locate = _tails_after_stems(
+            model, cache, prefix_len, stems, group_of_row, tails, pad_id, **kwargs
+        )
+        return GroupedPrefill(out, locate, computed + sum(map(len, stems)) + sum(per_group))
     mask_GK = torch.ones((len(stems), prefix_len), dtype=torch.long)
     if max(len(s) for s in stems) > 0:
         ids_GS, real_GS = _left_padded(stems, pad_id)
@@ -265,14 +279,71 @@ def prefill_grouped(
     index_R = torch.tensor(group_of_row, dtype=torch.long)
     if cache.get_seq_length() > 0:
         cache.batch_select_indices(index_R.to(device))
-    tails = [list(seq[end:]) for seq, end in zip(seqs, stem_ends, strict=True)]
     ids_RT, real_RT = _left_padded(tails, pad_id)
     before_R = torch.tensor([len(stems[g]) + prefix_len for g in group_of_row], dtype=torch.long)
     pos_RT = (before_R.unsqueeze(1) + torch.cumsum(real_RT, dim=1) - 1).clamp(min=0)
     mask_RK = torch.cat([mask_GK[index_R], real_RT], dim=1)
     out = _extend(model, cache, ids_RT, mask_RK, pos_RT, **kwargs)
     computed += sum(len(t) for t in tails)
-    return GroupedPrefill(out, list(stem_ends), ids_RT.shape[1], computed)
+    width = ids_RT.shape[1]
+    ends = list(stem_ends)
+
+    def apart(b: int, i: int) -> tuple[int, int]:
+        return b, width - len(tails[b]) + i - ends[b]
+
+    return GroupedPrefill(out, apart, computed)
+
+
+def _tails_after_stems(
+    model: Any,
+    cache: Any,
+    prefix_len: int,
+    stems: list[list[int]],
+    group_of_row: list[int],
+    tails: list[list[int]],
+    pad_id: int,
+    **kwargs: Any,
+) -> tuple[Any, Callable[[int, int], tuple[int, int]]]:
+    """Each group's stem, then its rows' tails, as one left-padded sequence per group over
+    the prefix's cache. A stem token sees the prefix and the stem up to itself; a tail
+    token the prefix, the whole stem and its own tail up to itself; a pad only itself
+    (nothing reads it)."""
+    offsets: list[int] = []  # where each row's tail starts in its group's sequence
+    rows_of: list[list[int]] = [list(stem) for stem in stems]
+    owner: list[list[int]] = [[-1] * len(stem) for stem in stems]  # -1: the stem
+    for b, (g, tail) in enumerate(zip(group_of_row, tails, strict=True)):
+        offsets.append(len(rows_of[g]))
+        rows_of[g] += tail
+        owner[g] += [b] * len(tail)
+    width = max(len(r) for r in rows_of)
+    ids_GW = torch.full((len(stems), width), pad_id, dtype=torch.long)
+    pos_GW = torch.zeros((len(stems), width), dtype=torch.long)
+    sees_GWW = torch.eye(width, dtype=torch.bool).repeat(len(stems), 1, 1)
+    for g, (row, who) in enumerate(zip(rows_of, owner, strict=True)):
+        pad, stem_len = width - len(row), len(stems[g])
+        ids_GW[g, pad:] = torch.tensor(row, dtype=torch.long)
+        owner_W = torch.tensor(who, dtype=torch.long)
+        index = torch.arange(len(row))
+        # the stem's own positions, then each tail's continuing after the stem
+        first = torch.tensor([offsets[b] if b >= 0 else 0 for b in who], dtype=torch.long)
+        pos_GW[g, pad:] = prefix_len + torch.where(owner_W < 0, index, stem_len + index - first)
+        same = owner_W[:, None] == owner_W[None, :]
+        stem_key = (owner_W < 0)[None, :]
+        causal = index[None, :] <= index[:, None]
+        sees_GWW[g, pad:, pad:] = causal & (same | stem_key)
+    sees_prefix = torch.ones((len(stems), width, prefix_len), dtype=torch.bool)
+    for g, row in enumerate(rows_of):
+        sees_prefix[g, : width - len(row)] = False  # a pad sees only itself
+    mask = torch.cat([sees_prefix, sees_GWW], dim=2).unsqueeze(1)  # [G, 1, W, P + W]
+    out = _extend(model, cache, ids_GW, mask, pos_GW, **kwargs)
+    pads = [width - len(row) for row in rows_of]
+    stem_lens = [len(stem) for stem in stems]
+
+    def locate(b: int, i: int) -> tuple[int, int]:
+        g = group_of_row[b]
+        return g, pads[g] + offsets[b] + i - (prefix_len + stem_lens[g])
+
+    return out, locate
 
 
 def _extend(

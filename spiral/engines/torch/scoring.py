@@ -39,11 +39,11 @@ def score_rows(
     )  # fmt: skip
     hidden_BSH = pre.out.hidden_states[-1]
     rows, cols, targets = [], [], []
-    for b, (seq, end, n) in enumerate(zip(seqs, stem_ends, prompt_lens, strict=True)):
-        first = pre.tail_width - (len(seq) - end) + (n - 1 - end)  # column of prompt[-1]
+    for b, (seq, n) in enumerate(zip(seqs, prompt_lens, strict=True)):
         for j, token in enumerate(seq[n:]):
-            rows.append(b)
-            cols.append(first + j)
+            row, col = pre.locate(b, n - 1 + j)  # prompt[-1]'s output predicts seq[n]
+            rows.append(row)
+            cols.append(col)
             targets.append(int(token))
     logits_NV = hidden_to_logits(model, hidden_BSH[rows, cols])
     if temperature > 0:
