@@ -58,10 +58,13 @@ def test_every_layout_gives_each_row_its_own_hidden_states_and_gradient(
     theirs = torch.stack([whole[b][i] for b, i in spots])
     assert torch.allclose(ours, theirs, atol=1e-5), (ours - theirs).abs().max()
     lora = [p for n, p in model.named_parameters() if "lora_" in n]
-    g_ours = torch.autograd.grad(ours.square().sum(), lora)
-    g_theirs = torch.autograd.grad(theirs.square().sum(), lora)
+    # A random projection of the (normalised) states: their squares would sum to nearly a
+    # constant, leaving gradients of rounding noise alone.
+    w = torch.randn(ours.shape[-1], generator=torch.Generator().manual_seed(0))
+    g_ours = torch.autograd.grad((ours @ w).sum(), lora)
+    g_theirs = torch.autograd.grad((theirs @ w).sum(), lora)
     for a, b in zip(g_ours, g_theirs, strict=True):
-        assert torch.allclose(a, b, atol=1e-4, rtol=1e-4)
+        assert float((a - b).norm()) <= 1e-4 * float(b.norm()), float((a - b).norm() / b.norm())
     if packed:  # one sequence a group: as many rows as stems
         assert hidden.shape[0] == 3
     else:
