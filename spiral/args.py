@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -107,11 +108,15 @@ def describe_type(tp: Any) -> str:
         return " or ".join(parts) + (" (or None)" if type(None) in args else "")
     if origin is tuple:
         item = describe_type(args[0])
-        plural = {"a string": "strings", "an integer": "integers", "a number": "numbers"}
+        plural = {
+            "a string": "strings",
+            "an integer": "integers",
+            "a finite number": "finite numbers",
+        }
         return f"a comma-separated list of {plural.get(item, item)}"
     return {
         int: "an integer",
-        float: "a number",
+        float: "a finite number",
         bool: "true or false",
         str: "a string",
     }.get(tp, getattr(tp, "__name__", str(tp)))
@@ -132,10 +137,10 @@ def _fits(tp: Any, text: str) -> bool:
         return text in _TRUE_FALSE
     if tp in (int, float):
         try:
-            tp(text)
+            value = tp(text)
         except ValueError:
             return False
-        return True
+        return math.isfinite(value)  # nan and inf would only fail later, or never
     return True
 
 

@@ -149,7 +149,7 @@ def test_version_and_a_presets_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().out.strip() == f"spiral {__version__}"
     assert cli.main(["train", "preset=embedded-kuhn", "lora_rank=8", "--help"]) == 0
     text = capsys.readouterr().out
-    assert "  learning_rate (set: 1e-3; a number)" in text  # the preset's, not the default
+    assert "  learning_rate (set: 1e-3; a finite number)" in text  # the preset's, not the default
     assert "  lora_rank (set: 8; an integer)" in text  # the command line's
     assert "  seed (0; an integer)" in text  # untouched keys keep their default
 

@@ -22,6 +22,7 @@
 
 from __future__ import annotations
 
+import math
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -109,7 +110,14 @@ def check_resume_config(saved: dict[str, Any], new: dict[str, Any], same_run: bo
     for key in sorted(set(saved) | set(new)):
         if key in SAFE_KEYS or key in SHAPE_KEYS:
             continue
-        if saved.get(key) != new.get(key):
+        was = saved.get(key)
+        if isinstance(was, float) and not math.isfinite(was):
+            raise ConfigError(
+                f"cannot resume this run folder: it was trained with {key}={was}, a value "
+                "Spiral now refuses (its weights are not finite either); start a new run "
+                "with another log_path"
+            )
+        if was != new.get(key):
             raise ConfigError(
                 f"cannot resume this run folder with {key}={new.get(key)!r}: it was trained "
                 f"with {key}={saved.get(key)!r}, and mixing both in one metrics.jsonl hides "

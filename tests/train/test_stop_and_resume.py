@@ -52,7 +52,7 @@ def _train(cfg, factory: Callable[[], Learner] | None = None) -> RunResult:  # t
     return train(cfg, build_setup(cfg), factory or make_learner_factory(cfg), log=lambda _: None)
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_signal_mid_step_saves_that_step_and_resumes_exactly(
     tiny_model: Path,  # noqa: F811
     tmp_path: Path,
@@ -192,3 +192,15 @@ def test_a_resume_between_magnet_refreshes_continues_exactly(
     assert [r["step"] for r in rows_a] == [r["step"] for r in rows_b] == list(range(6))
     assert all(r["train/kl_to_magnet"] > 0 for r in rows_a[1:4])  # the KL is at work
     _assert_rows_close(rows_a, rows_b)
+
+
+def test_a_folder_trained_with_a_non_finite_value_is_refused_with_a_way_on() -> None:
+    """Older versions let `learning_rate=nan` train (NaN weights); its folder asked to be
+    resumed with `learning_rate=nan`, which never equals itself. Now: a new run."""
+    from spiral.train.config import TrainConfig
+
+    new = TrainConfig().to_json()
+    saved = {**new, "learning_rate": float("nan")}
+    with pytest.raises(ConfigError, match=r"learning_rate=nan, a value Spiral now refuses"):
+        check_resume_config(saved, new, same_run=True)
+    check_resume_config(dict(new), new, same_run=True)  # the same finite config resumes
