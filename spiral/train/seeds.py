@@ -60,15 +60,30 @@ class SeedsArgs:
     table_only: bool = chz.field(default=False, doc="only (re)write the table from OUT")
 
 
+MAX_SEEDS = 1000  # each seed is a whole training run: more is a typo, not a sweep
+
+
 def parse_seeds(spec: str) -> list[int]:
-    """`0-4` -> [0, 1, 2, 3, 4]; `0,3,7` -> [0, 3, 7]."""
-    out: list[int] = []
+    """`0-4` -> [0, 1, 2, 3, 4]; `0,3,7` -> [0, 3, 7]; at most MAX_SEEDS of them, counted
+    before any list is made (`0-99999999999` is refused, not allocated)."""
+    spans = []
     try:
         for part in spec.split(","):
             low, dash, high = part.strip().partition("-")
-            out.extend(range(int(low), int(high) + 1) if dash else [int(low)])
+            first, last = int(low), int(high) if dash else int(low)
+            if first < 0 or last < first:
+                raise ValueError
+            spans.append((first, last))
     except ValueError:
-        raise UsageError(f"seeds={spec!r}: expected a range (0-4) or a list (0,3,7)") from None
+        raise UsageError(
+            f"seeds={spec!r}: expected a range (0-4) or a list (0,3,7) of seeds >= 0"
+        ) from None
+    if sum(last - first + 1 for first, last in spans) > MAX_SEEDS:
+        raise UsageError(
+            f"seeds={spec!r} names more than {MAX_SEEDS} seeds, each a whole training run; "
+            "name fewer (e.g. seeds=0-4)"
+        )
+    out = [seed for first, last in spans for seed in range(first, last + 1)]
     if not out or len(set(out)) != len(out):
         raise UsageError(f"seeds={spec!r}: expected distinct seeds, e.g. 0-4")
     return out

@@ -8,10 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from spiral.args import UsageError
 from spiral.cli import main as cli_main
-from spiral.train.seeds import final_values, parse_seeds, summarise
+from spiral.train.seeds import MAX_SEEDS, final_values, parse_seeds, summarise
 
 KUHN = "KuhnPokerSingle-v0"
 
@@ -23,6 +25,27 @@ def test_seeds_are_ranges_or_lists() -> None:
     for bad in ("", "a", "3,3", "0-x"):
         with pytest.raises(UsageError, match="seeds="):
             parse_seeds(bad)
+
+
+def test_a_typo_that_would_multiply_the_runs_is_refused_at_once() -> None:
+    """`seeds=0-99999999999` once built a list of 1e11 ints (MemoryError), and a few
+    million seeds with table_only=true hung; now every count over MAX_SEEDS is one line."""
+    assert len(parse_seeds(f"0-{MAX_SEEDS - 1}")) == MAX_SEEDS
+    for typo in ("0-99999999999", "0-5000000", f"0-{MAX_SEEDS}", f"0-500,501-{MAX_SEEDS + 5}"):
+        with pytest.raises(UsageError, match=f"more than {MAX_SEEDS} seeds"):
+            parse_seeds(typo)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="0123456789-, x", max_size=24))
+def test_any_seeds_text_is_a_short_list_or_one_line(spec: str) -> None:
+    try:
+        seeds = parse_seeds(spec)
+    except UsageError as err:
+        assert "\n" not in str(err) and str(err).startswith(f"seeds={spec!r}")
+        return
+    assert 0 < len(seeds) <= MAX_SEEDS and len(set(seeds)) == len(seeds)
+    assert all(s >= 0 for s in seeds)
 
 
 def test_statistics_by_hand() -> None:
