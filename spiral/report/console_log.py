@@ -25,19 +25,27 @@ class _Tee:
 
     def write(self, text: str) -> int:
         # The terminal first; the log while it is open (a logging handler made inside the
-        # block may keep this stream after it, when the file is closed).
-        written = self._stream.write(text) if self._stream is not None else len(text)
+        # block may keep this stream after it, when the file is closed). A terminal that
+        # went away (closed after SIGHUP: EIO; a closed pipe) is dropped and the log goes on.
+        if self._stream is not None:
+            try:
+                self._stream.write(text)
+            except (OSError, ValueError):
+                self._stream = None
         if not self._log.closed:
             self._log.write(text)
             self._log.flush()
-        return written
+        return len(text)
 
     def flush(self) -> None:
         if self._stream is not None:
-            self._stream.flush()
+            try:
+                self._stream.flush()
+            except (OSError, ValueError):
+                self._stream = None
 
     def __getattr__(self, name: str) -> Any:  # isatty, fileno, encoding, ...
-        return getattr(self._stream, name)
+        return getattr(self._stream if self._stream is not None else self._log, name)
 
 
 @contextlib.contextmanager

@@ -1,4 +1,5 @@
-"""Stopping a run cleanly on Ctrl-C (SIGINT) or SIGTERM (what `kill` and schedulers send).
+"""Stopping a run cleanly on Ctrl-C (SIGINT), SIGTERM (what `kill` and schedulers send) or
+SIGHUP (the terminal closed: the console goes on in `RUN/console.log` alone).
 
 The first signal asks the loop to stop at the next step boundary: the step in flight is
 FINISHED (its update, baselines and metrics belong together), then a checkpoint of that
@@ -20,10 +21,12 @@ from typing import Any
 
 class StopRequest:
     """Install with `with StopRequest(log) as stop:`; `stop.requested` turns true on the
-    first SIGINT/SIGTERM. Handlers are installed only in the main thread (signals reach
-    no other) and the previous ones come back on exit."""
+    first SIGINT/SIGTERM/SIGHUP. Handlers are installed only in the main thread (signals
+    reach no other) and the previous ones come back on exit."""
 
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+    SIGNALS = tuple(
+        getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+    )
 
     def __init__(self, log: Callable[[str], None] = print) -> None:
         self.log = log
@@ -38,11 +41,14 @@ class StopRequest:
         if self.requested and signum == signal.SIGINT:
             raise KeyboardInterrupt  # the second Ctrl-C: abandon the step now
         self.signal_name = signal.Signals(signum).name
-        self.log(
-            f"\n{self.signal_name}: finishing this step, then saving a checkpoint "
-            "(Ctrl-C again to stop at once and lose the step in flight)"
-        )
-        sys.stdout.flush()
+        try:
+            self.log(
+                f"\n{self.signal_name}: finishing this step, then saving a checkpoint "
+                "(Ctrl-C again to stop at once and lose the step in flight)"
+            )
+            sys.stdout.flush()
+        except (OSError, ValueError):
+            pass  # no terminal to tell (SIGHUP): the step and the save matter, not the line
 
     def __enter__(self) -> StopRequest:
         if threading.current_thread() is threading.main_thread():

@@ -79,3 +79,31 @@ def test_the_console_log_outlives_its_block_and_a_closed_stdout(
     with kept_in(log):
         print("to the log only")
     assert "to the log only" in log.read_text()
+
+
+def test_a_terminal_that_goes_away_leaves_the_log_going(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After SIGHUP the terminal is gone and writing to it raises (EIO): the run's
+    console keeps going into console.log, and nothing raises."""
+    from spiral.report.console_log import kept_in
+
+    class Gone:
+        def write(self, text: str) -> int:
+            raise OSError(5, "Input/output error")
+
+        def flush(self) -> None:
+            raise OSError(5, "Input/output error")
+
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr(sys, "stdout", Gone())
+    log = tmp_path / "console.log"
+    with kept_in(log):
+        print("before")
+        print("after the terminal closed")
+        sys.stdout.flush()
+        assert sys.stdout.isatty() is False  # the log file answers now
+    text = log.read_text()
+    assert "before" in text and "after the terminal closed" in text
