@@ -31,6 +31,7 @@ Choices:
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -193,6 +194,28 @@ def resolve_source(arg: str, model_name: str = "") -> ModelSource:
     return ModelSource(arg, f"base:{arg}")  # a hub id
 
 
+def inherited_dtype(run_dtype: str, device: str) -> str:
+    """The run's dtype, or float32 (said in one line) where this machine is a CPU that
+    would emulate it: a checkpoint trained in bf16 elsewhere still plays here, at fp32
+    speed, instead of being refused for a dtype the command cannot change."""
+    if run_dtype not in ("bfloat16", "float16"):
+        return run_dtype
+    import torch
+
+    from spiral.engines.loading import resolve_device
+    from spiral.engines.torch import cpu
+
+    table = {"bfloat16": torch.bfloat16, "float16": torch.float16}
+    if resolve_device(device).type != "cpu" or not cpu.emulated(table[run_dtype]):
+        return run_dtype
+    print(
+        f"the run computed in {run_dtype}, which this CPU would emulate ~100x slower: "
+        "loading it in float32",
+        file=sys.stderr,
+    )
+    return "float32"
+
+
 def load_sampler(
     source: ModelSource, device: str = "auto", dtype: str = "", engine: str = "torch"
 ) -> Any:
@@ -209,7 +232,7 @@ def load_sampler(
         model=source.model,
         lora_rank=max(1, int(source.config.get("lora_rank") or 1)) if is_adapter else 0,
         device=device,
-        dtype=dtype or str(source.config.get("dtype") or "auto"),
+        dtype=dtype or inherited_dtype(str(source.config.get("dtype") or "auto"), device),
     )
     return registry.sampler(engine, cfg, version=source.step)
 

@@ -56,10 +56,14 @@ def test_switched_off_this_is_a_cpu_without_half_precision(
     assert resolve_dtype("float32", CPU) == torch.float32
 
 
-def test_switched_on_auto_is_bf16_and_half_dtypes_run(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_switched_on_half_dtypes_run_and_auto_still_follows_the_cpu(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv(CPU_BF16_ENV, "1")
-    assert cpu.native_bf16()
-    assert resolve_dtype("auto", CPU) == torch.bfloat16
+    # "1" lets a half dtype asked for by name run emulated; auto never picks an emulated one.
+    native = cpu._native_bf16()
+    assert cpu.native_bf16() == native
+    assert resolve_dtype("auto", CPU) == (torch.bfloat16 if native else torch.float32)
     assert resolve_dtype("auto", CPU, full_fine_tuning=True) == torch.float32
     assert resolve_dtype("bfloat16", CPU) == torch.bfloat16
     assert resolve_dtype("float16", CPU) == torch.float16
@@ -105,3 +109,29 @@ def test_the_cap_makes_this_a_cpu_without_bf16() -> None:
     assert not torch.ops.mkldnn._is_mkldnn_bf16_supported()
     assert not cpu._oneDNN_takes(torch.bfloat16)
     assert not cpu.native_bf16()
+
+
+@pytest.mark.parametrize("value", ["yes", "on", "true", "no", "off", "false", " 0 ", ""])
+def test_the_switch_takes_the_words_it_names(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv(CPU_BF16_ENV, value)
+    want = {"yes": True, "on": True, "true": True, "": None}.get(value.strip(), False)
+    assert cpu._forced() is want
+
+
+@pytest.mark.parametrize("value", ["2", "O", "disable", "none", "bf16"])
+def test_any_other_switch_value_is_one_line(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv(CPU_BF16_ENV, value)
+    with pytest.raises(DeviceError, match=f"{CPU_BF16_ENV}=.* is not valid: use 0"):
+        resolve_dtype("bfloat16", CPU)
+
+
+def test_a_run_trained_in_a_dtype_this_cpu_emulates_loads_in_fp32(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from spiral.agents.model_agent import inherited_dtype
+
+    monkeypatch.setenv(CPU_BF16_ENV, "0")  # a CPU without bf16 kernels
+    assert inherited_dtype("bfloat16", "cpu") == "float32"
+    assert "loading it in float32" in capsys.readouterr().err
+    assert inherited_dtype("float32", "cpu") == "float32"
+    assert inherited_dtype("auto", "cpu") == "auto"

@@ -29,11 +29,21 @@ from typing import Any
 CPU_BF16_ENV = "SPIRAL_CPU_BF16"  # "0" / "1": override the probe (see the module's text)
 
 
+_OFF, _ON = ("0", "false", "no", "off"), ("1", "true", "yes", "on")
+
+
 def _forced() -> bool | None:
     value = os.environ.get(CPU_BF16_ENV)
     if value is None or not value.strip():
         return None
-    return value.strip().lower() not in ("0", "false", "no", "off")
+    word = value.strip().lower()
+    if word not in _OFF + _ON:
+        from spiral.engines.loading import DeviceError
+
+        raise DeviceError(
+            f"{CPU_BF16_ENV}={value!r} is not valid: use 0 (no bf16) or 1, or unset it"
+        )
+    return word in _ON
 
 
 def prepacks(dtype: Any) -> bool:
@@ -69,10 +79,11 @@ def _oneDNN_takes(dtype: Any) -> bool:
 
 
 def native_bf16() -> bool:
-    """Whether bf16 products are faster than fp32 on this CPU (see the module's text)."""
-    forced = _forced()
-    if forced is not None:
-        return forced
+    """Whether bf16 products are faster than fp32 on this CPU (see the module's text).
+    `SPIRAL_CPU_BF16=1` lets an explicit half dtype run emulated; it never makes `auto`
+    pick one the CPU would emulate."""
+    if _forced() is False:
+        return False
     return _native_bf16()
 
 
@@ -108,7 +119,7 @@ _NEEDS = {
 def emulated_message(name: str) -> str:
     """The one line that refuses `dtype=name` where `emulated` says so."""
     why = (
-        f"{CPU_BF16_ENV}=0 makes this a CPU without half-precision kernels"
+        f"{CPU_BF16_ENV}={os.environ.get(CPU_BF16_ENV, '').strip()} makes this a CPU without half-precision kernels"
         if _forced() is False
         else f"this CPU has no {name} matrix kernels (oneDNN needs {_NEEDS[name]})"
     )
