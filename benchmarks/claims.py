@@ -24,7 +24,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from claim_checks import engine, engine_more, kuhn, kuhn_levers, misc  # noqa: E402,F401
+from claim_checks import (  # noqa: E402,F401
+    cpu_classes,
+    engine,
+    engine_more,
+    kuhn,
+    kuhn_levers,
+    misc,
+)
 from claim_checks.core import ROWS, Outcome, read_table, run_row  # noqa: E402
 from claim_checks.readme import check_readme  # noqa: E402
 

@@ -61,8 +61,16 @@ def make_test(row: Row) -> list[Check]:
         Check("skipped", f"{result['skipped']} skipped"),
         Check("vLLM tests", f"{result['vllm_passed']} vLLM"),
     ]
-    if result.get("failed", 0) or result.get("vllm_failed", 0):
-        checks.append(Check("failed", f"{result.get('failed', 0)} failed"))
+    if "minutes" in result:
+        checks.append(Check("minutes", f"{f(result['minutes'], 1)} min"))
+    if "capped_passed" in result:
+        checks += [
+            Check("capped pass", f"{result['capped_passed']} passed capped at AVX2"),
+            Check("capped minutes", f"{f(result['capped_minutes'], 1)} min"),
+        ]
+    failed = sum(result.get(k, 0) for k in ("failed", "vllm_failed", "capped_failed"))
+    if failed:
+        checks.append(Check("failed", f"{failed} failed"))
     return checks
 
 

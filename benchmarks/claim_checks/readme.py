@@ -1,7 +1,7 @@
 """README.md's headline numbers, each recomputed through the claims row it comes from.
 
-The items: every bullet of "## Results", the exploitability row of the `make train`
-table, and the paragraph of "## Training a real model" that says what a GPU gives. Each
+The items: every bullet of "## Results", the exploitability and the time rows of the
+`make train` table, and the paragraph of "## Training a real model" that says what a GPU gives. Each
 item needs a function here (keyed by the start of its text), and every decimal number in
 it must be one the function recomputed.
 """
@@ -13,6 +13,7 @@ import statistics
 from collections.abc import Callable
 from pathlib import Path
 
+from . import cpu_classes
 from .core import AVERAGED, POOL, Check, NoData, Outcome, Table, compare, f, mean_sd, span
 from .engine import CPU_BENCH_FOLDERS, DECODE_RUNS, FIRST_BENCH, H200, benches, elapsed_min
 from .kuhn import BEFORE_FADE, FADE, finals
@@ -37,7 +38,9 @@ def readme_items(readme: Path) -> list[str]:
     text = readme.read_text(encoding="utf-8")
     results = text.split("\n## Results\n", 1)[1].split("\n## ", 1)[0]
     bullets = [" ".join(b.split()) for b in re.split(r"\n- ", "\n" + results)[1:]]
-    table = [ln for ln in text.splitlines() if ln.startswith("| exploitability")]
+    table = [
+        ln for ln in text.splitlines() if ln.startswith(("| exploitability", "| time, memory"))
+    ]
     gpu = text.split("\n## Training a real model\n", 1)[1].split("\n## ", 1)[0]
     paragraphs = [" ".join(p.split()) for p in gpu.split("\n\n") if "Know before you start" in p]
     return table + paragraphs + bullets
@@ -73,6 +76,24 @@ def make_train_table(table: Table) -> list[Check]:
         Check("last weights", f"{mean_sd(live)} ({f(min(live))} to {f(max(live))})"),
         Check("averaged weights", f"averaged weights {mean_sd(averaged)}"),
     ]
+
+
+@headline("time, memory")
+def make_train_cost(table: Table) -> list[Check]:
+    checks = []
+    for prefix, name in (
+        ("make train on a CPU without AVX-512", "avx2"),
+        ("make train on a CPU with AVX512-BF16", "native"),
+    ):
+        row = table.find(prefix)
+        stems = cpu_classes.runs(row, name)
+        mins = cpu_classes.minutes(row, cpu_classes.alone(row, stems))
+        peaks = [cpu_classes.peak_gb(row, s) for s in stems]
+        checks += [
+            Check(f"{name} minutes", f"{span(mins, 0)} minutes"),
+            Check(f"{name} memory", f"{span(peaks, 1)} GB"),
+        ]
+    return checks
 
 
 @headline("Kuhn exploitability from")

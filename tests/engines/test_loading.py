@@ -79,10 +79,12 @@ def test_auto_dtype_is_bf16_for_lora_on_a_cpu_with_native_bf16(
     tiny_llama: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from spiral.engines.loading import resolve_dtype
+    from spiral.engines.torch import cpu as probe
     from spiral.engines.torch.cpu import CPU_BF16_ENV
 
     cpu = torch.device("cpu")
-    monkeypatch.setenv(CPU_BF16_ENV, "1")
+    monkeypatch.setenv(CPU_BF16_ENV, "1")  # bf16 by name runs whatever this CPU has
+    monkeypatch.setattr(probe, "_native_bf16", lambda: True)  # a CPU with native bf16
     assert resolve_dtype("auto", cpu) == torch.bfloat16
     assert resolve_dtype("auto", cpu, full_fine_tuning=True) == torch.float32  # master weights
     assert resolve_dtype("float32", cpu) == torch.float32
