@@ -53,6 +53,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--readme", type=Path, default=ROOT / "README.md")
     parser.add_argument("--root", type=Path, default=ROOT, help="where the cited paths live")
     args = parser.parse_args(argv)
+    for name, path in (("--results", args.results), ("--readme", args.readme)):
+        if not path.is_file():
+            print(f"claims: {name} {path} is not a file; pass the markdown file to check")
+            return 2
     outcomes = check(args.results, args.readme, args.root)
     for o in outcomes:
         print(f"{o.status:<11} {o.name}" + ("".join(f"\n{'':12}{d}" for d in o.details)))

@@ -169,3 +169,11 @@ def test_a_ci_log_is_recorded_pass_by_pass() -> None:
     assert (got["vllm_passed"], got["capped_passed"], got["capped_minutes"]) == (10, 466, 6.7)
     with pytest.raises(SystemExit, match="expected 3"):
         record_make_test.record(log.split("10 passed")[0])
+
+
+def test_a_missing_table_file_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert claims.main(["--results", str(tmp_path / "nowhere.md")]) == 2
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and "--results" in out and "is not a file" in out
