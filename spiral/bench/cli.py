@@ -106,12 +106,26 @@ def engine_dtypes(spec: str) -> list[str]:
     return ["float32", "bfloat16"] if native else ["float32"]
 
 
+def check_dtypes_here(dtypes: list[str], full_fine_tuning: bool) -> None:
+    """Every dtype asked for runs on this machine (not emulated), checked before any model
+    work: a refusal after the first dtype's benchmark would throw its minutes away."""
+    from spiral.engines.loading import DeviceError, resolve_device, resolve_dtype
+
+    device = resolve_device("auto")
+    for dtype in dtypes:
+        try:
+            resolve_dtype(dtype, device, full_fine_tuning=full_fine_tuning)
+        except DeviceError as err:
+            raise UsageError(str(err).replace("dtype=auto or float32", "dtypes=float32")) from None
+
+
 def bench_engine(args: BenchArgs) -> dict[str, float]:
     """The engine benchmark per dtype (keys prefixed `<dtype>/` when more than one), and
     bf16-over-fp32 ratios of learner and decode tokens/s when both ran."""
     from spiral.bench.engine import run_engine_benchmark
 
     dtypes = engine_dtypes(args.dtypes)
+    check_dtypes_here(dtypes, full_fine_tuning=args.lora_rank == 0)
     results: dict[str, float] = {}
     for dtype in dtypes:
         one = run_engine_benchmark(

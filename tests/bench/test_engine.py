@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 
 from spiral.bench.engine import (
@@ -80,3 +81,21 @@ def test_decode_flops_per_step_by_hand(tiny_llama: Path) -> None:
         vocab = model.config.vocab_size
         expected = 3 * (2 * (73_728 + 64 * vocab) + 4 * 2 * 4 * 16 * 10)
         assert decode_flops_per_step(model, rows=3, context=10) == expected, (rank, targets)
+
+
+def test_a_dtype_this_cpu_would_emulate_is_refused_before_any_benchmark(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from spiral.bench import cli as bench_cli
+    from spiral.engines.torch.cpu import CPU_BF16_ENV
+    from spiral.errors import UsageError
+
+    monkeypatch.setenv(CPU_BF16_ENV, "0")  # a CPU without bf16 kernels
+
+    def never(**_: object) -> dict[str, float]:
+        raise AssertionError("a benchmark ran before the dtypes were checked")
+
+    monkeypatch.setattr("spiral.bench.engine.run_engine_benchmark", never)
+    args = bench_cli.BenchArgs(what="engine", dtypes="float32,bfloat16")
+    with pytest.raises(UsageError, match="dtype=bfloat16: .*dtypes=float32"):
+        bench_cli.bench_engine(args)
