@@ -205,8 +205,7 @@ def inherited_dtype(run_dtype: str, device: str) -> str:
     from spiral.engines.loading import resolve_device
     from spiral.engines.torch import cpu
 
-    table = {"bfloat16": torch.bfloat16, "float16": torch.float16}
-    if resolve_device(device).type != "cpu" or not cpu.emulated(table[run_dtype]):
+    if resolve_device(device).type != "cpu" or not cpu.emulated(getattr(torch, run_dtype)):
         return run_dtype
     print(
         f"the run computed in {run_dtype}, which this CPU would emulate ~100x slower: "
