@@ -8,7 +8,9 @@ limit, a prompt longer than the context, malformed JSON, `n=2`, `guided_regex`, 
 client that leaves mid-generation) and valid ones (a 64-token reply). Beside them, one
 probe client sends a small valid request (4 tokens, greedy) after another and times it.
 Before the load starts the probe is timed alone, so the report gives the small request's
-p50/p99 idle and under load, on the same server in the same run.
+p50/p99 idle and under load, on the same server in the same run. After the load, one
+`--big-body-mb` body (default 50 MB) is sent with a small request 0.2 s behind it: each
+one's status and time.
 
 What must hold (the script exits 1 otherwise): every hostile request gets a 4xx (the
 leaver excepted: it is gone), every valid one a 200, no 5xx, and the server is still
@@ -119,12 +121,31 @@ async def loader(client: httpx.AsyncClient, until: float, rng: random.Random) ->
     return seen
 
 
+async def big_body(client: httpx.AsyncClient, megabytes: float) -> dict[str, Any]:
+    """A valid chat body of `megabytes` MB (one long user message) and, sent 0.2 s after
+    it, a small request: each one's status and time."""
+    words = int(megabytes * 1e6 / 3)
+    body = json.dumps({"messages": [{"role": "user", "content": "go " * words}]}).encode()
+
+    async def timed(payload: Any, delay: float) -> tuple[int, float]:
+        await asyncio.sleep(delay)
+        t0 = time.perf_counter()
+        status = await post(client, payload, timeout=600)
+        return status, time.perf_counter() - t0
+
+    (big, big_s), (small, small_s) = await asyncio.gather(timed(body, 0), timed(SMALL, 0.2))
+    return {"bytes": len(body), "status": big, "seconds": big_s,
+            "small_beside_status": small, "small_beside_s": small_s}  # fmt: skip
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def run(base: str, seconds: float, clients: int, seed: int) -> dict[str, Any]:
+async def run(
+    base: str, seconds: float, clients: int, seed: int, big_mb: float = 0
+) -> dict[str, Any]:
     async with httpx.AsyncClient(base_url=base) as client:
         idle: list[float] = []
         await probe(client, time.monotonic() + min(10.0, seconds / 4), idle)
@@ -134,6 +155,7 @@ async def run(base: str, seconds: float, clients: int, seed: int) -> dict[str, A
         tallies = await asyncio.gather(
             probe(client, until, loaded), *(loader(client, until, r) for r in rngs)
         )
+        big = await big_body(client, big_mb) if big_mb else None
         alive = (await client.get("/models")).status_code == 200
     status = sum(tallies, Counter())
     return {
@@ -152,6 +174,7 @@ async def run(base: str, seconds: float, clients: int, seed: int) -> dict[str, A
             "p99": percentile(loaded, 0.99),
             "mean": statistics.fmean(loaded),
         },
+        "big_body": big,
         "server_alive_at_end": alive,
     }
 
@@ -167,6 +190,10 @@ def failures(result: dict[str, Any]) -> list[str]:
         valid = kind.startswith(("small valid", "valid"))
         if code >= 500 or (valid and code != 200) or (not valid and not 400 <= code < 500):
             bad.append(f"{key}: {count}")
+    big = result.get("big_body")
+    if big and not (400 <= big["status"] < 500 and big["small_beside_status"] == 200):
+        bad.append(f"big body -> {big['status']}, the small request beside it -> "
+                   f"{big['small_beside_status']}")  # fmt: skip
     if not result["server_alive_at_end"]:
         bad.append("the server did not answer at the end")
     return bad
@@ -179,6 +206,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default="", help="write the result here")
+    parser.add_argument("--big-body-mb", type=float, default=50.0,
+                        help="after the load, one body this large beside a small request "
+                        "(0: skip)")  # fmt: skip
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         model = args.model
@@ -190,7 +220,13 @@ def main(argv: list[str] | None = None) -> int:
         server = start_server(model, port, Path(tmp) / "serve.log")
         try:
             result = asyncio.run(
-                run(f"http://127.0.0.1:{port}/v1", args.seconds, args.clients, args.seed)
+                run(
+                    f"http://127.0.0.1:{port}/v1",
+                    args.seconds,
+                    args.clients,
+                    args.seed,
+                    args.big_body_mb,
+                )  # fmt: skip
             )
         finally:
             server.terminate()

@@ -11,9 +11,11 @@ Choices:
 - Messages are rendered by the tokenizer's own chat template (`template=chat`, the
   default) or by a named template's chat markup (chatml, llama3, plain, ...), then
   encoded with `spiral.prompts.encode` (at most one BOS).
-- Requests are served ONE AT A TIME behind a lock: the torch sampler holds one model and
-  a KV cache; parallel requests would only fight for the same cores or GPU. Each
-  request samples in a worker thread (`asyncio.to_thread`) that waits for the lock.
+- One thread samples (batcher.py): requests that arrive together and ask for the same
+  sampling parameters share one sampler call (the sampler batches rows), so a short
+  request is not queued behind a line of others; a seeded request is sampled alone.
+  Rendering, tokenising and every check run in the request's own worker thread, before
+  it joins the queue, so a huge prompt never holds up the model.
 - finish_reason: the sampler's "eos" and "stop" -> "stop", "length" -> "length".
   `usage` counts prompt and completion tokens exactly (our own ids).
 - temperature 0 is greedy (the sampler's convention). `n` other than 1, an empty
@@ -21,15 +23,18 @@ Choices:
 - The model name in a request is not checked (OpenAI clients insist on sending one); the
   reply names the served model.
 - Binds 127.0.0.1 by default; pass host=0.0.0.0 deliberately to expose it.
-- Limits, so one request cannot tie the server up: `max_tokens` above `max_tokens_limit`
-  (default 4096) is a 400, and so is a prompt whose tokens plus `max_tokens` exceed the
-  model's context (`max_position_embeddings`). Every generation is therefore bounded,
-  and it is cancelled when its client disconnects: the handler polls the connection
-  every DISCONNECT_POLL_S while a worker thread samples, and sets the sampler's cancel
-  flag (`SamplingParams.cancel`), which stops it before the next token and frees the
-  lock. On SIGTERM the server stops accepting; the request in flight gets
-  FINISH_ON_SHUTDOWN_S to finish, then is cancelled the same way and answered 503 ("the
-  server is shutting down"), and the process exits.
+- Limits, so one request cannot tie the server up (limits.py): a body over
+  `max_request_mb` (default 1) is a 413 before it is read; a prompt whose length alone
+  shows it cannot fit is a 400 before it is tokenised; `max_tokens` above
+  `max_tokens_limit` (default 4096) is a 400, and so is a prompt whose tokens plus
+  `max_tokens` exceed the model's context (`max_position_embeddings`). A request that
+  takes longer than `request_timeout_s` (default 300, queued and sampled) is a 408. A
+  request is cancelled when its client disconnects: the handler polls the connection
+  every DISCONNECT_POLL_S, and the sampler's cancel flag (`SamplingParams.cancel`) stops
+  the call before its next token once every request sharing it is cancelled. On SIGTERM
+  the server stops accepting; the requests in flight get FINISH_ON_SHUTDOWN_S to finish,
+  then are cancelled the same way and answered 503 ("the server is shutting down"), and
+  the process exits.
 - Constrained replies: vLLM's structured-output extension for a fixed choice list
   (`guided_choice`, or `structured_outputs={"choice": [...]}`) restricts the reply to
   exactly one of the listed strings, the way training constrains answers to the legal
@@ -42,20 +47,19 @@ Choices:
 # No `from __future__ import annotations` here: FastAPI reads the request model from the
 # handler's annotation at runtime. fastapi and pydantic come with the `serve` extra.
 import asyncio
+import contextlib
 import dataclasses
 import hmac
 import os
 import threading
 import time
-import uuid
-from collections.abc import Sequence
-from typing import Any, Literal
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 import chz
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
 
 from spiral.args import (
     UsageError,
@@ -68,25 +72,34 @@ from spiral.args import (
 )
 from spiral.engines.base import Sampler, SamplingCancelled, SamplingParams
 from spiral.engines.registry import known_engine
-from spiral.prompts.render import encode, prefix_free
+from spiral.prompts.render import encode
 from spiral.prompts.spec import TemplateName
 from spiral.prompts.templates import TEMPLATES
-from spiral.types import AnswerConstraint, Completion
+from spiral.serving.batcher import Batcher
+from spiral.serving.limits import MAX_BODY_MB, BodyLimit, PromptBound
+from spiral.serving.openai_api import (
+    ChatRequest,
+    chat_response,
+    choice_constraint,
+    error_reply,
+    message_text,
+    refusal,
+)
+from spiral.types import Completion
 
-FINISH_REASON = {"eos": "stop", "stop": "stop", "length": "length"}
-DEFAULT_MAX_TOKENS = 256
 MAX_TOKENS_LIMIT = 4096
 DISCONNECT_POLL_S = 0.1  # how often a running request checks its client is still there
 GRACEFUL_SHUTDOWN_S = 2  # how long uvicorn waits for the request in flight after SIGTERM
 FINISH_ON_SHUTDOWN_S = 1.0  # within that, how long the request may run before its 503
+REQUEST_TIMEOUT_S = 300.0  # default time limit of one request, queued and sampled
 
 
 @chz.chz
 class ServeArgs:
     """usage: spiral serve checkpoint=PATH [key=value ...]
 
-    An OpenAI-compatible chat endpoint over a checkpoint; requests are answered one at a
-    time."""
+    An OpenAI-compatible chat endpoint over a checkpoint; requests that arrive together
+    are sampled together."""
 
     checkpoint: str = chz.field(
         doc="run folder, checkpoint folder, model folder, 'base' or a hub id"
@@ -114,6 +127,16 @@ class ServeArgs:
         default="",
         doc="environment variable holding a bearer token requests must send (empty: open)",
     )
+    max_request_mb: float = chz.field(
+        default=MAX_BODY_MB,
+        doc="the largest request body in MiB; larger ones are refused (413) unread",
+        validator=positive,
+    )
+    request_timeout_s: float = chz.field(
+        default=REQUEST_TIMEOUT_S,
+        doc="seconds a request may take, queued and sampled, before its 408",
+        validator=positive,
+    )
 
 
 def render_messages(messages: Sequence[dict[str, str]], template: str, tokenizer: Any) -> str:
@@ -122,88 +145,6 @@ def render_messages(messages: Sequence[dict[str, str]], template: str, tokenizer
 
     chat = get_template(template).chat
     return _CHAT[chat](list(messages), tokenizer)
-
-
-class Message(BaseModel):
-    role: Literal["system", "user", "assistant", "developer", "tool"]
-    content: str | list[dict[str, Any]]
-
-
-class ChatRequest(BaseModel):
-    """The OpenAI chat-completions fields we honour; others are ignored."""
-
-    model: str = ""
-    messages: list[Message] = Field(min_length=1)
-    max_tokens: int | None = Field(default=None, ge=1)
-    max_completion_tokens: int | None = Field(default=None, ge=1)
-    temperature: float = Field(default=1.0, ge=0.0, le=2.0)
-    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
-    stop: str | list[str] | None = None
-    n: int = 1
-    seed: int | None = None
-    # vLLM's structured-output extensions for a fixed list of answers (sent with the
-    # openai client's `extra_body`): `guided_choice` (vLLM < 0.10) or
-    # `structured_outputs={"choice": [...]}` (later); the reply is exactly one of them.
-    guided_choice: list[str] | None = None
-    structured_outputs: dict[str, Any] | None = None
-    guided_regex: str | None = None  # refused with a clear message (not supported)
-
-    def choices(self) -> list[str] | None:
-        """The allowed replies, from whichever extension the client used."""
-        if self.guided_choice is not None:
-            return self.guided_choice
-        if self.structured_outputs is not None:
-            unknown = set(self.structured_outputs) - {"choice"}
-            if unknown:
-                raise ValueError(
-                    f"structured_outputs supports only 'choice' here, not {sorted(unknown)}"
-                )
-            found = self.structured_outputs.get("choice")
-            if not isinstance(found, list) or not all(isinstance(c, str) for c in found):
-                raise ValueError("structured_outputs.choice must be a list of strings")
-            return found
-        return None
-
-    def sampling_params(self) -> SamplingParams:
-        stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop or ())
-        return SamplingParams(
-            max_tokens=self.max_completion_tokens or self.max_tokens or DEFAULT_MAX_TOKENS,
-            temperature=self.temperature,
-            top_p=self.top_p,
-            stop=stop,
-            seed=self.seed,
-        )
-
-
-def chat_response(completion: Completion, prompt_tokens: int, model_name: str) -> dict[str, Any]:
-    """The OpenAI response body for one completion (text cut before any stop string)."""
-    n_out = len(completion.tokens)
-    return {
-        "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model_name,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": completion.text},
-                "finish_reason": FINISH_REASON[completion.stop_reason],
-                "logprobs": None,
-            }
-        ],
-        "usage": {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": n_out,
-            "total_tokens": prompt_tokens + n_out,
-        },
-    }
-
-
-def _error(
-    status: int, message: str, param: str | None = None, kind: str = "invalid_request_error"
-) -> JSONResponse:
-    body = {"error": {"message": message, "type": kind, "param": param}}
-    return JSONResponse(status_code=status, content=body)
 
 
 class BearerAuth:
@@ -218,14 +159,12 @@ class BearerAuth:
         if scope["type"] == "http":
             sent = dict(scope["headers"]).get(b"authorization", b"")
             if not hmac.compare_digest(sent, self.expected):
-                reply = _error(401, "missing or wrong bearer token", kind="authentication_error")
+                reply = error_reply(
+                    401, "missing or wrong bearer token", kind="authentication_error"
+                )
                 await reply(scope, receive, send)
                 return
         await self.app(scope, receive, send)
-
-
-def cancel_requested(params: SamplingParams) -> bool:
-    return params.cancel is not None and params.cancel.is_set()
 
 
 def model_context(sampler: Sampler) -> int | None:
@@ -241,119 +180,134 @@ def create_app(
     template: str = "chat",
     max_tokens_limit: int = MAX_TOKENS_LIMIT,
     api_key: str | None = None,
+    max_request_mb: float = MAX_BODY_MB,
+    request_timeout_s: float = REQUEST_TIMEOUT_S,
 ) -> FastAPI:
-    """The FastAPI app serving `sampler` under `model_name` (one request at a time)."""
+    """The FastAPI app serving `sampler` under `model_name`; requests that arrive together
+    are sampled together (batcher.py)."""
     if template not in TEMPLATES:
         raise ValueError(f"unknown template {template!r}; valid: {', '.join(TEMPLATES)}")
-    app = FastAPI(title="spiral serve", description=f"OpenAI-compatible chat over {model_name}")
+    batcher = Batcher(sampler)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        batcher.close()
+
+    app = FastAPI(
+        title="spiral serve",
+        description=f"OpenAI-compatible chat over {model_name}",
+        lifespan=lifespan,
+    )
     app.state.stopping = Stopping()
-    lock = threading.Lock()
+    tokenizer_lock = threading.Lock()
+    app.state.batcher = batcher
     created = int(time.time())
     context = model_context(sampler)
+    bound = PromptBound(sampler.tokenizer) if context is not None else None
 
-    if api_key is not None:
+    app.add_middleware(BodyLimit, max_bytes=int(max_request_mb * 2**20))
+    if api_key is not None:  # added last, so it runs first: no body is read unauthorised
         app.add_middleware(BearerAuth, api_key=api_key)
 
     @app.exception_handler(RequestValidationError)
     def _validation(request: Any, exc: RequestValidationError) -> JSONResponse:
-        return _error(400, f"invalid request: {exc.errors()}")
+        return error_reply(400, f"invalid request: {exc.errors()}")
 
     @app.get("/v1/models")
     def models() -> dict[str, Any]:
         entry = {"id": model_name, "object": "model", "created": created, "owned_by": "spiral"}
         return {"object": "list", "data": [entry]}
 
-    def generate(
-        messages: list[dict[str, str]], params: SamplingParams, choices: list[str] | None = None
+    def prepare(
+        messages: list[dict[str, str]], params: SamplingParams, choices: list[str] | None
     ) -> Any:
-        """Render, check the context, sample: one request at a time (the tokenizer and
-        the model are shared). Runs in a worker thread; raises SamplingCancelled when
-        `params.cancel` is set."""
-        with lock:
-            if cancel_requested(params):  # the client left while this one was queued
-                raise SamplingCancelled("the client left before sampling began")
+        """Render, bound, tokenise and check one request, outside the model's thread (the
+        tokenizer lock keeps one encoding at a time): (prompt ids, params, constraint),
+        or the 400 that refuses it."""
+        with tokenizer_lock:
             try:
                 text = render_messages(messages, template, sampler.tokenizer)
             except ValueError as err:
-                return _error(400, str(err), "messages")
+                return error_reply(400, str(err), "messages")
+            if context is not None and bound is not None:
+                refusal = bound.refusal(text, max(context - params.max_tokens, 0))
+                if refusal is not None:
+                    return error_reply(400, refusal, "messages")
             prompt_ids = encode(text, sampler.tokenizer)
             constraint = None
             if choices is not None:
                 try:
                     constraint = choice_constraint(choices, sampler.tokenizer)
                 except ValueError as err:
-                    return _error(400, str(err), "guided_choice")
-                longest = max(len(c) for c in constraint.choices)
-                if longest > max_tokens_limit:  # every limit holds after the extension
-                    return _error(
-                        400,
-                        f"the longest guided_choice reply has {longest} tokens, above this "
-                        f"server's limit of {max_tokens_limit} (spiral serve max_tokens_limit=...)",
-                        "guided_choice",
-                    )
-                params = dataclasses.replace(params, max_tokens=max(params.max_tokens, longest))
-            if context is not None and len(prompt_ids) + params.max_tokens > context:
-                return _error(
+                    return error_reply(400, str(err), "guided_choice")
+        if constraint is not None:
+            longest = max(len(c) for c in constraint.choices)
+            if longest > max_tokens_limit:  # every limit holds after the extension
+                return error_reply(
                     400,
-                    f"the prompt has {len(prompt_ids)} tokens; with max_tokens="
-                    f"{params.max_tokens} that exceeds the model's context of {context} tokens",
-                    "messages",
+                    f"the longest guided_choice reply has {longest} tokens, above this "
+                    f"server's limit of {max_tokens_limit} (spiral serve max_tokens_limit=...)",
+                    "guided_choice",
                 )
-            completion = sampler.sample([prompt_ids], params, [constraint])[0]
+            params = dataclasses.replace(params, max_tokens=max(params.max_tokens, longest))
+        if context is not None and len(prompt_ids) + params.max_tokens > context:
+            return error_reply(
+                400,
+                f"the prompt has {len(prompt_ids)} tokens; with max_tokens="
+                f"{params.max_tokens} that exceeds the model's context of {context} tokens",
+                "messages",
+            )
+        return prompt_ids, params, constraint
+
+    def reply(completion: Completion, params: SamplingParams, prompt_tokens: int) -> Any:
         for stop in params.stop:  # OpenAI replies end before the stop string
             if stop in completion.text:
                 cut = completion.text[: completion.text.index(stop)]
                 completion = dataclasses.replace(completion, text=cut)
-        return chat_response(completion, len(prompt_ids), model_name)
+        return chat_response(completion, prompt_tokens, model_name)
 
     @app.post("/v1/chat/completions")
     async def chat_completions(req: ChatRequest, request: Request) -> Any:
-        if req.n != 1:
-            return _error(400, f"only n=1 is supported, got n={req.n}", "n")
-        messages = [{"role": m.role, "content": _text(m.content)} for m in req.messages]
-        if req.guided_regex is not None:
-            return _error(
-                400,
-                "guided_regex is not supported by spiral serve; list the answers with "
-                "guided_choice (or structured_outputs={'choice': [...]}) instead",
-                "guided_regex",
-            )
-        try:
-            choices = req.choices()
-        except ValueError as err:
-            return _error(400, str(err), "structured_outputs")
-        broken = _broken_text([m["content"] for m in messages] + list(choices or []))
-        if broken is not None:
-            return _error(400, f"invalid Unicode in the request: {broken}", "messages")
+        began = time.monotonic()
+        refused = refusal(req, max_tokens_limit)
+        if refused is not None:
+            return refused
+        messages = [{"role": m.role, "content": message_text(m.content)} for m in req.messages]
         cancel = threading.Event()
         params = dataclasses.replace(req.sampling_params(), cancel=cancel)
-        if params.max_tokens > max_tokens_limit:
-            return _error(
-                400,
-                f"max_tokens={params.max_tokens} is above this server's limit of "
-                f"{max_tokens_limit} (spiral serve max_tokens_limit=...)",
-                "max_tokens",
-            )
-        work = asyncio.ensure_future(asyncio.to_thread(generate, messages, params, choices))
+        prepared = await asyncio.to_thread(prepare, messages, params, req.choices())
+        if isinstance(prepared, JSONResponse):
+            return prepared
+        prompt_ids, params, constraint = prepared
+        work = asyncio.wrap_future(batcher.submit(prompt_ids, params, constraint))
         try:
-            # Watch the client and the server while the worker samples: a disconnect, or
-            # a shutdown past its grace, cancels the work (the sampler stops before its
-            # next token and the lock is free again).
+            # Watch the client, the clock and the server while the request waits and is
+            # sampled: a disconnect, the time limit, or a shutdown past its grace cancels
+            # it (dropped if still queued; otherwise its rows stop at the next token once
+            # every request sharing the call is cancelled).
             while not work.done():
                 await asyncio.wait({work}, timeout=DISCONNECT_POLL_S)
                 if work.done():
                     break
+                if time.monotonic() - began > request_timeout_s:
+                    cancel.set()
+                    return error_reply(
+                        408,
+                        f"the request took longer than this server's limit of "
+                        f"{request_timeout_s:g} s (spiral serve request_timeout_s=...)",
+                    )
                 if app.state.stopping.overdue() or await request.is_disconnected():
                     cancel.set()
-            return await work
+            return reply(await work, params, len(prompt_ids))
         except SamplingCancelled:
             if app.state.stopping.since is not None:
-                return _error(503, "the server is shutting down", kind="server_error")
-            return _error(499, "the client closed the request; generation was cancelled")
+                return error_reply(503, "the server is shutting down", kind="server_error")
+            return error_reply(499, "the client closed the request; generation was cancelled")
         except asyncio.CancelledError:  # cancelled by uvicorn itself: answer if we still can
-            cancel.set()  # the worker stops at its next token; give it a moment to
+            cancel.set()  # the request's rows stop at their next token; give them a moment
             await asyncio.wait({work}, timeout=GRACEFUL_SHUTDOWN_S)
-            return _error(503, "the server is shutting down", kind="server_error")
+            return error_reply(503, "the server is shutting down", kind="server_error")
 
     return app
 
@@ -370,36 +324,6 @@ class Stopping:
 
     def overdue(self) -> bool:
         return self.since is not None and time.monotonic() - self.since > FINISH_ON_SHUTDOWN_S
-
-
-def _broken_text(texts: Sequence[str]) -> str | None:
-    """What is wrong with the first text that is not valid Unicode (a lone surrogate such
-    as "\\ud800", which JSON allows and UTF-8 cannot encode), or None."""
-    for text in texts:
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as err:
-            return f"{err.reason} at character {err.start} ({text[err.start]!r})"
-    return None
-
-
-def choice_constraint(choices: Sequence[str], tokenizer: Any) -> AnswerConstraint:
-    """The answer restriction for a fixed list of replies: each choice's own tokens (as
-    the tokenizer encodes it alone), made prefix-free with the eos token where one
-    choice's tokens begin another's; the sampler then draws exactly one choice."""
-    if not choices:
-        raise ValueError("guided_choice is empty; give at least one allowed reply")
-    if len(set(choices)) != len(choices):
-        raise ValueError("guided_choice lists a reply twice")
-    raw = [tuple(tokenizer.encode(c, add_special_tokens=False)) for c in choices]
-    return AnswerConstraint(choices=prefix_free(raw, tokenizer.eos_token_id, choices))
-
-
-def _text(content: str | list[dict[str, Any]]) -> str:
-    """Message content as text: a string, or the text parts of a content-part list."""
-    if isinstance(content, str):
-        return content
-    return "".join(str(part.get("text", "")) for part in content if part.get("type") == "text")
 
 
 def run_server(app: FastAPI, host: str, port: int) -> None:
@@ -443,8 +367,16 @@ def main(args: list[str]) -> int:
     source = resolve_source(values.checkpoint, values.model_name)
     sampler = load_sampler(source, device=values.device, engine=values.engine)
     name = values.model_name or source.name
-    app = create_app(sampler, name, values.template, values.max_tokens_limit, api_key)
+    app = create_app(
+        sampler,
+        name,
+        values.template,
+        values.max_tokens_limit,
+        api_key,
+        values.max_request_mb,
+        values.request_timeout_s,
+    )
     host, port = values.host, values.port
-    print(f"serving {source.name} as {name!r} on http://{host}:{port}/v1 (one request at a time)")
+    print(f"serving {source.name} as {name!r} on http://{host}:{port}/v1")
     run_server(app, host, port)
     return 0

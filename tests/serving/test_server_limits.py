@@ -1,0 +1,218 @@
+"""`spiral serve` under requests that used to stall it: bodies refused unread, prompts
+refused untokenised, checks that do not wait for the model, requests that arrive
+together sampled together, and a time limit per request."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlparse
+
+import httpx
+import pytest
+from evaluation_cli import running_server, tiny_model_dir
+
+from spiral.agents.model_agent import load_sampler, resolve_source
+from spiral.engines.base import SamplingCancelled, SamplingParams
+from spiral.serving.batcher import AllCancelled, Batcher, share_key
+from spiral.serving.limits import PromptBound, max_token_bytes
+from spiral.serving.server import create_app
+
+USER = [{"role": "user", "content": "Your move."}]
+
+
+@pytest.fixture(scope="module")
+def real() -> Any:
+    return load_sampler(resolve_source(str(tiny_model_dir())), device="cpu")
+
+
+class Gated:
+    """The real sampler behind a gate: a call with max_tokens >= 100 waits until the gate
+    opens (or its cancel flag is set); every call's prompts are recorded."""
+
+    version = 0
+
+    def __init__(self, real: Any) -> None:
+        self.real, self.model = real, real.model
+        self.gate, self.holding = threading.Event(), threading.Event()
+        self.calls: list[int] = []
+        self.cancelled = threading.Event()
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.real.tokenizer
+
+    def sample(self, prompts: Any, params: SamplingParams, constraints: Any = None) -> Any:
+        self.calls.append(len(prompts))
+        if params.max_tokens >= 100:
+            self.holding.set()
+            while not self.gate.wait(0.02):
+                if params.cancel is not None and params.cancel.is_set():
+                    self.cancelled.set()
+                    raise SamplingCancelled("cancelled")
+            params = SamplingParams(max_tokens=3, temperature=0)
+        return self.real.sample(prompts, params, constraints)
+
+
+@pytest.fixture
+def gated(real: Any) -> Iterator[tuple[Gated, str]]:
+    sampler = Gated(real)
+    with running_server(create_app(sampler, "tiny", max_request_mb=1)) as url:
+        yield sampler, url
+        sampler.gate.set()
+
+
+def _raw(url: str, head: bytes, body: bytes = b"") -> bytes:
+    """Send `head` and `body` on a plain socket and return what the server answers."""
+    where = urlparse(url)
+    with socket.create_connection((where.hostname, where.port), timeout=10) as sock:
+        sock.sendall(head + body)
+        answer = b""
+        while chunk := sock.recv(65536):  # the server closes the connection after it
+            answer += chunk
+        return answer
+
+
+def test_a_body_over_the_limit_is_refused_from_its_length_unread(gated: Any) -> None:
+    _, url = gated
+    head = (
+        b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+        b"content-length: 50000000\r\n\r\n"
+    )
+    answer = _raw(url, head, b'{"messages": [')  # 50 MB declared, 14 bytes sent
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+    assert b"50,000,000 bytes" in answer and b"max_request_mb" in answer
+
+
+def test_a_chunked_body_over_the_limit_is_refused(gated: Any) -> None:
+    _, url = gated
+
+    def chunks() -> Iterator[bytes]:
+        for _ in range(40):  # 40 x 64 KiB: past the 1 MiB limit
+            yield b" " * 65536
+
+    reply = httpx.post(
+        f"{url}/chat/completions", content=chunks(), headers={"content-type": "application/json"}
+    )
+    assert reply.status_code == 413
+    assert "max_request_mb" in reply.json()["error"]["message"]
+
+
+def test_a_prompt_that_cannot_fit_is_refused_untokenised(real: Any) -> None:
+    bound = PromptBound(real.tokenizer)
+    room = 100
+    longest = max_token_bytes(real.tokenizer)
+    assert bound.refusal("a" * room, room) is None  # could fit: left to the exact count
+    text = "go " * (room * bound.bytes_per_token)
+    assert len(real.tokenizer.encode(text)) > room  # the bound never refuses a fitting one
+    assert "shorten the messages" in (bound.refusal(text, room) or "")
+    assert longest >= max(
+        len(real.tokenizer.decode([i]).encode()) for i in range(len(real.tokenizer))
+    )
+
+
+def test_checks_do_not_wait_for_the_model(gated: Any) -> None:
+    sampler, url = gated
+    body = {"messages": USER, "max_tokens": 100}
+    held = threading.Thread(
+        target=httpx.post, args=(f"{url}/chat/completions",), kwargs={"json": body, "timeout": 60}
+    )
+    held.start()
+    assert sampler.holding.wait(30)
+    long_prompt = {"messages": [{"role": "user", "content": "go " * 40_000}], "max_tokens": 4}
+    reply = httpx.post(f"{url}/chat/completions", json=long_prompt, timeout=30)
+    assert reply.status_code == 400 and "context" in reply.json()["error"]["message"]
+    assert not sampler.gate.is_set()  # answered while the model was still held
+    sampler.gate.set()
+    held.join(timeout=30)
+
+
+def test_requests_that_arrive_together_share_one_call(gated: Any) -> None:
+    sampler, url = gated
+    replies: list[Any] = []
+
+    def ask(body: dict[str, Any]) -> None:
+        replies.append(httpx.post(f"{url}/chat/completions", json=body, timeout=60))
+
+    first = threading.Thread(target=ask, args=({"messages": USER, "max_tokens": 100},))
+    first.start()
+    assert sampler.holding.wait(30)
+    prompts = ["Your move.", "Pick one.", "What now?", "Go on."]
+    askers = [
+        threading.Thread(
+            target=ask,
+            args=(
+                {"messages": [{"role": "user", "content": p}], "max_tokens": 3, "temperature": 0},
+            ),
+        )
+        for p in prompts
+    ]
+    for t in askers:
+        t.start()
+    time.sleep(1.0)  # all four queued behind the held call
+    sampler.gate.set()
+    for t in [first, *askers]:
+        t.join(timeout=60)
+    assert [r.status_code for r in replies] == [200] * 5
+    assert sampler.calls == [1, 4]
+    alone = [
+        httpx.post(
+            f"{url}/chat/completions",
+            json={"messages": [{"role": "user", "content": p}], "max_tokens": 3, "temperature": 0},
+        ).json()
+        for p in prompts
+    ]
+    together = {r.json()["choices"][0]["message"]["content"] for r in replies[1:]}
+    assert together == {a["choices"][0]["message"]["content"] for a in alone}
+
+
+def test_a_request_over_its_time_limit_is_answered_408(real: Any) -> None:
+    sampler = Gated(real)
+    app = create_app(sampler, "tiny", request_timeout_s=0.5)
+    with running_server(app) as url:
+        reply = httpx.post(
+            f"{url}/chat/completions", json={"messages": USER, "max_tokens": 100}, timeout=30
+        )
+        assert reply.status_code == 408
+        assert "request_timeout_s" in reply.json()["error"]["message"]
+        assert sampler.cancelled.wait(10)  # the model was freed, not left generating
+        ok = httpx.post(
+            f"{url}/chat/completions", json={"messages": USER, "max_tokens": 3}, timeout=30
+        )
+        assert ok.status_code == 200
+
+
+def test_one_leaver_does_not_cancel_the_others_in_its_call() -> None:
+    a, b = threading.Event(), threading.Event()
+    flag = AllCancelled([a, b])
+    a.set()
+    assert not flag.is_set() and not flag.wait(0.05)
+    b.set()
+    assert flag.is_set() and flag.wait(0)
+
+
+def test_seeded_requests_are_sampled_alone_and_others_by_parameters() -> None:
+    assert share_key(SamplingParams(seed=3)) is None
+    assert share_key(SamplingParams(max_tokens=4)) == share_key(SamplingParams(max_tokens=4))
+    assert share_key(SamplingParams(max_tokens=4)) != share_key(SamplingParams(max_tokens=5))
+    assert share_key(SamplingParams(stop=("]",))) != share_key(SamplingParams())
+
+
+def test_the_batcher_drops_a_request_cancelled_while_it_waits(real: Any) -> None:
+    sampler = Gated(real)
+    batcher = Batcher(sampler)
+    ids = real.tokenizer.encode("hi")
+    held = batcher.submit(ids, SamplingParams(max_tokens=100, cancel=threading.Event()), None)
+    assert sampler.holding.wait(30)
+    leaver = threading.Event()
+    left = batcher.submit(ids, SamplingParams(max_tokens=3, cancel=leaver), None)
+    leaver.set()
+    sampler.gate.set()
+    assert len(held.result(timeout=30).tokens) <= 3
+    with pytest.raises(SamplingCancelled):
+        left.result(timeout=30)
+    assert sampler.calls == [1]  # the leaver never reached the sampler
+    batcher.close()
