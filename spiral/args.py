@@ -135,12 +135,16 @@ def _fits(tp: Any, text: str) -> bool:
         return all(_fits(args[0], part.strip()) for part in text.split(",") if part.strip())
     if tp is bool:
         return text in _TRUE_FALSE
-    if tp in (int, float):
+    if tp is int:
         try:
-            value = tp(text)
+            return abs(int(text)) < 2**63  # larger would overflow every tensor and counter
         except ValueError:
             return False
-        return math.isfinite(value)  # nan and inf would only fail later, or never
+    if tp is float:
+        try:
+            return math.isfinite(float(text))  # nan and inf would only fail later, or never
+        except ValueError:
+            return False
     return True
 
 
