@@ -60,6 +60,7 @@ import chz
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from spiral.args import (
     UsageError,
@@ -213,6 +214,13 @@ def create_app(
     @app.exception_handler(RequestValidationError)
     def _validation(request: Any, exc: RequestValidationError) -> JSONResponse:
         return error_reply(400, f"invalid request: {exc.errors()}")
+
+    @app.exception_handler(StarletteHTTPException)
+    def _http(request: Any, exc: StarletteHTTPException) -> JSONResponse:
+        # FastAPI's own refusals (a body that is not JSON, an unknown path, a wrong
+        # method) in OpenAI's error shape, like every other answer of this server
+        kind = "invalid_request_error" if exc.status_code < 500 else "server_error"
+        return error_reply(exc.status_code, str(exc.detail), kind=kind)
 
     @app.get("/v1/models")
     def models() -> dict[str, Any]:
