@@ -9,6 +9,7 @@ session."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -35,3 +36,29 @@ def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def tiny_qwen3(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny real Qwen3-shaped model, built once per test session."""
     return make_tiny_model(tmp_path_factory.mktemp("tiny") / "qwen3", arch="qwen3")
+
+
+def _takes_files(folder: Path) -> bool:
+    try:
+        (folder / ".probe").touch()
+    except OSError:
+        return False
+    (folder / ".probe").unlink()
+    return True
+
+
+@pytest.fixture
+def read_only_folder(tmp_path: Path) -> Iterator[Path]:
+    """A folder that takes no new files: one without write permission, or, where
+    permissions do not bind (root), /sys, which takes no new files from anyone."""
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    folder.chmod(0o555)
+    try:
+        if _takes_files(folder):
+            folder = Path("/sys")
+            if not folder.is_dir() or _takes_files(folder):
+                pytest.skip("no folder here refuses new files to this user")
+        yield folder
+    finally:
+        (tmp_path / "read-only").chmod(0o755)

@@ -25,6 +25,7 @@ import chz
 
 from spiral.args import help_text, non_negative, parse_command, positive, wants_help
 from spiral.errors import UsageError
+from spiral.report.writable import check_writable_file
 
 
 @chz.chz
@@ -214,6 +215,8 @@ def main(argv: Sequence[str]) -> int:
         print(help_text(BenchArgs, "bench"))
         return 0
     args = parse_command(BenchArgs, argv, "bench")
+    if args.out:  # before minutes of timing, not after them
+        check_writable_file(args.out, "out")
     what = args.what
     results: dict[str, Any] = {"machine": machine()}
     if what in ("games", "all"):
@@ -235,6 +238,7 @@ def main(argv: Sequence[str]) -> int:
         shown = _fmt(value)
         print(f"{key:<{width}}  {shown}")
     if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(results, indent=2), encoding="utf-8")
         print(f"wrote {args.out}")
     return 0

@@ -9,9 +9,16 @@ from pathlib import Path
 
 from spiral.agents.model_agent import CheckpointNotFound, make_checkpoint_agent
 from spiral.evaluation.compare import compare_main, league_main
-from spiral.evaluation.eval_args import EvalError, candidate_overrides, help_text, validate
+from spiral.evaluation.eval_args import (
+    EvalArgs,
+    EvalError,
+    candidate_overrides,
+    help_text,
+    validate,
+)
 from spiral.evaluation.inherit import eval_args, inherited_lines
 from spiral.evaluation.run import default_out, evaluate_candidate, format_report, write_json
+from spiral.report.writable import check_writable_file, check_writable_folder
 
 
 def main(args: list[str]) -> int:
@@ -27,16 +34,29 @@ def main(args: list[str]) -> int:
     except (EvalError, CheckpointNotFound, ValueError) as err:
         print(f"spiral eval: {err}", file=sys.stderr)
         return 2
+    _check_out(a)
     if a.run and a.league:
         return league_main(a)
     if a.run:
         return compare_main(a, _progress)
     candidate = make_checkpoint_agent(a.checkpoint, seed=a.seed, **candidate_overrides(a))
+    path = Path(a.out) if a.out else default_out(candidate, a)
+    check_writable_file(path, "out")  # the default place too, before the games
     report, results = evaluate_candidate(candidate, a, progress=_progress)
     print(format_report(report, results))
-    path = write_json(Path(a.out) if a.out else default_out(candidate, a), report)
-    print(f"report: {path}")
+    print(f"report: {write_json(path, report)}")
     return 0
+
+
+def _check_out(a: EvalArgs) -> None:
+    """Where the results go, checked before any model loads: an evaluation that runs
+    for minutes must not end unable to write what it measured (`report/writable.py`)."""
+    if a.run:
+        folder = Path(a.out) if a.out else Path(a.run) / "eval"
+        if a.out or Path(a.run).is_dir():  # a missing run is refused by name later
+            check_writable_folder(folder, "out")
+    elif a.out:
+        check_writable_file(a.out, "out")
 
 
 def _progress(line: str) -> None:

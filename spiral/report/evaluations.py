@@ -32,7 +32,8 @@ def _is_eval_report(data: Any) -> bool:
     )
 
 
-SHAPE_ERRORS = (AttributeError, KeyError, TypeError, ValueError)  # a field of another shape
+# A field of another shape (a number too large for a float among them).
+SHAPE_ERRORS = (AttributeError, KeyError, OverflowError, TypeError, ValueError)
 
 
 def _is_league(data: Any) -> bool:
@@ -85,7 +86,8 @@ def _eval_html(path: Path, data: dict[str, Any]) -> str:
 
 def evaluations_section(run: Path) -> str:
     """Every `spiral eval` report in RUN/eval/, by file time; empty without any."""
-    files = sorted((run / "eval").glob("*.json"), key=lambda p: (p.stat().st_mtime, p.name))
+    # lstat: a link whose file is gone sorts by its own time, then is skipped as unreadable
+    files = sorted((run / "eval").glob("*.json"), key=lambda p: (p.lstat().st_mtime, p.name))
     parts: list[str] = []
     skipped = []
     for path in files:

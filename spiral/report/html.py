@@ -30,12 +30,13 @@ import html
 import io
 import json
 import re
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from spiral.report.evaluations import evaluations_section, leagues_section
-from spiral.report.html_parts import rate, read_json, table
+from spiral.report.evaluations import SHAPE_ERRORS, evaluations_section, leagues_section
+from spiral.report.html_parts import rate, read_config, read_json, table
 from spiral.report.kuhn_strategy import kuhn_strategy_section
 from spiral.report.plots import CURVES, curve_figure, matching_keys, varying_keys
 from spiral.report.summary import evaluation_changes
@@ -72,10 +73,8 @@ def _png(rows: list[dict[str, Any]], keys: list[str], title: str) -> str:
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def _lead(run: Path, rows: list[dict[str, Any]]) -> str:
+def _lead(config: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     """One line: the model, the games, the steps and the wall time."""
-    config = read_json(run / "config.json")
-    config = config if isinstance(config, dict) else {}
     steps = [int(r["step"]) for r in rows if any(str(k).startswith("train/") for k in r)]
     times = [float(r["time"]) for r in rows if isinstance(r.get("time"), int | float)]
     games = ", ".join(map(str, config.get("env_ids") or [])) or "?"
@@ -137,8 +136,7 @@ def _curves_section(rows: list[dict[str, Any]]) -> str:
     return "\n".join(parts)
 
 
-def _run_section(run: Path) -> str:
-    config = read_json(run / "config.json")
+def _run_section(run: Path, config: dict[str, Any], notes: Sequence[str]) -> str:
     info = read_json(run / "run_info.json")
     info = info if isinstance(info, dict) else {}
     facts = [
@@ -148,10 +146,11 @@ def _run_section(run: Path) -> str:
         ("started", info.get("started", "unknown")),
     ]
     parts = ["<h2>Run</h2>", table(["", ""], facts, left=2)]
-    if isinstance(config, dict) and config:
+    if config:
         shown = [(k, json.dumps(v)) for k, v in sorted(config.items())]
         parts.append(f"<details><summary>config ({len(shown)} keys)</summary>")
         parts.append(table(["key", "value"], shown, left=2) + "</details>")
+    parts += [f'<p class="bad">{html.escape(note)}</p>' for note in notes]
     return "\n".join(parts)
 
 
@@ -203,17 +202,35 @@ def _replays_section(run: Path) -> str:
     files = select_replays(sorted(set(folder.glob("step*.json")) | texts))
     if not files:
         return ""
-    by_step: dict[int, list[dict[str, Any]]] = {}
+    by_step: dict[int, list[str]] = {}
+    skipped = []
     for path in files:
-        game = read_json(path) if path.is_file() else _from_text(path.with_suffix(".txt"))
-        if isinstance(game, dict):
-            by_step.setdefault(int(game.get("step", -1)), []).append(game)
-    parts = ["<h2>Game replays</h2>", f"<p>{len(files)} games; open a step, then a game.</p>"]
+        entry = _replay_entry(path)
+        if entry is None:  # a damaged transcript is named, not drawn
+            skipped.append(path.name)
+        else:
+            by_step.setdefault(entry[0], []).append(entry[1])
+    shown = len(files) - len(skipped)
+    parts = ["<h2>Game replays</h2>", f"<p>{shown} games; open a step, then a game.</p>"]
     for step, played in sorted(by_step.items()):
         parts.append(f"<details><summary>step {step} ({len(played)} games)</summary>")
-        parts += [_replay(game) for game in played]
+        parts += played
         parts.append("</details>")
+    if skipped:
+        parts.append(f"<p>Skipped (unreadable): {html.escape(', '.join(skipped))}</p>")
     return "\n".join(parts)
+
+
+def _replay_entry(path: Path) -> tuple[int, str] | None:
+    """(step, the replay) of one transcript, or None where it is damaged: not JSON, not
+    UTF-8, or a field of another shape."""
+    try:
+        game = read_json(path) if path.is_file() else _from_text(path.with_suffix(".txt"))
+        if isinstance(game, dict):
+            return int(game.get("step", -1)), _replay(game)
+    except SHAPE_ERRORS:
+        pass
+    return None
 
 
 def _from_text(path: Path) -> dict[str, Any] | None:
@@ -226,16 +243,20 @@ def _from_text(path: Path) -> dict[str, Any] | None:
 
 
 def build_html(run: Path, rows: list[dict[str, Any]]) -> str:
-    """The whole page for the run folder `run` with its metrics rows."""
+    """The whole page for the run folder `run` with its metrics rows. What of the run's
+    config the page leaves out is said on stderr too, as skipped metrics rows are."""
+    config, notes = read_config(run / "config.json")
+    for note in notes:
+        print(note, file=sys.stderr)
     sections = [
-        _lead(run, rows),
+        _lead(config, rows),
         _summary_section(rows),
         _curves_section(rows),
         evaluations_section(run),
         leagues_section(run),
         kuhn_strategy_section(rows),
         _replays_section(run),
-        _run_section(run),
+        _run_section(run, config, notes),
     ]
     title = html.escape(f"Spiral run: {run.name}")
     body = "\n".join(s for s in sections if s)

@@ -194,7 +194,12 @@ def curve_figure(rows: list[dict[str, Any]], keys: list[str], title: str = "") -
 
 def plot_learning_curve(metrics_jsonl: Path, out_dir: Path) -> list[Path]:
     """Draw every standard curve that has data; return the PNG paths written."""
-    rows = read_jsonl(metrics_jsonl, damaged="skip")
+    return plot_curves(read_jsonl(metrics_jsonl, damaged="skip"), out_dir)
+
+
+def plot_curves(rows: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
+    """`plot_learning_curve` of rows already read."""
+    rows = list(rows)
     written = []
     for curve in CURVES:
         keys = varying_keys(rows, matching_keys(rows, curve.patterns))

@@ -11,10 +11,15 @@ and the change. Choices made here:
   its step: evaluation runs only every k steps, so its first value is not at step 1.
 - Without matplotlib the summary is still written and says the plots were skipped and
   which extra to install.
+- Every file the report writes is checked before it reads the run
+  (`spiral.report.writable`), and a damaged run gives one line, never a traceback:
+  damaged metrics rows are skipped and named (`sinks.py`), fields of config.json of
+  another type are left out and named (`html_parts.read_config`).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,9 +27,10 @@ from typing import Any
 import chz
 
 from spiral.args import UsageError, help_text, parse_command, wants_help
-from spiral.report.plots import matching_keys, plot_learning_curve
+from spiral.report.plots import CURVES, matching_keys, plot_curves
 from spiral.report.sinks import read_jsonl
 from spiral.report.summary import format_before_after
+from spiral.report.writable import check_writable_file, check_writable_folder
 
 
 @chz.chz
@@ -99,17 +105,19 @@ def main(args: list[str]) -> int:
     options = parse_command(ReportArgs, args, "report")
     run = Path(options.run)
     metrics = run / "metrics.jsonl"
-    if not metrics.is_file():
-        raise UsageError(
-            f"no metrics.jsonl in {run}; pass the run folder that `spiral train` wrote "
-            "(it holds config.json and metrics.jsonl)"
-        )
+    _check_metrics(metrics)
     out = Path(options.out or run / "report")
+    check_writable_folder(out, "out")
+    for name in ("summary.md", "index.html", *(f"{c.name}.png" for c in CURVES)):
+        check_writable_file(out / name)
+    try:
+        rows = read_jsonl(metrics, damaged="skip")
+    except OSError as err:
+        raise UsageError(f"cannot read {metrics}: {err.strerror}") from None
     out.mkdir(parents=True, exist_ok=True)
-    rows = read_jsonl(metrics, damaged="skip")
     note = ""
     try:
-        plots = plot_learning_curve(metrics, out)
+        plots = plot_curves(rows, out)
     except ImportError as err:
         plots, note = [], f"Plots skipped: {err}"
     summary = summarize(rows, run, plots, note)
@@ -122,3 +130,23 @@ def main(args: list[str]) -> int:
         page.write_text(build_html(run, rows), encoding="utf-8")
         print(f"\nHTML report: {page} ({page.stat().st_size / 1024:.0f} KB, self-contained)")
     return 0
+
+
+def _check_metrics(metrics: Path) -> None:
+    """One line when the run's metrics file is not there to read."""
+    if metrics.is_file():
+        return
+    if metrics.is_dir():
+        raise UsageError(
+            f"{metrics} is a folder, not the run's metrics: move it away and put the "
+            "run's metrics.jsonl back in its place"
+        )
+    if metrics.is_symlink():
+        raise UsageError(
+            f"{metrics} is a link to {os.readlink(metrics)}, which is missing: put the "
+            "file back there, or the run's metrics.jsonl in the link's place"
+        )
+    raise UsageError(
+        f"no metrics.jsonl in {metrics.parent}; pass the run folder that `spiral train` "
+        "wrote (it holds config.json and metrics.jsonl)"
+    )

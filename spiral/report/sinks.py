@@ -8,9 +8,10 @@ Every sink takes a flat dict of floats and a step. Choices made here:
 - **One rule for damaged rows.** A last line that does not parse is a write a crash
   tore: dropped. A last line that parses but lost its newline is a complete row: kept
   (JsonlSink adds the newline before appending). Any other damaged row (not JSON, not
-  an object, not UTF-8, without an integer "step") is named by its line number: resume
-  refuses to go on in one line (`DamagedMetricsError`, nothing rewritten, nothing lost),
-  and reading for a report skips it and says so (`damaged="skip"`).
+  an object, not UTF-8, without an integer "step", a value that is not a number or
+  null) is named by its line number: resume refuses to go on in one line
+  (`DamagedMetricsError`, nothing rewritten, nothing lost), and reading for a report
+  skips it and says so (`damaged="skip"`).
 - **Resuming from an earlier checkpoint** calls `truncate_after(step)`, which rewrites
   the file (atomically, via a temporary file and rename) without rows from the lost future.
 - W&B and TensorBoard are optional extras, imported only when their sink is built; the
@@ -51,13 +52,30 @@ class DamagedMetricsError(SpiralError, ValueError):
 
 
 def _row(line: bytes) -> dict[str, Any] | str:
-    """The row on a line, or what is wrong with it."""
+    """The row on a line, or what is wrong with it: every reader takes a row's step as an
+    integer and its values as numbers."""
     row = _parsed(line)
     if isinstance(row, str):
         return row
-    if "step" in row and (not isinstance(row["step"], int) or isinstance(row["step"], bool)):
-        return f"step is {row['step']!r}, not an integer"
+    step = row.get("step")
+    if not isinstance(step, int) or isinstance(step, bool):
+        return f"step is {step!r}, not an integer" if "step" in row else "no step"
+    for key, value in row.items():
+        if not _number(value):
+            return f"{key} is {_short(value)}, not a number"
     return row
+
+
+def _number(value: Any) -> bool:
+    """A value a metric can hold: a number a float can take, or null (non-finite)."""
+    if value is None or isinstance(value, float | bool):
+        return True
+    return isinstance(value, int) and abs(value) <= sys.float_info.max
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _parsed(line: bytes) -> dict[str, Any] | str:

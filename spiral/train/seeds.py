@@ -40,6 +40,7 @@ import chz
 
 from spiral.args import UsageError, help_text, parse_command, wants_help
 from spiral.report.sinks import read_jsonl
+from spiral.report.writable import check_writable_file, check_writable_folder
 
 DEFAULT_METRICS = (
     "eval/*/exploitability_t*,eval/*/averaged/exploitability_t*,"
@@ -233,6 +234,9 @@ def main(argv: Sequence[str]) -> int:
     seeds = parse_seeds(args.seeds)
     command = "spiral seeds " + " ".join(argv)
     out = Path(args.out)
+    check_writable_folder(out, "out")  # the runs' folders are checked as each starts
+    for name in ("seeds.jsonl", "seeds.md", "curves.png"):
+        check_writable_file(out / name)
     out.mkdir(parents=True, exist_ok=True)
     if not args.table_only:
         for seed in seeds:

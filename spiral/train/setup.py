@@ -25,9 +25,23 @@ from spiral.evaluation.model_policy import model_kuhn_exploitability
 from spiral.prompts.invalid import InvalidMovePolicy, invalid_policy
 from spiral.prompts.spec import PromptSpec
 from spiral.report.sinks import MetricsSink, TensorBoardSink, WandbSink, missing_sink_package
+from spiral.report.writable import check_run_files, check_writable_folder
 from spiral.train.averaging import WeightAverage
 from spiral.train.config import ConfigError, TrainConfig
 from spiral.train.population import Population
+from spiral.train.run_lock import LOCK
+
+# What a run writes in its folder, checked before any model work (`check_run_folder`).
+RUN_FOLDERS = ("checkpoints", "transcripts")
+RUN_FILES = (
+    LOCK,
+    "config.json",
+    "console.log",
+    "metrics.jsonl",
+    "run_info.json",
+    "league.json",
+    "checkpoints/index.jsonl",
+)
 
 
 @dataclass(frozen=True)
@@ -82,7 +96,19 @@ def build_setup(cfg: TrainConfig) -> RunSetup:
     }
     check_machine(cfg)
     run_dir = Path(cfg.log_path) if cfg.log_path else Path("runs") / default_run_name(cfg)
+    check_run_folder(run_dir)
     return RunSetup(run_dir, spec, spec_by_game, policy, game_params)
+
+
+def check_run_folder(run_dir: Path) -> None:
+    """The run folder and what the run writes in it, checked before any model work
+    (nothing is created): otherwise an unwritable folder, a folder where `metrics.jsonl`
+    belongs or a link carrying a write out of the run stops it after the model loaded,
+    or after its first step, with a traceback (`spiral.report.writable`)."""
+    check_writable_folder(run_dir, "log_path")
+    for name in RUN_FOLDERS:
+        check_writable_folder(run_dir / name)
+    check_run_files(run_dir, RUN_FILES)
 
 
 def check_machine(cfg: TrainConfig) -> None:
