@@ -3,35 +3,70 @@
 LoRA checkpoints are merged into their base model; the result loads with plain
 `AutoModelForCausalLM.from_pretrained(out)` and any Hugging Face tool. `weights=averaged`
 exports the run's averaged weights (`weight_ema_decay`) instead of the last iterate.
+
+`out` is only ever a whole export: the folder is written in a hidden staging folder
+beside it (same parent, so the last step is a rename on one file system), checked
+(`engines.model_folder.model_folder_problems`), sealed with a manifest and a `COMPLETE`
+marker, then renamed into place; any failure removes the staging folder and leaves
+`out` as it was. A non-empty `out` is refused: files left there (another export's
+adapter, a user's config.json) would be loaded with, or instead of, the merged weights.
+`replace=true` replaces it whole: the old folder is renamed aside, the new one renamed
+in, the old one removed. An `out` that cannot become a folder is refused before any
+model loads.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
-from collections.abc import Sequence
+import os
+import secrets
+import shutil
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import chz
 
-from spiral.agents.model_agent import RUN_FILE
 from spiral.args import help_text, parse_command, wants_help
+from spiral.engines.manifest import COMPLETE, seal, write_manifest
+from spiral.engines.model_folder import (
+    RUN_FILE,
+    SEALED,
+    IncompleteModelFolder,
+    model_folder_problems,
+)
+from spiral.errors import SpiralError, UsageError
+from spiral.report.writable import check_writable_folder
 from spiral.train.averaging import AVERAGED, WeightAverage
-from spiral.train.checkpoint import CheckpointError, latest_checkpoint, load_loop_state
+from spiral.train.checkpoint import CheckpointError, LoopState, latest_checkpoint, load_loop_state
 from spiral.train.model_card import CARD, model_card
 
 
 @chz.chz
 class ExportArgs:
-    """usage: spiral export checkpoint=PATH out=DIR [weights=live|averaged]
+    """usage: spiral export checkpoint=PATH out=DIR [weights=live|averaged] [replace=true]
 
     A standalone merged model folder that loads with AutoModelForCausalLM.from_pretrained."""
 
     checkpoint: str = chz.field(doc="a checkpoint folder, or a run folder (its newest one)")
-    out: str = chz.field(doc="the folder to write")
+    out: str = chz.field(doc="the folder to write (new or empty, unless replace=true)")
     weights: Literal["live", "averaged"] = chz.field(
         default="live", doc="live (the last iterate) or averaged (weight_ema_decay's average)"
     )
+    replace: bool = chz.field(
+        default=False,
+        doc="replace a non-empty out whole: the old folder is removed, never merged into",
+    )
+
+
+# The file system's answers to a write, not bugs: the user frees space or picks a folder.
+REFUSED = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})
+
+
+class ExportWriteError(SpiralError, OSError):
+    """Writing the export failed (a full disk, a read-only folder); `out` is unchanged."""
 
 
 def resolve_checkpoint(path: Path) -> Path:
@@ -45,17 +80,125 @@ def resolve_checkpoint(path: Path) -> Path:
     return path
 
 
-def main(argv: Sequence[str]) -> int:
-    if wants_help(argv):
-        print(help_text(ExportArgs, "export"))
-        return 0
-    args = parse_command(ExportArgs, argv, "export")
+def _entries(out: Path) -> list[str]:
+    """The names in `out` ([] when it is not a folder)."""
+    if not out.is_dir():
+        return []
+    try:
+        return sorted(p.name for p in out.iterdir())
+    except OSError as err:
+        raise UsageError(f"out={out} cannot be read ({err.strerror}); choose another out") from err
+
+
+def check_out(out: Path, replace: bool, keep: Sequence[Path]) -> None:
+    """Refuse, before any model loads, an `out` the export cannot become: a link or a
+    file, a non-empty folder without replace=true, a folder that holds what must stay
+    (`keep`: the checkpoint, the working folder), a parent that cannot be written."""
+    if out.is_symlink():
+        raise UsageError(f"out={out} is a link; pass the folder it points to, or a new folder")
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"out={out} is a file, not a folder; pass a new or empty folder")
+    entries = _entries(out)
+    if entries and not replace:
+        # repr's escapes keep a name with a newline in it from breaking the one line.
+        shown = ", ".join(repr(n)[1:-1] for n in entries[:3]) + (", ..." * (len(entries) > 3))
+        raise UsageError(
+            f"out={out} is not empty (it holds {shown}); export into a new or empty folder, "
+            "or pass replace=true to replace it whole"
+        )
+    target = out.resolve()
+    for precious in keep if entries else ():
+        if target == precious.resolve() or target in precious.resolve().parents:
+            raise UsageError(
+                f"replace=true would delete {precious}, which is inside out={out}; "
+                "choose another out"
+            )
+    # The staging folder is made beside `out`: its parent (or, for a new `out`, the
+    # nearest folder that exists) must take new files.
+    if out.exists():
+        check_writable_folder(out.parent)
+    else:
+        check_writable_folder(out, "out")
+
+
+def _make_parents(out: Path) -> list[Path]:
+    """Create `out`'s missing parent folders; returns them, deepest first."""
+    missing, parent = [], out.parent
+    while not parent.exists():
+        missing.append(parent)
+        parent = parent.parent
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        _remove_empty(missing)
+        raise UsageError(
+            f"out={out}: cannot create {out.parent} ({err.strerror}); choose a folder you "
+            "can write to"
+        ) from err
+    return missing
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    for folder in folders:  # deepest first; one that is not empty stays, with its parents
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+
+
+@contextlib.contextmanager
+def staged(out: Path, replace: bool) -> Iterator[Path]:
+    """A new hidden folder beside `out` to write in, renamed onto `out` when the block
+    ends without error; otherwise removed, with any parent folders made for it, and
+    `out` left as it was. Making it is the proof that `out`'s parent can be written."""
+    made = _make_parents(out)
+    tmp = out.parent / f".{out.name}.export-{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        tmp.mkdir()
+    except OSError as err:
+        _remove_empty(made)
+        raise UsageError(
+            f"out={out}: cannot write in {out.parent} ({err.strerror}); choose a folder you "
+            "can write to"
+        ) from err
+    try:
+        yield tmp
+        _move_into_place(tmp, out, replace)
+    except BaseException as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        _remove_empty(made)
+        if isinstance(err, OSError) and err.errno in REFUSED and not isinstance(err, SpiralError):
+            raise ExportWriteError(
+                f"writing the export failed ({err.strerror}); {out} is unchanged: free space "
+                "or make the folder writable, or choose another out"
+            ) from err
+        raise
+
+
+def _move_into_place(tmp: Path, out: Path, replace: bool) -> None:
+    """Rename the finished folder onto `out`. An old folder (replace=true) is renamed
+    aside first and removed only once the new one is in place, so `out` is at every
+    moment the old folder or the new export, never a mix of the two."""
+    old = tmp.with_name(tmp.name.replace(".export-", ".old-", 1)) if replace else None
+    try:
+        if old is not None and _entries(out):
+            out.rename(old)
+        os.replace(tmp, out)  # onto nothing or an empty folder; a folder filled since fails
+    except OSError as err:
+        if old is not None and old.exists() and not out.exists():
+            old.rename(out)
+        raise UsageError(
+            f"out={out}: the export could not be moved into place ({err.strerror}); "
+            f"{out} is unchanged; export into a new folder, or pass replace=true"
+        ) from err
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _learner(config: dict[str, Any], ckpt: Path) -> Any:
     from spiral.engines.loading import ModelConfig
     from spiral.engines.torch.learner import TorchLearner
 
-    ckpt = resolve_checkpoint(Path(args.checkpoint))
-    state = load_loop_state(ckpt)
-    config = state.config
     learner = TorchLearner(
         ModelConfig(
             model=config.get("model_name", "embedded"),
@@ -65,24 +208,56 @@ def main(argv: Sequence[str]) -> int:
         ),
     )
     learner.load(ckpt / "learner")
-    out = Path(args.out)
-    if args.weights == "averaged":
-        # The decay matters only for folding in more steps, which export does not.
-        decay = float(config.get("weight_ema_decay", 0.0)) or 0.5
-        average = WeightAverage.load(ckpt / "learner" / AVERAGED, learner, decay)
-        if average is None:
-            raise CheckpointError(
-                f"{ckpt} holds no averaged weights (the run had weight_ema_decay=0); "
-                "export weights=live"
-            )
-        with average.swapped_into(learner):
-            learner.export_merged(out)
-    else:
-        learner.export_merged(out)
-    kind = "merged model" + (" (averaged weights)" if args.weights == "averaged" else "")
-    (out / CARD).write_text(model_card(config, state.step, kind), encoding="utf-8")
-    # The run's settings travel with the export: `spiral eval checkpoint=OUT` uses them.
-    run = {"config": config, "step": state.step, "weights": args.weights}
-    (out / RUN_FILE).write_text(json.dumps(run, indent=2) + "\n", encoding="utf-8")
+    return learner
+
+
+def _export_weights(ckpt: Path, config: dict[str, Any], weights: str, folder: Path) -> None:
+    """The merged weights and tokenizer of the checkpoint into `folder`."""
+    learner = _learner(config, ckpt)
+    if weights != "averaged":
+        learner.export_merged(folder)
+        return
+    # The decay matters only for folding in more steps, which export does not.
+    decay = float(config.get("weight_ema_decay", 0.0)) or 0.5
+    average = WeightAverage.load(ckpt / "learner" / AVERAGED, learner, decay)
+    if average is None:
+        raise CheckpointError(
+            f"{ckpt} holds no averaged weights (the run had weight_ema_decay=0); "
+            "export weights=live"
+        )
+    with average.swapped_into(learner):
+        learner.export_merged(folder)
+
+
+def write_export(folder: Path, ckpt: Path, state: LoopState, weights: str) -> None:
+    """Everything the export holds, into the empty staging `folder`, checked and sealed."""
+    # The run's settings travel with the export (`spiral eval checkpoint=OUT` uses them);
+    # written first, so a folder whose export was killed says it is unfinished.
+    run = {"config": state.config, "step": state.step, "weights": weights, SEALED: True}
+    (folder / RUN_FILE).write_text(json.dumps(run, indent=2) + "\n", encoding="utf-8")
+    _export_weights(ckpt, state.config, weights, folder)
+    kind = "merged model" + (" (averaged weights)" if weights == "averaged" else "")
+    (folder / CARD).write_text(model_card(state.config, state.step, kind), encoding="utf-8")
+    problems = model_folder_problems(folder)
+    if problems:
+        raise IncompleteModelFolder(
+            f"the export of {ckpt} came out incomplete ({'; '.join(problems)}); "
+            "nothing was written to out"
+        )
+    write_manifest(folder)  # every file's size and hash, sealed by the marker
+    (folder / COMPLETE).write_text(seal(folder), encoding="utf-8")
+
+
+def main(argv: Sequence[str]) -> int:
+    if wants_help(argv):
+        print(help_text(ExportArgs, "export"))
+        return 0
+    args = parse_command(ExportArgs, argv, "export")
+    out = Path(os.path.abspath(Path(args.out).expanduser()))
+    ckpt = resolve_checkpoint(Path(args.checkpoint))
+    check_out(out, args.replace, keep=(ckpt, Path.cwd()))
+    state = load_loop_state(ckpt)
+    with staged(out, args.replace) as folder:
+        write_export(folder, ckpt, state, args.weights)
     print(f"exported {ckpt} ({args.weights} weights) -> {out}")
     return 0
