@@ -10,14 +10,19 @@ Choices:
   instruction). The chat markup is the server's business, so `template` is not used.
   The constrained format needs token-level control that an HTTP API does not give, so it
   is refused with a message naming the formats that work.
-- httpx with explicit timeouts. Retries with exponential backoff (`backoff_s * 2**k`,
-  capped at `max_backoff_s`, or the server's Retry-After when it sends a number) on
-  connection errors, timeouts, 429 and 5xx. Other 4xx (bad key, unknown model) are not
-  retried: repeating them cannot help.
-- A call that still fails never crashes an evaluation. The turn becomes a parse failure
-  of kind "no_answer" with detail "api_error: ...", so the game ends as an invalid move
-  by the API side, and the agent counts it in `failures` / `stats()`, so a report can tell
-  API outages from the model's own invalid moves. The last few error messages are kept.
+- httpx with explicit timeouts. A few attempts (`max_retries` + 1, default 4) with
+  exponential backoff between them (`backoff_s * 2**k`: 0.5, 1, 2 s, capped at
+  `max_backoff_s`, or the server's Retry-After when it sends a number) on connection
+  errors, timeouts, 429 and 5xx, so a blip costs seconds and a refused connection is
+  known in about four (a host that never answers: four connect timeouts). Other 4xx (bad key, unknown model) are not retried: repeating them cannot
+  help. A call that succeeds after retries counts like any other.
+- A reply is a move: one that does not parse, or names an illegal move, is the API
+  model's invalid move and loses it the game, like a local model's. No reply is not a
+  move: a call that still fails raises `ApiCallError` (a SpiralError naming the agent,
+  the URL, the attempts and the last error), which stops the evaluation or training run.
+  Scoring it as the API side's invalid move would hand the other seat a win per game and
+  report an outage as a win rate of 1.00. `stats()` counts calls, retries and failures;
+  the last few errors of failed attempts are kept.
 - The key is read from the environment variable `api_key_env` when the agent is built and
   sent only as a Bearer header; it is never stored in `repr`, errors or stats. No key (an
   unset variable) means no Authorization header, which local servers accept.
@@ -36,20 +41,27 @@ from typing import Any
 
 from spiral.agents.base import Agent
 from spiral.agents.llm_policy import InvalidModelMove
-from spiral.errors import AgentSpecError
+from spiral.errors import AgentSpecError, SpiralError
 from spiral.games.base import ObsStyle, State
 from spiral.prompts.parse import parse_move
 from spiral.prompts.spec import AnswerFormat, PromptSpec
 from spiral.prompts.templates import GAME_PREAMBLE, instruction_for
-from spiral.types import Move, ParseFailure, ParseResult, Turn
+from spiral.types import Move, Turn
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+# Attempts and backoff: an endpoint that answers after a blip is waited for (0.5 + 1 + 2
+# s at most between four attempts); one that stays down stops the command quickly.
+MAX_RETRIES = 3
+BACKOFF_S = 0.5
+MAX_BACKOFF_S = 8.0
 _KEEP_ERRORS = 5
 
 
-class ApiCallError(RuntimeError):
-    """A chat-completions call that failed after all retries (the message says why)."""
+class ApiCallError(SpiralError, RuntimeError):
+    """A chat-completions call that got no reply (the endpoint stayed unreachable or
+    refused the request): not a move, so the game cannot be scored; the message says
+    which agent, where, and what to check."""
 
 
 @dataclass(frozen=True)
@@ -60,9 +72,9 @@ class ApiSettings:
     base_url: str = DEFAULT_BASE_URL
     api_key_env: str = "OPENAI_API_KEY"
     timeout_s: float = 30.0
-    max_retries: int = 3
-    backoff_s: float = 1.0
-    max_backoff_s: float = 30.0
+    max_retries: int = MAX_RETRIES
+    backoff_s: float = BACKOFF_S
+    max_backoff_s: float = MAX_BACKOFF_S
     temperature: float = 1.0
     top_p: float = 1.0
     max_tokens: int = 1024
@@ -155,7 +167,6 @@ class ApiAgent(Agent):
         }
         if seed is not None:
             body["seed"] = seed
-        last = ""
         for attempt in range(s.max_retries + 1):
             if attempt:
                 self.retries += 1
@@ -163,25 +174,45 @@ class ApiAgent(Agent):
             try:
                 response = self._client.post("/chat/completions", json=body)
             except httpx.TransportError as err:  # connection refused, timeouts, resets
-                last = f"{type(err).__name__}: {err}"
+                self._note(f"{type(err).__name__}: {err}")
             else:
                 if response.status_code == 200:
                     return self._read_reply(response)
-                last = f"HTTP {response.status_code}: {response.text[:200]}"
+                self._note(f"HTTP {response.status_code}: {response.text[:200]}")
                 if response.status_code not in RETRY_STATUS:
-                    break
+                    raise ApiCallError(self._refused())
                 retry_after = response.headers.get("retry-after")
             if attempt < s.max_retries:
                 time.sleep(self._delay(attempt, retry_after))
-        raise ApiCallError(f"{s.base_url} model {s.model!r}: {last}")
+        raise ApiCallError(self._unanswered(s.max_retries + 1))
+
+    def _note(self, error: str) -> None:
+        self.errors = [*self.errors, error][-_KEEP_ERRORS:]
+
+    def _unanswered(self, attempts: int) -> str:
+        return (
+            f"the API opponent {self.name} at {self.settings.base_url} did not answer after "
+            f"{attempts} attempt(s): {self.errors[-1]}; check api_base_url and that the "
+            "server is up and reachable from here, then run the command again"
+        )
+
+    def _refused(self) -> str:
+        return (
+            f"the API opponent {self.name} at {self.settings.base_url} refused the request: "
+            f"{self.errors[-1]}; check the model name ({self.settings.model}), the key "
+            f"(api_key_env={self.settings.api_key_env}) and api_base_url"
+        )
 
     def _read_reply(self, response: Any) -> str:
         try:
             data = response.json()
             content = data["choices"][0]["message"]["content"]
         except (ValueError, KeyError, IndexError, TypeError) as err:
+            self._note(f"not a chat-completions reply ({err!r}): {response.text[:200]}")
             raise ApiCallError(
-                f"malformed chat-completions reply ({err!r}): {response.text[:200]}"
+                f"the API opponent {self.name} at {self.settings.base_url} answered with "
+                f"{self.errors[-1]}; check that api_base_url is an OpenAI-compatible /v1 "
+                "endpoint"
             ) from err
         usage = data.get("usage") or {}
         self.prompt_tokens += int(usage.get("prompt_tokens", 0) or 0)
@@ -194,18 +225,15 @@ class ApiAgent(Agent):
         self.calls += 1
         try:
             text = self.complete(chat_messages(state, self.spec), seed=seed)
-        except ApiCallError as err:
+        except ApiCallError:
             self.failures += 1
-            self.errors = [*self.errors, str(err)][-_KEEP_ERRORS:]
-            parse = ParseResult(move=None, failure=ParseFailure("no_answer", f"api_error: {err}"))
-        else:
-            parse = parse_move(text, state, self.spec)
+            raise
         return Turn(
             game_id=state.game_id,
             seat=seat,
             agent=self.name,
             observation=state.observation(seat, self.spec.obs_style),
-            parse=parse,
+            parse=parse_move(text, state, self.spec),
         )
 
     def take_turns(self, states: Sequence[State], seed: int) -> list[Turn]:
@@ -220,7 +248,8 @@ class ApiAgent(Agent):
         return turn.move
 
     def stats(self) -> dict[str, Any]:
-        """Call counts for reports: failures are API errors, not the model's invalid moves."""
+        """Call counts for reports: `retries` are failed attempts that were tried again,
+        `failures` calls that got no reply (each stopped the command)."""
         return {
             "calls": self.calls,
             "failures": self.failures,
@@ -244,8 +273,8 @@ def make_api_agent(
     base_url: str = DEFAULT_BASE_URL,
     api_key_env: str = "OPENAI_API_KEY",
     timeout_s: float = 30.0,
-    max_retries: int = 3,
-    backoff_s: float = 1.0,
+    max_retries: int = MAX_RETRIES,
+    backoff_s: float = BACKOFF_S,
     temperature: float = 1.0,
     top_p: float = 1.0,
     max_tokens: int = 1024,

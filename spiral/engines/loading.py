@@ -4,7 +4,9 @@
 PEFT LoRA when `lora_rank > 0`) and its tokenizer. Accepted `model` values:
 
 - "embedded" / "SmolLM2-135M-Instruct": the embedded default (see embedded.py);
-- a local transformers folder (config.json), e.g. a full fine-tuning checkpoint;
+- a local transformers folder (config.json), e.g. a full fine-tuning checkpoint or a
+  `spiral export` folder (refused in one line where it is half-written or holds files
+  its export did not write: model_folder.py);
 - a PEFT adapter folder (adapter_config.json): its base model is resolved the same way,
   then the adapter is loaded trainable (merged into the base when `lora_rank == 0`);
 - anything else is a hub id for `from_pretrained`; offline this fails with a message
@@ -36,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import spiral.engines.embedded as embedded
+from spiral.engines.model_folder import refuse_unfinished_export
 from spiral.errors import SpiralError
 
 
@@ -76,6 +79,7 @@ def resolve_model_path(name: str) -> str:
         return str(embedded.ensure_embedded_model())
     path = Path(name).expanduser()
     if path.is_dir():
+        refuse_unfinished_export(path)  # a half-written or mixed `spiral export` folder
         if not ((path / "config.json").is_file() or (path / "adapter_config.json").is_file()):
             raise ModelNotFoundError(
                 f"{path} is a folder but holds neither config.json (a transformers model) "
@@ -92,6 +96,27 @@ def resolve_model_path(name: str) -> str:
 
 class UnsafeModelFolder(SpiralError, ValueError):
     """A local model folder that would need pickle or its own code to load."""
+
+
+LOAD_FIX = (
+    "the file is damaged (cut short or rewritten): use an earlier checkpoint, or copy, "
+    "export or download the model again"
+)
+
+
+class DamagedModelFolder(SpiralError, ValueError):
+    """A model or adapter folder whose weights do not read (cut short, header rewritten).
+    Not a DamagedCheckpointError: resume must not take a damaged base model for a
+    damaged checkpoint and fall back through every one."""
+
+
+def weights_readable(source: str) -> contextlib.AbstractContextManager[None]:
+    """Around a `from_pretrained` of `source`: safetensors' traceback becomes one line
+    naming the damaged file, the way resume reports a damaged checkpoint
+    (`manifest.damaged_if_unreadable`), for train, eval, play and serve alike."""
+    from spiral.engines.manifest import damaged_if_unreadable
+
+    return damaged_if_unreadable(Path(source), LOAD_FIX, DamagedModelFolder, also=())
 
 
 # Pickle weights and the safetensors files that, when present, are loaded instead.
@@ -296,13 +321,76 @@ def _contiguous_args(module: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(a.contiguous() if hasattr(a, "contiguous") else a for a in args)
 
 
+def _load_causal_lm(source: str, kwargs: dict[str, Any]) -> Any:
+    """The causal LM of `source`, refused in one line where its weights do not read, lack
+    a tensor the model needs or hold one of another shape: transformers would initialise
+    such a tensor at random and only log a table (a name or shape changed by a rewritten
+    header). That table is held back; extra tensors (rotary buffers in older checkpoints)
+    change nothing and pass."""
+    from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        with weights_readable(source):
+            model, info = _from_pretrained(
+                AutoModelForCausalLM,
+                source,
+                output_loading_info=True,
+                ignore_mismatched_sizes=True,
+                **kwargs,
+            )
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    wrong = sorted(info["missing_keys"]) + sorted(k[0] for k in info["mismatched_keys"])
+    if wrong:
+        single = Path(source) / "model.safetensors"
+        raise DamagedModelFolder(
+            f"{single if single.is_file() else source} does not fit the model's config.json "
+            f"({len(wrong)} tensor(s) missing or of another shape: {', '.join(wrong[:3])}); "
+            f"{LOAD_FIX}"
+        )
+    return model
+
+
+def _load_adapter(model: Any, source: str) -> Any:
+    """`model` with the PEFT adapter of `source`, refused in one line where the adapter's
+    file does not read, holds a tensor of another shape than its config gives (torch's
+    "size mismatch"), or lacks a tensor the adapter needs (PEFT would keep that tensor's
+    random start and only warn)."""
+    from peft import PeftModel, get_peft_model_state_dict
+    from safetensors import safe_open
+
+    file = Path(source) / "adapter_model.safetensors"
+    try:
+        with weights_readable(source), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Found missing adapter keys")
+            model = PeftModel.from_pretrained(model, source, is_trainable=True)
+    except RuntimeError as err:
+        if "size mismatch" not in str(err):
+            raise
+        found = str(err).strip().splitlines()[-1].strip()
+        raise DamagedModelFolder(
+            f"{file} does not fit its adapter_config.json ({found}); {LOAD_FIX}"
+        ) from err
+    if file.is_file():
+        with safe_open(str(file), framework="pt") as found:
+            missing = sorted(set(get_peft_model_state_dict(model)) - set(found.keys()))
+        if missing:
+            raise DamagedModelFolder(
+                f"{file} lacks {len(missing)} tensor(s) the adapter needs "
+                f"({', '.join(missing[:3])}); {LOAD_FIX}"
+            )
+    return model
+
+
 def load_model_and_tokenizer(cfg: ModelConfig, trained: bool = True) -> tuple[Any, Any]:
     """Load (model, tokenizer) as `cfg` says; the model is on its device, in train mode.
     `trained` (full fine-tuning only): keep the weights in fp32 and compute in the
     resolved half dtype under autocast (precision.py), as the learner needs; a model only
     sampled or used as a frozen reference loads in the compute dtype itself."""
     import torch
-    from transformers import AutoModelForCausalLM
 
     from spiral.engines.torch.attention import use_spiral_attention
     from spiral.engines.torch.precision import set_compute_dtype
@@ -324,7 +412,7 @@ def load_model_and_tokenizer(cfg: ModelConfig, trained: bool = True) -> tuple[An
     master = trained and cfg.lora_rank == 0 and dtype in (torch.bfloat16, torch.float16)
     weight_dtype = torch.float32 if master else dtype
     kwargs = {"dtype": weight_dtype, "trust_remote_code": cfg.trust_remote_code}
-    model = _from_pretrained(AutoModelForCausalLM, base_source, **kwargs)
+    model = _load_causal_lm(base_source, kwargs)
     # An adapter folder without its own tokenizer (a population-play member) uses the base's.
     has_tokenizer = any(
         (Path(source) / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json")
@@ -337,9 +425,7 @@ def load_model_and_tokenizer(cfg: ModelConfig, trained: bool = True) -> tuple[An
         enable_activation_checkpointing(model)
     with _peft_reads_old_names():
         if adapter_file.is_file():
-            from peft import PeftModel
-
-            model = PeftModel.from_pretrained(model, source, is_trainable=True)
+            model = _load_adapter(model, source)
             if cfg.lora_rank == 0:
                 model = model.merge_and_unload()
         elif cfg.lora_rank > 0:

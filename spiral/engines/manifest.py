@@ -11,6 +11,11 @@ whose marker names no manifest (written before manifests existed) is unverifiabl
 rather than damaged: `verify_manifest(..., required=False)` accepts it, and
 `predates_manifests` says so for the caller to tell the user.
 
+Damage a manifest cannot see (a checkpoint hashed and sealed again after it was damaged,
+a model folder that has no manifest) shows when a file is read: `damaged_if_unreadable`
+turns the readers' errors into one line naming the file and what to do, for resume and,
+with their own advice, for the model loaders of every command.
+
 It sits with the engines (below agents and train) because both resume (train/) and the
 checkpoint agents of eval/play (agents/) verify before they load. Hashing reads every
 byte once: ~0.1 s for a LoRA checkpoint of the embedded model, about a minute for the
@@ -19,10 +24,12 @@ weights and optimizer state of a 4B model.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from spiral.errors import SpiralError
@@ -131,3 +138,49 @@ def verify_manifest(folder: Path, required: bool = True) -> list[str]:
         elif _sha256(file) != entry.get("sha256"):
             problems.append(f"{name} does not match its hash (changed or corrupted)")
     return problems
+
+
+RESUME_FIX = "resume from an earlier checkpoint"
+_READ_ERRORS: tuple[type[BaseException], ...] = (OSError, json.JSONDecodeError, KeyError)
+
+
+@contextlib.contextmanager
+def damaged_if_unreadable(
+    path: Path,
+    fix: str = RESUME_FIX,
+    error: type[Exception] = DamagedCheckpointError,
+    also: tuple[type[BaseException], ...] = _READ_ERRORS,
+) -> Iterator[None]:
+    """Unreadable files (truncated, flipped bytes, a rewritten header, bad JSON) -> one
+    line naming the file and `fix`, as `error`. safetensors errors are always caught;
+    `also` adds the errors a checkpoint's own readers raise (a model loader passes none:
+    there an OSError means a missing model, said elsewhere)."""
+    from safetensors import SafetensorError
+
+    caught: tuple[type[BaseException], ...] = (SafetensorError, *also)
+    try:
+        yield
+    except caught as err:
+        file = unreadable_file(path)
+        where = f"{file} is unreadable" if file else f"a file in {path} is unreadable"
+        raise error(f"{where} ({type(err).__name__}: {err}); {fix}") from err
+
+
+def unreadable_file(path: Path) -> Path | None:
+    """The file to name to the user (the readers' errors do not say which): `path`
+    itself, or for a folder its first safetensors file whose header does not open,
+    weights before optimizer state; None where every one opens."""
+    from safetensors import SafetensorError, safe_open
+
+    if not path.is_dir():
+        return path
+    files = sorted(
+        path.glob("*.safetensors"), key=lambda p: (p.name.startswith("optimizer"), p.name)
+    )
+    for file in files:
+        try:
+            with safe_open(str(file), framework="pt"):
+                pass
+        except (SafetensorError, OSError):
+            return file
+    return None

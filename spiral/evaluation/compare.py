@@ -118,7 +118,7 @@ def report_rows(step: int, report: dict[str, Any]) -> list[dict[str, Any]]:
             rows.append(
                 _row(*key, f"{label}_rate", rate["value"], rate["low"], rate["high"], r["games"])
             )
-        for metric in ("mean_game_length", "mean_response_tokens", "opponent_api_errors"):
+        for metric in ("mean_game_length", "mean_response_tokens"):
             rows.append(_row(*key, metric, r[metric], n=r["games"]))
     for game_id, exact in (report.get("exploitability") or {}).items():
         for metric in ("exploitability", "nash_conv"):

@@ -6,7 +6,7 @@
 For each game, opponent and seat of the candidate, `games` seeded games are played with
 `spiral.evaluation.match.evaluate`; the table shows win / draw / loss / invalid rates with
 95% Wilson intervals and n, then mean game length and response length. A JSON report
-(counts, rates, intervals, seeds, API failure counts, settings) goes into the
+(counts, rates, intervals, seeds, API call and retry counts, settings) goes into the
 checkpoint's run (`RUN/eval/<checkpoint>_<games>_vs_<opponents>_seed<S>.json`, see
 outputs.py) or to `out=`. Keys left unset come from the run's config (inherit.py).
 `run=DIR` evaluates several checkpoints of a run and writes one comparison table
@@ -20,8 +20,9 @@ Choices:
   games, scripted ones per game (`optimal` depends on the game).
 - Everything is validated (games, opponent specs, paths, math names) BEFORE any model is
   loaded, so a typo fails in a second with the valid choices.
-- API failures are reported per matchup and per opponent, apart from the model's own
-  invalid moves (an API error ends the game as an invalid move by the API side).
+- An API opponent's reply is a move (an invalid one loses it the game); no reply after its
+  retries stops the evaluation in one line (`ApiCallError`), never a game scored as the
+  API side's loss. Its calls, retries and token use go into the report.
 - Exploitability (KuhnPokerSingle-v0, exact): the model's move distribution at each of the
   12 information states, from ONE score call per state over the legal answers' tokens
   (`move_distribution`): the trie normalisation for the constrained format (what its
@@ -47,12 +48,11 @@ from spiral.agents.model_agent import (
     CheckpointPolicy,
 )
 from spiral.evaluation.eval_args import MODEL_PREFIXES, EvalArgs
-from spiral.evaluation.match import CANDIDATE, MatchResult, evaluate, results_metrics, results_table
+from spiral.evaluation.match import MatchResult, evaluate, results_metrics, results_table
 from spiral.evaluation.model_policy import EXACT_EXPLOITABILITY
 from spiral.evaluation.outputs import candidate_part, fresh, run_folder, settings_tag
 from spiral.prompts.invalid import InvalidMovePolicy, invalid_policy
 from spiral.rollout.play import derive_seed
-from spiral.types import Episode
 
 Progress = Callable[[str], None]  # one line of progress (the CLI prints it)
 RATE_FIELDS = (("win", "wins"), ("draw", "draws"), ("loss", "losses"), ("invalid", "invalid"))
@@ -83,18 +83,6 @@ def build_opponents(
     return out
 
 
-def _api_errors(episodes: Sequence[Episode]) -> dict[tuple[str, str, int], int]:
-    """(game, opponent, candidate seat) -> games the opponent lost by an API failure."""
-    counts: dict[tuple[str, str, int], int] = {}
-    for ep in episodes:
-        seat = ep.agents.index(CANDIDATE)
-        failure = ep.turns[-1].parse.failure if ep.turns and ep.turns[-1].parse else None
-        api = failure is not None and failure.detail.startswith("api_error")
-        key = (ep.game_id, ep.agents[1 - seat], seat)
-        counts[key] = counts.get(key, 0) + int(api and ep.offender == 1 - seat)
-    return counts
-
-
 def _api_delta(before: dict[str, Any] | None, agent: ApiAgent) -> dict[str, Any]:
     """This candidate's share of a (cached, reused) API agent's counters."""
     now = agent.stats()
@@ -103,13 +91,12 @@ def _api_delta(before: dict[str, Any] | None, agent: ApiAgent) -> dict[str, Any]
     return {k: v - before[k] if isinstance(v, int) else v for k, v in now.items()}
 
 
-def result_row(r: MatchResult, api_errors: int) -> dict[str, Any]:
+def result_row(r: MatchResult) -> dict[str, Any]:
     row: dict[str, Any] = asdict(r)
     row["seeds"] = list(r.seeds)
     for label, attr in RATE_FIELDS:
         value, low, high = r.rate(getattr(r, attr))
         row[f"{label}_rate"] = {"value": value, "low": low, "high": high}
-    row["opponent_api_errors"] = api_errors
     return row
 
 
@@ -133,7 +120,7 @@ def _play(
             f"{candidate.name}: {game_id}, {2 * games * len(opponents)} games "
             f"({games} per seat vs {', '.join(opponents)}) ..."
         )
-        game_results, episodes = evaluate(
+        game_results, _ = evaluate(
             candidate,
             opponents,
             [game_id],
@@ -143,11 +130,8 @@ def _play(
             game_params={"max_turns": max_turns} if max_turns else None,
         )
         progress(f"{candidate.name}: {game_id} played in {time.perf_counter() - t0:.1f} s")
-        errors = _api_errors(episodes)
         results += game_results
-        rows += [
-            result_row(r, errors.get((r.game_id, r.opponent, r.seat), 0)) for r in game_results
-        ]
+        rows += [result_row(r) for r in game_results]
     return results, rows
 
 
@@ -174,7 +158,7 @@ def evaluate_candidate(
         for k, agent in cache.items()
         if isinstance(agent, ApiAgent)
     }
-    metrics.update({f"eval/api/{k}/failures": float(v["failures"]) for k, v in api.items()})
+    metrics.update({f"eval/api/{k}/retries": float(v["retries"]) for k, v in api.items()})
     report: dict[str, Any] = {
         "candidate": {
             "name": candidate.name,
@@ -239,21 +223,19 @@ def _exact_reports(
 
 
 def format_report(report: Mapping[str, Any], results: Sequence[MatchResult]) -> str:
-    """The printed summary: rates table, lengths and API failures, Kuhn and math numbers."""
+    """The printed summary: rates table, lengths and API calls, Kuhn and math numbers."""
     lines = [f"candidate: {report['candidate']['name']}", results_table(results), ""]
-    cols = ("mean length", "response tok", "opp invalid", "api errors")
+    cols = ("mean length", "response tok", "opp invalid")
     head = f"{'game':<22}{'opponent':<14}{'seat':>4}" + "".join(f"{c:>14}" for c in cols)
     lines += [head, "-" * len(head)]
     for row in sorted(report["results"], key=lambda r: (r["game_id"], r["opponent"], r["seat"])):
         lines.append(
             f"{row['game_id']:<22}{row['opponent']:<14}{row['seat']:>4}"
             f"{row['mean_game_length']:>14.2f}{row['mean_response_tokens']:>14.1f}"
-            f"{row['opponent_invalid']:>14}{row['opponent_api_errors']:>14}"
+            f"{row['opponent_invalid']:>14}"
         )
     for label, s in report["api"].items():
-        lines.append(
-            f"api {label}: {s['calls']} calls, {s['failures']} failed, {s['retries']} retries"
-        )
+        lines.append(f"api {label}: {s['calls']} calls, {s['retries']} retried after an error")
     for game_id, e in (report["exploitability"] or {}).items():
         lines.append(
             f"{game_id} exploitability {e['exploitability']:.4f} at temperature "

@@ -11,15 +11,20 @@ Layout of a run folder:
 
 A checkpoint is written into a hidden temporary folder and renamed into place only when
 everything (the COMPLETE marker last) is on disk, so a crash never leaves a folder that
-resume would pick. `loop_state.json` holds the next step, the RAE baselines and the
+resume would pick. A disk that refuses the write (full, over quota, read-only, no
+permission) is a `CheckpointWriteError`: the half-written folder is removed, the
+checkpoints before it stay as they were, and the message says which step the same
+command resumes from. `loop_state.json` holds the next step, the RAE baselines and the
 config. No RNG state is needed: every seed (games, sampling) is derived from
 (`seed`, step), so a resumed run continues exactly as an uninterrupted one.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable
@@ -40,10 +45,21 @@ from spiral.train.model_card import write_model_cards
 
 COMPLETE = "COMPLETE"
 INDEX = "index.jsonl"
+# Write failures that are the file system's answer, not a bug: the user frees space or
+# makes the folder writable, and the run goes on from its last checkpoint.
+NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
+REFUSED = NO_SPACE | {errno.EROFS, errno.EACCES, errno.EPERM}
+# safetensors and tokenizers write from Rust and raise their own exception types, whose
+# text ends with the OS error: "... No space left on device (os error 28)".
+_RUST_OS_ERROR = re.compile(r"\(os error (\d+)\)")
 
 
 class CheckpointError(SpiralError, RuntimeError):
     """A checkpoint that cannot be used, with a message saying what to do."""
+
+
+class CheckpointWriteError(CheckpointError):
+    """A checkpoint the file system would not take (full, read-only, no permission)."""
 
 
 @dataclass(frozen=True)
@@ -76,12 +92,18 @@ def checkpoint_name(step: int) -> str:
 
 
 def _write_json_atomic(path: Path, data: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(data if isinstance(data, str) else json.dumps(data, indent=2))
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    """Write, then rename over `path`. The temporary name starts with `.tmp-`, so what a
+    killed write leaves is removed at the next start (`resume.remove_partial_writes`)."""
+    tmp = path.with_name(f".tmp-{path.name}-{os.getpid()}")
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(data if isinstance(data, str) else json.dumps(data, indent=2))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def read_index(ckpt_dir: Path) -> list[dict[str, Any]]:
@@ -113,32 +135,89 @@ def is_complete(folder: Path) -> bool:
 def save_checkpoint(
     ckpt_dir: Path, state: LoopState, save_learner: Callable[[Path], None], final: bool = False
 ) -> Path:
-    """Write a checkpoint atomically and add it to the index; returns its folder."""
+    """Write a checkpoint atomically and add it to the index; returns its folder. Where
+    the file system refuses a write (`refused_write`), nothing half-written is left and
+    the error says what to do; any other failure is a bug and keeps its traceback."""
+    try:
+        return _save(ckpt_dir, state, save_learner, final)
+    except Exception as err:
+        code = refused_write(err)
+        if code is None:
+            raise
+        raise CheckpointWriteError(_write_refused(ckpt_dir, state.step, code)) from err
+
+
+def refused_write(err: BaseException) -> int | None:
+    """The errno of a write the file system refused (`REFUSED`), found in `err` or the
+    errors it was raised from; None for anything else."""
+    seen: BaseException | None = err
+    for _ in range(8):  # a chain of causes, never a cycle
+        if seen is None:
+            break
+        code = seen.errno if isinstance(seen, OSError) else None
+        if code is None and (found := _RUST_OS_ERROR.search(str(seen))):
+            code = int(found.group(1))
+        if code in REFUSED:
+            return code
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _write_refused(ckpt_dir: Path, step: int, code: int) -> str:
+    """The one line: which checkpoint, why, what to do and where the rerun starts."""
+    fix = "free space on that disk" if code in NO_SPACE else "make the folder writable"
+    kept = list_checkpoints(ckpt_dir.parent)
+    resumes = f"it resumes from step {kept[-1][0]}" if kept else "it starts again at step 0"
+    return (
+        f"could not write the checkpoint of step {step} in {ckpt_dir}: {os.strerror(code)}; "
+        f"{fix} and run the same command again: {resumes}"
+    )
+
+
+def _save(
+    ckpt_dir: Path, state: LoopState, save_learner: Callable[[Path], None], final: bool
+) -> Path:
+    """`save_checkpoint`'s writes: a hidden folder, renamed into place once sealed, then
+    the index row."""
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     name = checkpoint_name(state.step)
-    target = ckpt_dir / name
     tmp = ckpt_dir / f".tmp-{name}-{os.getpid()}"
     if tmp.exists():
         shutil.rmtree(tmp)
-    tmp.mkdir()
-    save_learner(tmp / "learner")
-    write_model_cards(tmp / "learner", state.config, state.step)
-    _write_json_atomic(tmp / "loop_state.json", state.to_json())
-    write_manifest(tmp)  # every file's size and hash, checked before resume trusts it
-    (tmp / COMPLETE).write_text(seal(tmp), encoding="utf-8")  # names the manifest's hash
-    old = None
-    if target.exists():
-        # Written by a run that was then resumed from an earlier step: a lost future. It is
-        # replaced (renamed aside first, so a crash here leaves one complete folder, and
-        # removed once the new one is in place): no .superseded copies pile up.
-        old = ckpt_dir / f".tmp-old-{name}-{os.getpid()}"
-        target.rename(old)
-    os.replace(tmp, target)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+    try:
+        tmp.mkdir()
+        save_learner(tmp / "learner")
+        write_model_cards(tmp / "learner", state.config, state.step)
+        _write_json_atomic(tmp / "loop_state.json", state.to_json())
+        write_manifest(tmp)  # every file's size and hash, checked before resume trusts it
+        (tmp / COMPLETE).write_text(seal(tmp), encoding="utf-8")  # names the manifest's hash
+        target = _put_in_place(tmp, ckpt_dir / name)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)  # the space back, and no half checkpoint
+        raise
     rows = [r for r in read_index(ckpt_dir) if int(r["step"]) < state.step]
     rows.append({"step": state.step, "path": name, "time": time.time(), "final": final})
     _write_json_atomic(ckpt_dir / INDEX, "".join(json.dumps(r) + "\n" for r in rows))
+    return target
+
+
+def _put_in_place(tmp: Path, target: Path) -> Path:
+    """Rename the sealed `tmp` to `target`. A `target` already there was written by a run
+    that was then resumed from an earlier step: a lost future. It is replaced (renamed
+    aside first, and back if the rename fails, so one complete folder is always there;
+    removed once the new one is in place): no .superseded copies pile up."""
+    old = None
+    if target.exists():
+        old = target.with_name(f".tmp-old-{target.name}-{os.getpid()}")
+        target.rename(old)
+    try:
+        os.replace(tmp, target)
+    except BaseException:
+        if old is not None:
+            old.rename(target)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
     return target
 
 

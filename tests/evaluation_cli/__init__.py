@@ -1,7 +1,8 @@
 """Tests of the evaluation CLI: API agent, `spiral serve`, `spiral eval` and run comparison.
 
-Shared helpers: a live uvicorn server in a thread on a free 127.0.0.1 port, and a
-checkpoint folder written the way the trainer writes one.
+Shared helpers: a live uvicorn server in a thread on a free 127.0.0.1 port, a plain
+chat-completions server that drops connections before it answers, and a checkpoint
+folder written the way the trainer writes one.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +49,44 @@ def running_server(app: Any) -> Iterator[str]:
         yield f"http://127.0.0.1:{port}/v1"
     finally:
         server.should_exit = True
+        thread.join(timeout=10)
+
+
+class _ChatHandler(BaseHTTPRequestHandler):
+    """Closes the connection of the first `server.drops` requests without a word (a
+    transport error for the client), then answers each with `server.reply`."""
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+        server: Any = self.server
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        server.requests += 1
+        if server.requests <= server.drops:
+            self.close_connection = True
+            return
+        data = json.dumps({"choices": [{"message": {"content": server.reply}}]}).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: object) -> None:
+        del format, args  # keep test output clean
+
+
+@contextlib.contextmanager
+def chat_server(reply: str, drops: int = 0) -> Iterator[Any]:
+    """A real chat-completions endpoint on 127.0.0.1 (`.url`, `.requests` counted)."""
+    server: Any = ThreadingHTTPServer(("127.0.0.1", 0), _ChatHandler)
+    server.reply, server.drops, server.requests = reply, drops, 0
+    server.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
         thread.join(timeout=10)
 
 

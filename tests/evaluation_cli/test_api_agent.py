@@ -1,5 +1,7 @@
-"""The API opponent: a full evaluation through the real `spiral serve`, retries against a
-real flaky HTTP server, and a dead endpoint that is counted, never fatal."""
+"""The API opponent: a full evaluation through the real `spiral serve`, retries against
+real flaky HTTP servers (errors that then succeed count like any call), a reply that is
+not a legal move lost like a local model's, and an endpoint that stays unreachable or
+refuses the request stopping the evaluation in one line, never scored as games won."""
 
 from __future__ import annotations
 
@@ -11,14 +13,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from spiral import agents, games
-from spiral.agents.api_agent import ApiAgent, chat_messages, make_api_agent
+from spiral.agents import api_agent
+from spiral.agents.api_agent import ApiAgent, ApiCallError, chat_messages, make_api_agent
 from spiral.agents.model_agent import load_sampler, resolve_source
+from spiral.errors import SpiralError
 from spiral.evaluation.match import evaluate
 from spiral.prompts.invalid import invalid_policy
 from spiral.prompts.spec import PromptSpec
 from spiral.serving.server import create_app
 
-from . import free_port, running_server, tiny_model_dir
+from . import chat_server, free_port, running_server, tiny_model_dir
 
 
 class FlakyHandler(BaseHTTPRequestHandler):
@@ -89,36 +93,85 @@ def test_retries_500_then_succeeds(
     assert "sk-secret-value" not in repr(agent) + json.dumps(stats)
 
 
-def test_429_is_retried_but_400_is_not(flaky: ThreadingHTTPServer) -> None:
+def test_429_is_retried_but_400_stops_at_once(flaky: ThreadingHTTPServer) -> None:
     flaky.fail_status = 429  # type: ignore[attr-defined]
     agent = make_api_agent("m", base_url=_url(flaky), backoff_s=0.01, max_retries=3)
     state = games.make("TicTacToe-v0", seed=0)
     assert agent.take_turns([state], seed=1)[0].move == "[4]"
     flaky.bodies.clear()  # type: ignore[attr-defined]
     flaky.fail_status = 400  # type: ignore[attr-defined]
-    turn = agent.take_turns([state], seed=2)[0]
+    with pytest.raises(ApiCallError) as refused:
+        agent.take_turns([state], seed=2)
     assert len(flaky.bodies) == 1  # type: ignore[attr-defined]  # a 400 is final
-    assert turn.move is None and turn.parse is not None and turn.parse.failure is not None
-    assert turn.parse.failure.kind == "no_answer"
-    assert turn.parse.failure.detail.startswith("api_error: ")
-    assert "HTTP 400" in turn.parse.failure.detail
+    said = str(refused.value)
+    assert "api:m" in said and "refused the request: HTTP 400" in said and "\n" not in said
     assert agent.stats()["failures"] == 1
 
 
-def test_dead_endpoint_is_counted_and_games_still_finish() -> None:
+@pytest.fixture
+def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The backoff waits, recorded instead of slept."""
+    waited: list[float] = []
+    monkeypatch.setattr(api_agent.time, "sleep", waited.append)
+    return waited
+
+
+def test_an_unreachable_api_opponent_stops_the_evaluation_in_one_line(
+    sleeps: list[float],
+) -> None:
     dead = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
-    agent = make_api_agent("gone", base_url=dead, backoff_s=0.0, max_retries=2, timeout_s=2)
-    opponents = {"api:gone": agent}
-    results, episodes = evaluate(
-        agents.make("random", seed=3), opponents, ["TicTacToe-v0"], 2, invalid_policy("spiral")
-    )
-    # The API side moves at least once in every game, fails, and loses by an invalid move.
-    assert len(episodes) == 4
-    assert all(ep.outcome == "invalid" for ep in episodes)
-    assert sum(r.opponent_invalid for r in results) == 4
+    agent = make_api_agent("gone", base_url=dead)  # the default attempts and backoff
+    with pytest.raises(ApiCallError) as stopped:
+        evaluate(
+            agents.make("random", seed=3),
+            {"api:gone": agent},
+            ["TicTacToe-v0"],
+            2,
+            invalid_policy("spiral"),
+        )
+    said = str(stopped.value)
+    assert isinstance(stopped.value, SpiralError) and "\n" not in said
+    assert f"api:gone at {dead} did not answer after 4 attempt(s)" in said
+    assert "ConnectError" in said and "check api_base_url" in said
+    assert sleeps == [0.5, 1.0, 2.0]  # a few attempts, a short total
     stats = agent.stats()
-    assert stats["failures"] == 4 and stats["calls"] == 4 and stats["retries"] == 8
-    assert "ConnectError" in stats["last_errors"][-1]
+    assert (stats["calls"], stats["failures"], stats["retries"]) == (1, 1, 3)
+
+
+def test_the_backoff_is_bounded_whatever_the_server_asks() -> None:
+    agent = make_api_agent("m", base_url="http://127.0.0.1:1/v1")
+    assert agent._delay(10, None) == api_agent.MAX_BACKOFF_S
+    assert agent._delay(0, "3600") == api_agent.MAX_BACKOFF_S  # Retry-After: an hour
+    assert agent._delay(1, "Wed, 21 Oct 2026 07:28:00 GMT") == 2 * api_agent.BACKOFF_S
+
+
+def test_dropped_connections_that_then_get_replies_count_normally(sleeps: list[float]) -> None:
+    with chat_server("I play [4]", drops=2) as server:
+        agent = make_api_agent("blip", base_url=server.url)
+        turn = agent.take_turns([games.make("TicTacToe-v0", seed=0)], seed=1)[0]
+    assert turn.move == "[4]" and server.requests == 3
+    assert sleeps == [0.5, 1.0]
+    stats = agent.stats()
+    assert (stats["calls"], stats["failures"], stats["retries"]) == (1, 0, 2)
+    assert "RemoteProtocolError" in stats["last_errors"][-1]
+
+
+def test_a_reply_that_is_no_legal_move_loses_the_api_model_its_game() -> None:
+    """A reply is a move: an unparseable one is the API model's invalid move, counted as
+    the opponent's invalid game, not as an API failure."""
+    with chat_server("I would rather not play") as server:
+        agent = make_api_agent("shy", base_url=server.url)
+        results, episodes = evaluate(
+            agents.make("random", seed=3),
+            {"api:shy": agent},
+            ["TicTacToe-v0"],
+            2,
+            invalid_policy("spiral"),
+        )
+    assert all(ep.outcome == "invalid" for ep in episodes) and len(episodes) == 4
+    assert all(ep.agents[ep.offender] == "api:shy" for ep in episodes)
+    assert sum(r.opponent_invalid for r in results) == 4
+    assert agent.stats()["failures"] == 0 and server.requests == 4
 
 
 def test_messages_and_refused_format() -> None:

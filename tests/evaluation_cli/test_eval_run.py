@@ -7,6 +7,7 @@ import csv
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,7 +19,7 @@ from spiral.evaluation.eval_args import EvalError, parse_eval_args
 from spiral.evaluation.inherit import eval_args
 from spiral.evaluation.run import evaluate_candidate
 
-from . import free_port, write_checkpoint
+from . import chat_server, free_port, write_checkpoint
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -73,7 +74,6 @@ def test_eval_checkpoint_end_to_end(run_dir: Path, capsys: pytest.CaptureFixture
     }
     for row in rows:
         assert row["games"] == 2 and len(row["seeds"]) == 2
-        assert row["opponent_api_errors"] == 0
         assert row["invalid"] == 0 and row["mean_game_length"] >= 2
         _check_rates(row)
     # Both seats of a pairing are dealt the same games.
@@ -113,28 +113,43 @@ def test_same_seed_same_results(run_dir: Path) -> None:
     assert [r["seeds"] for r in other["results"]] != [r["seeds"] for r in first["results"]]
 
 
-def test_dead_api_opponent_is_reported_not_fatal(run_dir: Path, tmp_path: Path) -> None:
+def test_an_unreachable_api_opponent_stops_eval_in_one_line(
+    run_dir: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No reply is no move: the run stops naming the opponent and the URL instead of
+    reporting the games it could not play as won."""
+    from spiral.agents import api_agent
+
+    monkeypatch.setattr(api_agent.time, "sleep", lambda seconds: None)
     out = tmp_path / "api.json"
+    url = f"http://127.0.0.1:{free_port()}/v1"
     args = [
         f"checkpoint={run_dir}",  # a run folder: its newest checkpoint
         "opponents=api:nobody",
-        f"api_base_url=http://127.0.0.1:{free_port()}/v1",
-        "api_max_retries=0",
+        f"api_base_url={url}",
+        "api_max_retries=1",
         "games=2",
         "max_tokens=4",
         f"out={out}",
     ]
-    assert main(args) == 0
-    report = json.loads(out.read_text())
-    assert report["candidate"]["name"] == "ckpt:step_000004"
-    stats = report["api"]["api:nobody"]
-    assert stats["failures"] == stats["calls"]
-    errors = sum(r["opponent_api_errors"] for r in report["results"])
-    assert errors == stats["failures"] > 0
-    assert report["metrics"]["eval/api/api:nobody/failures"] == stats["failures"]
+    capsys.readouterr()
+    assert cli_main(["eval", *args]) == 2
+    err = capsys.readouterr().err
+    assert f"api:nobody at {url} did not answer after 2 attempt(s)" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
 
 
 def test_compare_two_checkpoints(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with chat_server("[check]") as api:  # an API model that always checks (or calls wrong)
+        _compare_two_checkpoints(run_dir, api)
+    assert "comparison table" in capsys.readouterr().out
+
+
+def _compare_two_checkpoints(run_dir: Path, api: Any) -> None:
     args = [
         f"run={run_dir}",
         "env_ids=KuhnPokerSingle-v0",  # (TicTacToe's exploitability: the test above)
@@ -143,8 +158,7 @@ def test_compare_two_checkpoints(run_dir: Path, capsys: pytest.CaptureFixture[st
         "max_tokens=4",
         "exploitability=true",
         "opponents=random,api:nobody",
-        f"api_base_url=http://127.0.0.1:{free_port()}/v1",
-        "api_max_retries=0",
+        f"api_base_url={api.url}",
     ]
     assert main(args) == 0
     out_dir = run_dir / "eval"
@@ -163,12 +177,12 @@ def test_compare_two_checkpoints(run_dir: Path, capsys: pytest.CaptureFixture[st
     assert markdown.count("\n") == 2 + 8 + 2
     for name in ("win_rate.png", "exploitability.png"):
         assert (out_dir / f"compare_{tag}_{name}").read_bytes()[:8] == PNG_MAGIC
-    for step in ("step_000002", "step_000004"):
-        report = json.loads((out_dir / f"{step}_{tag}.json").read_text())
-        # The API opponent is shared by both checkpoints; each report counts only its own calls.
-        api_errors = sum(r["opponent_api_errors"] for r in report["results"])
-        assert report["api"]["api:nobody"]["failures"] == api_errors > 0
-    assert "comparison table" in capsys.readouterr().out
+    # The API opponent is shared by both checkpoints; each report counts only its own calls.
+    calls = [
+        json.loads((out_dir / f"{step}_{tag}.json").read_text())["api"]["api:nobody"]["calls"]
+        for step in ("step_000002", "step_000004")
+    ]
+    assert min(calls) > 0 and sum(calls) == api.requests
 
 
 def test_select_every_kth_keeps_the_newest(tmp_path: Path) -> None:
@@ -238,6 +252,25 @@ def test_eval_refuses_a_checkpoint_whose_manifest_was_lost_in_one_line(
     code = cli_main(["eval", f"checkpoint={folder}", "opponents=random", "games=2"])
     err = capsys.readouterr().err
     assert code == 2 and "is damaged" in err and MANIFEST in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_resealed_checkpoint_whose_adapter_is_cut_short_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The adapter cut short and the checkpoint hashed and sealed again: the manifest no
+    longer sees the damage, the loader does, and names the file."""
+    from spiral.engines.manifest import seal, write_manifest
+
+    folder = write_checkpoint(tmp_path, step=2)
+    adapter = folder / "learner" / "adapter_model.safetensors"
+    adapter.write_bytes(adapter.read_bytes()[: adapter.stat().st_size // 2])
+    write_manifest(folder)
+    (folder / "COMPLETE").write_text(seal(folder))
+    capsys.readouterr()
+    code = cli_main(["eval", f"checkpoint={folder}", "opponents=random", "games=2"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"{adapter} is unreadable" in err and "earlier checkpoint" in err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 

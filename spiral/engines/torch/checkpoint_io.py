@@ -8,16 +8,14 @@ positions, so a checkpoint survives a change in parameter order), and everything
 
 `load_weight_files(folder)` reads a transformers folder's weights (single or sharded
 `model.safetensors`) for loading in place; `save_trained` / `load_weights` write and read
-a model's trained weights as a PEFT adapter folder (LoRA) or a full model folder, and
-`damaged_if_unreadable` turns an unreadable file into one line naming what to do.
+a model's trained weights as a PEFT adapter folder (LoRA) or a full model folder. The
+learner reads them under `manifest.damaged_if_unreadable`, which names a damaged file.
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +23,6 @@ import torch
 from safetensors.torch import load_file, save_file
 
 import spiral.engines.torch.snapshots as snapshots
-from spiral.engines.manifest import DamagedCheckpointError
 
 OPTIMIZER_TENSORS = "optimizer.safetensors"
 OPTIMIZER_JSON = "optimizer.json"
@@ -138,20 +135,6 @@ def is_peft(model: Any) -> bool:
     from peft import PeftModel
 
     return isinstance(model, PeftModel)
-
-
-@contextlib.contextmanager
-def damaged_if_unreadable(path: Path) -> Iterator[None]:
-    """Unreadable checkpoint files (truncated, flipped bytes, bad JSON) -> one clear error."""
-    from safetensors import SafetensorError
-
-    try:
-        yield
-    except (SafetensorError, OSError, json.JSONDecodeError, KeyError) as err:
-        raise DamagedCheckpointError(
-            f"{path}: a checkpoint file is unreadable ({type(err).__name__}: {err}); resume "
-            "from an earlier checkpoint"
-        ) from err
 
 
 def save_trained(model: Any, path: Path, weights: dict[str, torch.Tensor] | None = None) -> None:

@@ -65,7 +65,7 @@ from spiral.algo.losses import combine_diagnostics
 from spiral.algo.regularizers import Regularizer, regularizer_from_terms, uniform_magnet
 from spiral.engines.base import MAGNET, LossFn
 from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
-from spiral.engines.manifest import DamagedCheckpointError
+from spiral.engines.manifest import DamagedCheckpointError, damaged_if_unreadable
 from spiral.engines.torch.batching import Locate, Plan, first_needed, micro_batches, plan_positions
 from spiral.engines.torch.decode import drop_sampling_weights
 from spiral.engines.torch.frozen import TorchFrozenCopies
@@ -579,7 +579,7 @@ class TorchLearner:
         """The weights of a model folder `save_weights` wrote, as a `trained_state()`;
         this learner's own weights are left as they were."""
         named = self._named_trainable()
-        with live_weights_kept(named), checkpoint_io.damaged_if_unreadable(Path(folder)):
+        with live_weights_kept(named), damaged_if_unreadable(Path(folder)):
             checkpoint_io.load_weights(self.model, Path(folder))
             return {n: p.detach().to("cpu", copy=True) for n, p in named}
 
@@ -591,7 +591,7 @@ class TorchLearner:
         """Restore weights and optimizer state written by `save` into this learner."""
         path = Path(path)
         self._epoch += 1  # whatever happens below, samplers made before are stale
-        with checkpoint_io.damaged_if_unreadable(path):
+        with damaged_if_unreadable(path):
             checkpoint_io.load_weights(self.model, path)
         if not all(bool(torch.isfinite(p).all()) for _, p in self._named_trainable()):
             raise DamagedCheckpointError(
@@ -606,7 +606,7 @@ class TorchLearner:
                 "these weights, load the folder as a model instead)"
             )
         names = [n for n, _ in self._named_trainable()]
-        with checkpoint_io.damaged_if_unreadable(path):
+        with damaged_if_unreadable(path):
             extra = checkpoint_io.load_optimizer(self._get_optimizer(), names, path)
         self.version = int(extra.get("version", self.version))
 
