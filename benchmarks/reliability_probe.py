@@ -13,7 +13,10 @@ outcome sorted into one of:
 
 The first two are the only acceptable ones; the script exits 1 if any case lands
 elsewhere. Usage: `python benchmarks/reliability_probe.py [--json PATH] [--no-processes]`
-(`--no-processes` leaves out the torchrun and Ray cases, about half the time).
+(`--no-processes` leaves out the torchrun and Ray cases, about half the time;
+`--no-generated` the property-test families). `reliability_strangers.py` holds the cases
+of careless and hostile strangers: the places commands write, values, the outside world,
+a huge request body, and the generated families with the count of cases each tried.
 """
 
 from __future__ import annotations
@@ -453,8 +456,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", default="")
     parser.add_argument("--no-processes", action="store_true")
+    parser.add_argument("--no-generated", action="store_true")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import reliability_strangers as strangers
+
+    generated: dict[str, int] = {}
     start = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -472,6 +480,14 @@ def main(argv: list[str] | None = None) -> int:
         cases |= serve_cases(model)
         if not args.no_processes:
             cases |= process_cases(model, root)
+        cases |= strangers.export_cases(plain, root)
+        cases |= strangers.write_place_cases(model, plain, root)
+        cases |= strangers.value_cases(model, root)
+        cases |= strangers.outside_cases(model, plain, root)
+        cases |= strangers.serve_body_cases(model)
+        if not args.no_generated:
+            found, generated = strangers.generated_cases()
+            cases |= found
     tally = Counter(o.kind for o in cases.values())
     for name, outcome in cases.items():
         mark = "ok " if outcome.kind in GOOD else "BAD"
@@ -480,6 +496,7 @@ def main(argv: list[str] | None = None) -> int:
         "cases": len(cases),
         "tally": dict(sorted(tally.items())),
         "seconds": round(time.monotonic() - start),
+        "generated_cases_tried": generated,
         "outcomes": {n: {"kind": o.kind, "said": o.said[:300]} for n, o in cases.items()},
     }
     print(json.dumps(result["tally"]))

@@ -4,14 +4,23 @@ The torch sampler already draws a batch of rows in one call (one prefill, one de
 step per token for all rows), so eight clients asking at once cost about one request's
 time, not eight. `Batcher` owns the only thread that calls the sampler. Handlers
 `submit` a tokenised, validated prompt and wait on the returned future; the thread takes
-every request waiting, groups those that can share a call, and samples the group holding
-the oldest request (the others wait for the next call, oldest first, so nobody starves).
+every request waiting, groups those that can share a call, and samples the group of the
+request with the fewest tokens left to draw (a short request is not kept behind long
+ones), unless one has waited MAX_WAIT_S: then the longest waiting goes first, so nobody
+starves.
 
-Which requests share a call: those with the same sampling parameters (`max_tokens`,
-temperature, top-p, stop strings), since a sampler call draws every row under one
-`SamplingParams`. A request with a `seed` is sampled alone, so that its reply does not
-depend on what else was asked at the time. Each row keeps its own answer constraint
-(`guided_choice`). At most `max_rows` rows share a call.
+Which requests share a call: those with the same temperature, top-p and stop strings,
+since a sampler call draws every row under one `SamplingParams`. A reply is drawn in
+slices of at most SLICE_TOKENS tokens: after each slice an unfinished reply goes back in
+the queue and continues from its prompt and
+the tokens drawn so far (the same distribution: each token is drawn given everything
+before it; a stop string that spans two slices still ends it). So a short request waits
+for at most one slice, not for a long reply, and replies of different lengths share
+calls (each call draws the fewest tokens any of its rows has left). A request with a
+`seed` is sampled alone and whole, so that its reply does not depend on what else was
+asked at the time; a `guided_choice` reply is drawn whole (its constraint follows the
+reply from its first token) with requests asking the same length. Each row keeps its
+own answer constraint. At most `max_rows` rows share a call.
 
 Cancelling: each request carries its own flag (a client that left, a time limit, a
 shutdown). The call's flag is set only once every request in it is cancelled, so one
@@ -30,9 +39,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from spiral.engines.base import CancelFlag, Sampler, SamplingCancelled, SamplingParams
-from spiral.types import AnswerConstraint
+from spiral.types import AnswerConstraint, Completion
 
 MAX_ROWS = 16  # rows in one sampler call
+SLICE_TOKENS = 16  # the most tokens a reply draws before others waiting get their turn
+MAX_WAIT_S = 2.0  # past this in the queue a request goes first, whatever its length
 
 
 @dataclasses.dataclass
@@ -45,16 +56,29 @@ class Job:
     future: concurrent.futures.Future[Any] = dataclasses.field(
         default_factory=concurrent.futures.Future
     )
+    queued: float = dataclasses.field(default_factory=time.monotonic)  # joined the queue
+    tokens: list[int] = dataclasses.field(default_factory=list)  # drawn in earlier slices
+    logprobs: list[float] = dataclasses.field(default_factory=list)
 
     def cancelled(self) -> bool:
         return self.params.cancel is not None and self.params.cancel.is_set()
 
+    def sliced(self) -> bool:
+        """Whether the reply may be drawn in slices (not seeded, not constrained)."""
+        return self.params.seed is None and self.constraint is None
 
-def share_key(params: SamplingParams) -> tuple[Any, ...] | None:
-    """What requests must agree on to share a sampler call; None: sampled alone."""
+    def left(self) -> int:
+        return self.params.max_tokens - len(self.tokens)
+
+
+def share_key(job: Job) -> tuple[Any, ...] | None:
+    """What requests must agree on to share a sampler call; None: sampled alone. Sliced
+    replies need not agree on their length (the call draws the shortest one left)."""
+    params = job.params
     if params.seed is not None:
         return None
-    return (params.max_tokens, params.temperature, params.top_p, params.stop)
+    length = None if job.sliced() else params.max_tokens
+    return (length, params.temperature, params.top_p, params.stop)
 
 
 class AllCancelled:
@@ -110,11 +134,11 @@ class Batcher:
                 if self._closed:
                     return None
                 self._ready.wait()
-            oldest = self._waiting[0]
-            key = share_key(oldest.params)
+            oldest = _first(self._waiting)
+            key = share_key(oldest)
             take = [oldest]
             if key is not None:
-                same = [j for j in self._waiting[1:] if share_key(j.params) == key]
+                same = [j for j in self._waiting[1:] if share_key(j) == key]
                 take += same[: self.max_rows - 1]
             taken = set(map(id, take))
             self._waiting = [j for j in self._waiting if id(j) not in taken]
@@ -134,18 +158,57 @@ class Batcher:
     def _sample(self, jobs: list[Job]) -> None:
         flags = [job.params.cancel for job in jobs]
         cancel = flags[0] if len(jobs) == 1 else AllCancelled(flags)
-        params = dataclasses.replace(jobs[0].params, cancel=cancel)
+        length = jobs[0].params.max_tokens
+        if jobs[0].sliced():
+            length = min(SLICE_TOKENS, *(job.left() for job in jobs))
+        params = dataclasses.replace(jobs[0].params, max_tokens=length, cancel=cancel)
         self.calls += 1
         try:
             completions = self.sampler.sample(
-                [job.prompt_ids for job in jobs], params, [job.constraint for job in jobs]
+                [job.prompt_ids + job.tokens for job in jobs],
+                params,
+                [job.constraint for job in jobs],
             )
         except BaseException as err:  # handed to every waiting request, the thread goes on
             for job in jobs:
                 _settle(job, error=err)
             return
+        unfinished = []
         for job, completion in zip(jobs, completions, strict=True):
-            _settle(job, result=completion)
+            done = self._extend(job, completion)
+            if done is not None:
+                _settle(job, result=done)
+            else:
+                unfinished.append(job)
+        with self._ready:  # behind whoever arrived meanwhile
+            for job in unfinished:
+                job.queued = time.monotonic()
+            self._waiting.extend(unfinished)
+
+    def _extend(self, job: Job, completion: Completion) -> Completion | None:
+        """Add a slice to `job`'s reply: the whole reply once it is finished (an end
+        token, a stop string, its length reached), else None."""
+        if not job.sliced():
+            return completion
+        job.tokens += completion.tokens
+        job.logprobs += completion.logprobs
+        text = self.sampler.tokenizer.decode(job.tokens, skip_special_tokens=True)
+        reason = completion.stop_reason
+        if reason == "length" and any(stop in text for stop in job.params.stop):
+            reason = "stop"  # a stop string across two slices
+        if reason == "length" and job.left() > 0:
+            return None
+        return Completion(tuple(job.tokens), tuple(job.logprobs), reason, text)
+
+
+def _first(waiting: list[Job]) -> Job:
+    """Whom the next call serves: a request that has waited MAX_WAIT_S, else the one
+    with the fewest tokens left to draw (ties: the longest waiting)."""
+    now = time.monotonic()
+    overdue = [job for job in waiting if now - job.queued > MAX_WAIT_S]
+    if overdue:
+        return min(overdue, key=lambda job: job.queued)
+    return min(waiting, key=lambda job: (job.left(), job.queued))
 
 
 def _settle(job: Job, result: Any = None, error: BaseException | None = None) -> None:

@@ -12,7 +12,10 @@
   `max_token_bytes` bytes of text, so a text of B bytes has at least B / max_token_bytes
   tokens; the bound allows another factor of 4 for tokenizers that normalise text before
   splitting it (a 3-byte full-width letter can become a 1-byte one), so it never refuses
-  a prompt that would fit.
+  a prompt that would fit. A long text the bound cannot refuse is counted in pieces cut
+  at whitespace, stopping once the pieces hold more than the room plus JOIN_SLACK tokens
+  a piece (what joining two pieces could save): a 40,000-word prompt is refused after
+  tokenising about a fifth of it, not all of it.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from typing import Any
 
 MAX_BODY_MB = 1.0  # default request body limit (a full 128k-token prompt is ~0.5 MB)
 NORMALISATION_SLACK = 4
+PIECE_CHARS = 4096  # a long prompt is counted in pieces of about this many characters
+JOIN_SLACK = 8  # tokens that joining two pieces at a whitespace could save, at most
 DISCARD_S = 2.0  # how long a refused body is read and dropped before the 413
 
 
@@ -127,17 +132,43 @@ def max_token_bytes(tokenizer: Any) -> int:
 
 
 class PromptBound:
-    """`refusal(text, room)`: why `text` cannot fit in `room` tokens, judged from its
-    length alone, or None when it might (then it is tokenised and counted exactly)."""
+    """`refusal(text, room)`: why `text` cannot fit in `room` tokens, or None when it
+    might (then the caller tokenises it whole and counts exactly). Judged from its length
+    alone where that suffices; a long text is then counted piece by piece, stopping as
+    soon as the pieces hold more than `room` tokens beyond what joining them could save."""
 
     def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
         self.bytes_per_token = max_token_bytes(tokenizer) * NORMALISATION_SLACK
 
     def refusal(self, text: str, room: int) -> str | None:
         size = len(text.encode("utf-8", "surrogatepass"))
-        if size <= room * self.bytes_per_token:
+        if size > room * self.bytes_per_token:
+            return (
+                f"the prompt has {size:,} bytes of text, more than {room:,} tokens can hold "
+                "(the model's context less max_tokens); shorten the messages"
+            )
+        if len(text) <= 2 * PIECE_CHARS:
             return None
-        return (
-            f"the prompt has {size:,} bytes of text, more than {room:,} tokens can hold "
-            "(the model's context less max_tokens); shorten the messages"
-        )
+        counted = 0
+        for pieces, piece in enumerate(_pieces(text), start=1):
+            counted += len(self.tokenizer.encode(piece, add_special_tokens=False))
+            if counted - JOIN_SLACK * pieces > room:
+                return (
+                    f"the prompt has more than {room:,} tokens, which with max_tokens "
+                    "exceeds the model's context (counted in part); shorten the messages"
+                )
+        return None
+
+
+def _pieces(text: str) -> Any:
+    """`text` in pieces of about PIECE_CHARS, each cut just before a whitespace character
+    (where tokenizers split words anyway), or whole where there is none."""
+    start = 0
+    while start < len(text):
+        end = min(start + PIECE_CHARS, len(text))
+        if end < len(text):
+            cut = max(text.rfind(c, start + 1, end) for c in " \n\t")
+            end = cut if cut > start else end
+        yield text[start:end]
+        start = end

@@ -34,7 +34,8 @@ BLOCKING_SAMPLER = textwrap.dedent(
 
     class Blocking:
         """Requests with max_tokens >= 100 hold the model until cancelled (at most 60 s);
-        shorter ones are sampled by the real sampler."""
+        shorter ones are sampled by the real sampler. (The tests send those seeded, so
+        the server samples them whole rather than in slices.)"""
 
         version = 0
 
@@ -71,7 +72,9 @@ def test_a_client_that_leaves_cancels_its_generation() -> None:
     body = {"model": "x", "messages": [{"role": "user", "content": "hi"}]}
     with running_server(create_app(sampler, "tiny")) as url:
         with pytest.raises(httpx.ReadTimeout):  # the client gives up after 1 s
-            httpx.post(f"{url}/chat/completions", json={**body, "max_tokens": 500}, timeout=1)
+            httpx.post(
+                f"{url}/chat/completions", json={**body, "max_tokens": 500, "seed": 1}, timeout=1
+            )
         assert sampler.cancelled.wait(10), "the server kept generating for a client that left"
         # The lock is free again: the next request is answered.
         reply = httpx.post(f"{url}/chat/completions", json={**body, "max_tokens": 3}, timeout=30)
@@ -130,7 +133,8 @@ def test_sigterm_ends_the_server_promptly_mid_request(tmp_path: Path) -> None:
                 break
             except httpx.TransportError:
                 time.sleep(0.1)
-        body = {"model": "x", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 500}
+        body = {"model": "x", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 500,
+                "seed": 1}  # fmt: skip
         answers: list[Any] = []
 
         def ask() -> None:

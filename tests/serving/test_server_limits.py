@@ -4,6 +4,7 @@ together sampled together, and a time limit per request."""
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import threading
 import time
@@ -17,9 +18,10 @@ from evaluation_cli import running_server, tiny_model_dir
 
 from spiral.agents.model_agent import load_sampler, resolve_source
 from spiral.engines.base import SamplingCancelled, SamplingParams
-from spiral.serving.batcher import AllCancelled, Batcher, share_key
+from spiral.serving.batcher import AllCancelled, Batcher, Job, share_key
 from spiral.serving.limits import PromptBound, max_token_bytes
 from spiral.serving.server import create_app
+from spiral.types import AnswerConstraint
 
 USER = [{"role": "user", "content": "Your move."}]
 
@@ -29,9 +31,13 @@ def real() -> Any:
     return load_sampler(resolve_source(str(tiny_model_dir())), device="cpu")
 
 
+HELD = 0.7  # the temperature of requests the stand-in holds
+
+
 class Gated:
-    """The real sampler behind a gate: a call with max_tokens >= 100 waits until the gate
-    opens (or its cancel flag is set); every call's prompts are recorded."""
+    """The real sampler behind a gate: a call at temperature HELD waits until the gate
+    opens (or its cancel flag is set), then ends its rows after 3 tokens; every call's
+    row count is recorded."""
 
     version = 0
 
@@ -47,14 +53,15 @@ class Gated:
 
     def sample(self, prompts: Any, params: SamplingParams, constraints: Any = None) -> Any:
         self.calls.append(len(prompts))
-        if params.max_tokens >= 100:
-            self.holding.set()
-            while not self.gate.wait(0.02):
-                if params.cancel is not None and params.cancel.is_set():
-                    self.cancelled.set()
-                    raise SamplingCancelled("cancelled")
-            params = SamplingParams(max_tokens=3, temperature=0)
-        return self.real.sample(prompts, params, constraints)
+        if params.temperature != HELD:
+            return self.real.sample(prompts, params, constraints)
+        self.holding.set()
+        while not self.gate.wait(0.02):
+            if params.cancel is not None and params.cancel.is_set():
+                self.cancelled.set()
+                raise SamplingCancelled("cancelled")
+        done = self.real.sample(prompts, SamplingParams(max_tokens=3, temperature=0), constraints)
+        return [dataclasses.replace(c, stop_reason="eos") for c in done]
 
 
 @pytest.fixture
@@ -116,7 +123,7 @@ def test_a_prompt_that_cannot_fit_is_refused_untokenised(real: Any) -> None:
 
 def test_checks_do_not_wait_for_the_model(gated: Any) -> None:
     sampler, url = gated
-    body = {"messages": USER, "max_tokens": 100}
+    body = {"messages": USER, "max_tokens": 100, "temperature": HELD}
     held = threading.Thread(
         target=httpx.post, args=(f"{url}/chat/completions",), kwargs={"json": body, "timeout": 60}
     )
@@ -137,7 +144,9 @@ def test_requests_that_arrive_together_share_one_call(gated: Any) -> None:
     def ask(body: dict[str, Any]) -> None:
         replies.append(httpx.post(f"{url}/chat/completions", json=body, timeout=60))
 
-    first = threading.Thread(target=ask, args=({"messages": USER, "max_tokens": 100},))
+    first = threading.Thread(
+        target=ask, args=({"messages": USER, "max_tokens": 100, "temperature": HELD},)
+    )
     first.start()
     assert sampler.holding.wait(30)
     prompts = ["Your move.", "Pick one.", "What now?", "Go on."]
@@ -174,7 +183,9 @@ def test_a_request_over_its_time_limit_is_answered_408(real: Any) -> None:
     app = create_app(sampler, "tiny", request_timeout_s=0.5)
     with running_server(app) as url:
         reply = httpx.post(
-            f"{url}/chat/completions", json={"messages": USER, "max_tokens": 100}, timeout=30
+            f"{url}/chat/completions",
+            json={"messages": USER, "max_tokens": 100, "temperature": HELD},
+            timeout=30,
         )
         assert reply.status_code == 408
         assert "request_timeout_s" in reply.json()["error"]["message"]
@@ -195,17 +206,24 @@ def test_one_leaver_does_not_cancel_the_others_in_its_call() -> None:
 
 
 def test_seeded_requests_are_sampled_alone_and_others_by_parameters() -> None:
-    assert share_key(SamplingParams(seed=3)) is None
-    assert share_key(SamplingParams(max_tokens=4)) == share_key(SamplingParams(max_tokens=4))
-    assert share_key(SamplingParams(max_tokens=4)) != share_key(SamplingParams(max_tokens=5))
-    assert share_key(SamplingParams(stop=("]",))) != share_key(SamplingParams())
+    def key(constraint: Any = None, **kw: Any) -> Any:
+        return share_key(Job([1], SamplingParams(**kw), constraint))
+
+    choice = AnswerConstraint(choices=((5,), (6,)))
+    assert key(seed=3) is None
+    assert key(max_tokens=4) == key(max_tokens=40)  # sliced: lengths may differ
+    assert key(choice, max_tokens=4) != key(choice, max_tokens=5)  # drawn whole
+    assert key(stop=("]",)) != key()
+    assert key(temperature=0) != key()
 
 
 def test_the_batcher_drops_a_request_cancelled_while_it_waits(real: Any) -> None:
     sampler = Gated(real)
     batcher = Batcher(sampler)
     ids = real.tokenizer.encode("hi")
-    held = batcher.submit(ids, SamplingParams(max_tokens=100, cancel=threading.Event()), None)
+    held = batcher.submit(
+        ids, SamplingParams(max_tokens=100, temperature=HELD, cancel=threading.Event()), None
+    )
     assert sampler.holding.wait(30)
     leaver = threading.Event()
     left = batcher.submit(ids, SamplingParams(max_tokens=3, cancel=leaver), None)
@@ -215,4 +233,29 @@ def test_the_batcher_drops_a_request_cancelled_while_it_waits(real: Any) -> None
     with pytest.raises(SamplingCancelled):
         left.result(timeout=30)
     assert sampler.calls == [1]  # the leaver never reached the sampler
+    batcher.close()
+
+
+def test_a_long_reply_is_drawn_in_slices_that_let_a_short_one_through(real: Any) -> None:
+    calls: list[tuple[int, int]] = []
+
+    class Recording:
+        version, model = 0, real.model
+        tokenizer = real.tokenizer
+
+        def sample(self, prompts: Any, params: SamplingParams, constraints: Any = None) -> Any:
+            calls.append((len(prompts), params.max_tokens))
+            return real.sample(prompts, params, constraints)
+
+    batcher = Batcher(Recording())
+    ids = real.tokenizer.encode("Tell me a story")
+    long = batcher.submit(ids, SamplingParams(max_tokens=40, temperature=0, stop=("never",)), None)
+    time.sleep(0.05)
+    short = batcher.submit(ids, SamplingParams(max_tokens=2, temperature=0), None)
+    whole = real.sample([ids], SamplingParams(max_tokens=40, temperature=0))[0]
+    got = long.result(timeout=60)
+    assert short.result(timeout=60).tokens == whole.tokens[:2]
+    assert got.tokens == whole.tokens and got.text == whole.text  # greedy: slices change nothing
+    assert got.stop_reason == whole.stop_reason
+    assert max(n for _, n in calls) <= 16 and len(calls) >= 3
     batcher.close()
