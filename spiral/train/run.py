@@ -13,7 +13,7 @@ from spiral.report.summary import format_before_after
 from spiral.train.config import ConfigError, help_text, parse_config
 from spiral.train.data_parallel import check_config, shared_setup
 from spiral.train.loop import train
-from spiral.train.setup import build_setup, make_learner_factory
+from spiral.train.setup import build_setup, check_run_folder, make_learner_factory
 
 
 def main(argv: Sequence[str]) -> int:
@@ -24,6 +24,7 @@ def main(argv: Sequence[str]) -> int:
     try:
         cfg = parse_config(args)
         setup = build_setup(cfg)
+        check_run_folder(setup.run_dir)  # before any model work (benchmarks skip it)
     except (ConfigError, KeyError) as err:
         print(f"spiral train: {err}", file=sys.stderr)
         return 2

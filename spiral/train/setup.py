@@ -96,7 +96,6 @@ def build_setup(cfg: TrainConfig) -> RunSetup:
     }
     check_machine(cfg)
     run_dir = Path(cfg.log_path) if cfg.log_path else Path("runs") / default_run_name(cfg)
-    check_run_folder(run_dir)
     return RunSetup(run_dir, spec, spec_by_game, policy, game_params)
 
 
