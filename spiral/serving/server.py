@@ -130,7 +130,7 @@ class ServeArgs:
     )
     max_request_mb: float = chz.field(
         default=MAX_BODY_MB,
-        doc="the largest request body in MiB; larger ones are refused (413) unread",
+        doc="the largest request body in MiB; larger ones are refused (413) before they are parsed",
         validator=positive,
     )
     request_timeout_s: float = chz.field(

@@ -11,6 +11,7 @@ import atexit
 import contextlib
 import functools
 import json
+import os
 import shutil
 import socket
 import tempfile
@@ -130,3 +131,20 @@ def write_checkpoint(run_dir: Path, step: int, seed: int = 0, **config: Any) -> 
     state = LoopState(step=step, baselines={}, config=run_config, extra={})
     (run_dir / "config.json").write_text(json.dumps(run_config), encoding="utf-8")
     return save_checkpoint(run_dir / "checkpoints", state, learner.save)
+
+
+def snapshot_tree(root: Path, leave_out: set[str] | frozenset[str] = frozenset()) -> dict[str, Any]:
+    """Every path under `root` but those in `leave_out` (and under them): a file's bytes,
+    a link's target, "dir" for a folder; equal snapshots mean nothing was changed."""
+    found: dict[str, Any] = {}
+    for path in sorted(root.rglob("*")):
+        key = str(path.relative_to(root))
+        if any(key == gone or key.startswith(gone + "/") for gone in leave_out):
+            continue
+        if path.is_symlink():
+            found[key] = "-> " + os.readlink(path)
+        elif path.is_dir():
+            found[key] = "dir"
+        else:
+            found[key] = path.read_bytes()
+    return found

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from evaluation_cli import snapshot_tree
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
@@ -246,23 +246,6 @@ def _flipped(data: bytes, where: float, mask: int) -> bytes:
     return bytes(changed)
 
 
-def _snapshot(root: Path, leave_out: set[str]) -> dict[str, bytes | str]:
-    """Every path under `root` but those in `leave_out` (and under them): bytes, link
-    target, or "dir"."""
-    found: dict[str, bytes | str] = {}
-    for path in sorted(root.rglob("*")):
-        key = str(path.relative_to(root))
-        if any(key == gone or key.startswith(gone + "/") for gone in leave_out):
-            continue
-        if path.is_symlink():
-            found[key] = "-> " + os.readlink(path)
-        elif path.is_dir():
-            found[key] = "dir"
-        else:
-            found[key] = path.read_bytes()
-    return found
-
-
 def _one_line_or_result(code: int, err: str, command: str) -> None:
     assert "Traceback" not in err, err
     if code != 0:
@@ -284,10 +267,10 @@ def _report_is_correct(run: Path, finished: dict[str, Any], name: str) -> None:
 
 def _resume_is_harmless(run: Path, finished: dict[str, Any], root: Path) -> None:
     """Resuming the finished run: nothing to do, or one line; nothing else written."""
-    before = _snapshot(root, {"run/report", *(f"run/{n}" for n in WRITTEN_BY_RESUME)})
+    before = snapshot_tree(root, {"run/report", *(f"run/{n}" for n in WRITTEN_BY_RESUME)})
     code, _, err = _spiral("train", finished["model"], *TRAIN, f"log_path={run}")
     _one_line_or_result(code, err, "train")
-    assert _snapshot(root, {"run/report", *(f"run/{n}" for n in WRITTEN_BY_RESUME)}) == before
+    assert snapshot_tree(root, {"run/report", *(f"run/{n}" for n in WRITTEN_BY_RESUME)}) == before
 
 
 @pytest.mark.filterwarnings("ignore")
@@ -313,12 +296,12 @@ def test_any_damage_to_a_run_gives_the_result_or_one_line(finished: dict[str, An
             run = root / "run"
             shutil.copytree(finished["run"], run, symlinks=True)
             _damage(run / name, kind, detail, root / "elsewhere")
-            before = _snapshot(root, {"run/report"})
+            before = snapshot_tree(root, {"run/report"})
             code, _, err = _spiral("report", f"run={run}")
             _one_line_or_result(code, err, "report")
             if code == 0:
                 _report_is_correct(run, finished, name)
-            assert _snapshot(root, {"run/report"}) == before  # only report/ was written
+            assert snapshot_tree(root, {"run/report"}) == before  # only report/ was written
             if not name.startswith("checkpoints/step_"):  # else resume retrains: not cheap
                 _resume_is_harmless(run, finished, root)
 

@@ -5,10 +5,10 @@ creates nothing."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
+from evaluation_cli import snapshot_tree
 
 from spiral.cli import main as cli_main
 
@@ -47,20 +47,6 @@ def _refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     return err
 
 
-def _tree(folder: Path) -> dict[str, bytes | str]:
-    """Every path under `folder`: a file's bytes, a link's target, "dir" for a folder."""
-    found: dict[str, bytes | str] = {}
-    for path in sorted(folder.rglob("*")):
-        key = str(path.relative_to(folder))
-        if path.is_symlink():
-            found[key] = "-> " + os.readlink(path)
-        elif path.is_dir():
-            found[key] = "dir"
-        else:
-            found[key] = path.read_bytes()
-    return found
-
-
 @pytest.mark.usefixtures("no_model_work")
 @pytest.mark.parametrize("where", ["an existing file", "under a file", "name too long"])
 def test_a_log_path_that_cannot_be_a_folder_is_one_line(
@@ -75,7 +61,7 @@ def test_a_log_path_that_cannot_be_a_folder_is_one_line(
     err = _refused(_args(tiny_llama, log_path), capsys)
     assert f"log_path={log_path}" in err
     assert ("shorter name" if where == "name too long" else "is a file, not a folder") in err
-    assert _tree(tmp_path) == {"file": b"mine"}  # nothing made, nothing changed
+    assert snapshot_tree(tmp_path) == {"file": b"mine"}  # nothing made, nothing changed
 
 
 @pytest.mark.usefixtures("no_model_work")
@@ -96,10 +82,10 @@ def test_a_run_file_replaced_by_a_folder_is_one_line(
     run = tmp_path / "run"
     (run / name).mkdir(parents=True)
     (run / name / "inside").write_text("kept")
-    before = _tree(tmp_path)
+    before = snapshot_tree(tmp_path)
     err = _refused(_args(tiny_llama, run), capsys)
     assert f"{run / name}: is a folder" in err and "move that folder away" in err
-    assert _tree(tmp_path) == before
+    assert snapshot_tree(tmp_path) == before
 
 
 @pytest.mark.usefixtures("no_model_work")
@@ -113,10 +99,10 @@ def test_a_run_file_linked_elsewhere_is_refused_and_the_target_kept(
     run.mkdir()
     elsewhere.write_text("not the run's\n")
     (run / name).symlink_to(elsewhere)
-    before = _tree(tmp_path)
+    before = snapshot_tree(tmp_path)
     err = _refused(_args(tiny_llama, run), capsys)
     assert f"{run / name} is a link (to {elsewhere})" in err
-    assert _tree(tmp_path) == before
+    assert snapshot_tree(tmp_path) == before
 
 
 def test_a_writable_run_folder_still_trains(
@@ -147,4 +133,4 @@ def test_other_commands_check_out_before_the_work(
     err = capsys.readouterr().err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert f"cannot write out={out}: {tmp_path / 'file'} is a file, not a folder" in err
-    assert _tree(tmp_path) == {"file": b"mine"}
+    assert snapshot_tree(tmp_path) == {"file": b"mine"}
