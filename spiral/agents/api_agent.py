@@ -33,6 +33,7 @@ Choices:
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Sequence
@@ -147,9 +148,11 @@ class ApiAgent(Agent):
     def _delay(self, attempt: int, retry_after: str | None) -> float:
         if retry_after is not None:
             try:
-                return min(float(retry_after), self.settings.max_backoff_s)
+                asked = float(retry_after)
             except ValueError:
-                pass  # an HTTP date, not seconds: fall back to our own backoff
+                asked = math.nan  # an HTTP date, not seconds: our own backoff
+            if math.isfinite(asked):  # a negative or absurd value is held to the range
+                return min(max(asked, 0.0), self.settings.max_backoff_s)
         return min(self.settings.backoff_s * 2**attempt, self.settings.max_backoff_s)
 
     def complete(self, messages: list[dict[str, str]], seed: int | None = None) -> str:

@@ -10,8 +10,9 @@ ones), unless one has waited MAX_WAIT_S: then the longest waiting goes first, so
 starves.
 
 Which requests share a call: those with the same temperature, top-p and stop strings,
-since a sampler call draws every row under one `SamplingParams`. A reply is drawn in
-slices of at most SLICE_TOKENS tokens: after each slice an unfinished reply goes back in
+since a sampler call draws every row under one `SamplingParams`. While others wait, a
+reply is drawn in slices of at most SLICE_TOKENS tokens (alone, it is drawn whole: each
+slice prefills its prompt again): after each slice an unfinished reply goes back in
 the queue and continues from its prompt and
 the tokens drawn so far (the same distribution: each token is drawn given everything
 before it; a stop string that spans two slices still ends it). So a short request waits
@@ -160,26 +161,29 @@ class Batcher:
         cancel = flags[0] if len(jobs) == 1 else AllCancelled(flags)
         length = jobs[0].params.max_tokens
         if jobs[0].sliced():
-            length = min(SLICE_TOKENS, *(job.left() for job in jobs))
+            length = min(job.left() for job in jobs)
+            with self._ready:
+                if self._waiting:  # others wait: a slice, then their turn
+                    length = min(SLICE_TOKENS, length)
         params = dataclasses.replace(jobs[0].params, max_tokens=length, cancel=cancel)
         self.calls += 1
+        unfinished = []
         try:
             completions = self.sampler.sample(
                 [job.prompt_ids + job.tokens for job in jobs],
                 params,
                 [job.constraint for job in jobs],
             )
+            for job, completion in zip(jobs, completions, strict=True):
+                done = self._extend(job, completion)
+                if done is not None:
+                    _settle(job, result=done)
+                else:
+                    unfinished.append(job)
         except BaseException as err:  # handed to every waiting request, the thread goes on
             for job in jobs:
                 _settle(job, error=err)
             return
-        unfinished = []
-        for job, completion in zip(jobs, completions, strict=True):
-            done = self._extend(job, completion)
-            if done is not None:
-                _settle(job, result=done)
-            else:
-                unfinished.append(job)
         with self._ready:  # behind whoever arrived meanwhile
             for job in unfinished:
                 job.queued = time.monotonic()
@@ -192,10 +196,21 @@ class Batcher:
             return completion
         job.tokens += completion.tokens
         job.logprobs += completion.logprobs
-        text = self.sampler.tokenizer.decode(job.tokens, skip_special_tokens=True)
+        decode = self.sampler.tokenizer.decode
+        text = decode(job.tokens, skip_special_tokens=True)
         reason = completion.stop_reason
         if reason == "length" and any(stop in text for stop in job.params.stop):
-            reason = "stop"  # a stop string across two slices
+            # a stop string across two slices: the reply ends at the token that made it
+            reason = "stop"
+            end = next(
+                k
+                for k in range(1, len(job.tokens) + 1)
+                if any(
+                    s in decode(job.tokens[:k], skip_special_tokens=True) for s in job.params.stop
+                )
+            )
+            del job.tokens[end:], job.logprobs[end:]
+            text = decode(job.tokens, skip_special_tokens=True)
         if reason == "length" and job.left() > 0:
             return None
         return Completion(tuple(job.tokens), tuple(job.logprobs), reason, text)

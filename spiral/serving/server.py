@@ -300,6 +300,7 @@ def create_app(
                     break
                 if time.monotonic() - began > request_timeout_s:
                     cancel.set()
+                    work.add_done_callback(_retrieved)  # its outcome no longer matters
                     return error_reply(
                         408,
                         f"the request took longer than this server's limit of "
@@ -318,6 +319,12 @@ def create_app(
             return error_reply(503, "the server is shutting down", kind="server_error")
 
     return app
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    """Read a dropped request's outcome, so that asyncio does not log it as unread."""
+    if not future.cancelled():
+        future.exception()
 
 
 class Stopping:

@@ -40,7 +40,13 @@ from spiral.engines.model_folder import (
 from spiral.errors import SpiralError, UsageError
 from spiral.report.writable import check_writable_folder
 from spiral.train.averaging import AVERAGED, WeightAverage
-from spiral.train.checkpoint import CheckpointError, LoopState, latest_checkpoint, load_loop_state
+from spiral.train.checkpoint import (
+    CheckpointError,
+    LoopState,
+    latest_checkpoint,
+    load_loop_state,
+    refused_write,
+)
 from spiral.train.model_card import CARD, model_card
 
 
@@ -167,10 +173,11 @@ def staged(out: Path, replace: bool) -> Iterator[Path]:
     except BaseException as err:
         shutil.rmtree(tmp, ignore_errors=True)
         _remove_empty(made)
-        if isinstance(err, OSError) and err.errno in REFUSED and not isinstance(err, SpiralError):
+        code = None if isinstance(err, SpiralError) else refused_write(err)
+        if code is not None:  # an OSError, or safetensors' own error naming one
             raise ExportWriteError(
-                f"writing the export failed ({err.strerror}); {out} is unchanged: free space "
-                "or make the folder writable, or choose another out"
+                f"writing the export failed ({os.strerror(code)}); {out} is unchanged: free "
+                "space or make the folder writable, or choose another out"
             ) from err
         raise
 

@@ -207,3 +207,13 @@ def test_full_evaluation_against_spiral_serve() -> None:
         assert failure is None or not failure.detail.startswith("api_error")
     for ep in episodes:  # every game ended by the rules or by a (model) invalid move
         assert ep.outcome in ("win", "draw", "invalid")
+
+
+def test_a_retry_after_of_any_value_waits_within_the_backoff_range() -> None:
+    agent = make_api_agent("m", base_url="http://127.0.0.1:1/v1")
+    cap = agent.settings.max_backoff_s
+    for sent, waits in (("-1", 0.0), ("nan", None), ("inf", None), ("1e9", cap), ("2", 2.0)):
+        got = agent._delay(0, sent)
+        assert 0.0 <= got <= cap
+        if waits is not None:
+            assert got == waits

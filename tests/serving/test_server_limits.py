@@ -21,7 +21,7 @@ from spiral.engines.base import SamplingCancelled, SamplingParams
 from spiral.serving.batcher import AllCancelled, Batcher, Job, share_key
 from spiral.serving.limits import PromptBound, max_token_bytes
 from spiral.serving.server import create_app
-from spiral.types import AnswerConstraint
+from spiral.types import AnswerConstraint, Completion
 
 USER = [{"role": "user", "content": "Your move."}]
 
@@ -236,26 +236,57 @@ def test_the_batcher_drops_a_request_cancelled_while_it_waits(real: Any) -> None
     batcher.close()
 
 
-def test_a_long_reply_is_drawn_in_slices_that_let_a_short_one_through(real: Any) -> None:
-    calls: list[tuple[int, int]] = []
+class Letters:
+    """A stand-in tokenizer (token t is the letter a+t) and sampler: each call draws
+    0, 1, 2, ... for every row up to max_tokens and never looks for stop strings, so
+    slicing and stop handling are the batcher's alone. The first call waits for `gate`."""
 
-    class Recording:
-        version, model = 0, real.model
-        tokenizer = real.tokenizer
+    version = 0
 
-        def sample(self, prompts: Any, params: SamplingParams, constraints: Any = None) -> Any:
-            calls.append((len(prompts), params.max_tokens))
-            return real.sample(prompts, params, constraints)
+    def __init__(self) -> None:
+        self.tokenizer, self.calls, self.gate = self, [], threading.Event()
+        self.short_by_one = False
 
-    batcher = Batcher(Recording())
-    ids = real.tokenizer.encode("Tell me a story")
-    long = batcher.submit(ids, SamplingParams(max_tokens=40, temperature=0, stop=("never",)), None)
-    time.sleep(0.05)
-    short = batcher.submit(ids, SamplingParams(max_tokens=2, temperature=0), None)
-    whole = real.sample([ids], SamplingParams(max_tokens=40, temperature=0))[0]
-    got = long.result(timeout=60)
-    assert short.result(timeout=60).tokens == whole.tokens[:2]
-    assert got.tokens == whole.tokens and got.text == whole.text  # greedy: slices change nothing
-    assert got.stop_reason == whole.stop_reason
-    assert max(n for _, n in calls) <= 16 and len(calls) >= 3
+    def decode(self, tokens: Any, skip_special_tokens: bool = True) -> str:
+        return "".join(chr(97 + t % 26) for t in tokens)
+
+    def sample(self, prompts: Any, params: SamplingParams, constraints: Any = None) -> Any:
+        self.calls.append((len(prompts), params.max_tokens))
+        self.gate.wait(30)
+        rows = len(prompts) - (1 if self.short_by_one else 0)
+        return [
+            Completion(tuple(range(done := len(p) - 1, done + params.max_tokens)),
+                       (0.0,) * params.max_tokens, "length", "")
+            for p in prompts[:rows]
+        ]  # fmt: skip
+
+
+def test_replies_are_sliced_while_others_wait_and_a_stop_across_slices_ends_them() -> None:
+    sampler = Letters()
+    batcher = Batcher(sampler)
+    held = batcher.submit([0], SamplingParams(max_tokens=1, temperature=0.3), None)
+    time.sleep(0.2)  # the held call is in the sampler; these two wait behind it
+    long = batcher.submit([0], SamplingParams(max_tokens=40, stop=("uvw",)), None)
+    other = batcher.submit([0], SamplingParams(max_tokens=40, temperature=0.5), None)
+    sampler.gate.set()
+    held.result(timeout=30)
+    got = long.result(timeout=30)
+    assert got.stop_reason == "stop" and got.text.endswith("uvw")
+    assert len(got.tokens) == len(got.text) == 23  # the usage counts end at the stop
+    assert len(other.result(timeout=30).tokens) == 40
+    assert (1, 16) in sampler.calls  # a slice while the other waited
+    batcher.close()
+
+
+def test_a_sampler_failure_reaches_its_requests_and_the_thread_goes_on() -> None:
+    sampler = Letters()
+    sampler.gate.set()
+    sampler.short_by_one = True  # a sampler that returns a row too few
+    batcher = Batcher(sampler)
+    with pytest.raises(ValueError):
+        batcher.submit([0], SamplingParams(max_tokens=3), None).result(timeout=30)
+    sampler.short_by_one = False
+    assert (
+        len(batcher.submit([0], SamplingParams(max_tokens=3), None).result(timeout=30).tokens) == 3
+    )
     batcher.close()
