@@ -148,6 +148,14 @@ def _fits(tp: Any, text: str) -> bool:
     return True
 
 
+def _too_large(text: str) -> bool:
+    """Whether `text` is an integer too large for any key (what `_fits` refuses)."""
+    try:
+        return abs(int(text)) >= 2**63
+    except ValueError:
+        return False
+
+
 def _is_group(field: Any) -> bool:
     """A field whose type is itself a chz config: a group of keys (`TrainConfig.population`)."""
     return chz.is_chz(field.final_type) if isinstance(field.final_type, type) else False
@@ -217,7 +225,10 @@ def parse_command(
             raise UsageError(f"unknown key {key!r}; {did_you_mean(key, names, '=')}")
         tp = fields[key].final_type
         if not _fits(tp, value):
-            raise UsageError(f"{key}={value!r} is not valid: expected {describe_type(tp)}")
+            expected = describe_type(tp)
+            if _too_large(value):
+                expected += f" (of at most {len(str(2**63 - 1))} digits)"
+            raise UsageError(f"{key}={value!r} is not valid: expected {expected}")
         given.append((key, value))
     if presets is not None:
         given = expand_preset(given, presets)

@@ -125,3 +125,8 @@ def test_generated_values_are_parsed_safely_or_refused_in_one_line(
 
 def _path(command: str, key: str) -> str:
     return _paths(CLASSES[command])[key][0]
+
+
+def test_an_integer_too_large_is_named_as_too_large() -> None:
+    with pytest.raises(SpiralError, match="of at most 19 digits"):
+        parse_config([f"batch_size={2**70}"])
