@@ -3,6 +3,7 @@ honours, the refusals it answers in OpenAI's error shape, and the reply body."""
 
 # No `from __future__ import annotations` here: FastAPI reads the request model from the
 # handler's annotation at runtime.
+import dataclasses
 import time
 import uuid
 from collections.abc import Sequence
@@ -163,3 +164,14 @@ def message_text(content: str | list[dict[str, Any]]) -> str:
     if isinstance(content, str):
         return content
     return "".join(str(part.get("text", "")) for part in content if part.get("type") == "text")
+
+
+def finished_reply(
+    completion: Completion, params: SamplingParams, prompt_tokens: int, model_name: str
+) -> dict[str, Any]:
+    """The reply body for a finished completion, its text cut before any stop string."""
+    for stop in params.stop:  # OpenAI replies end before the stop string
+        if stop in completion.text:
+            cut = completion.text[: completion.text.index(stop)]
+            completion = dataclasses.replace(completion, text=cut)
+    return chat_response(completion, prompt_tokens, model_name)

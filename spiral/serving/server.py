@@ -71,22 +71,20 @@ from spiral.args import (
     positive,
     wants_help,
 )
-from spiral.engines.base import Sampler, SamplingCancelled, SamplingParams
+from spiral.engines.base import Sampler, SamplingCancelled
 from spiral.engines.registry import known_engine
-from spiral.prompts.render import encode
 from spiral.prompts.spec import TemplateName
 from spiral.prompts.templates import TEMPLATES
 from spiral.serving.batcher import Batcher
-from spiral.serving.limits import MAX_BODY_MB, BodyLimit, PromptBound
+from spiral.serving.intake import Intake
+from spiral.serving.limits import MAX_BODY_MB, BodyLimit
 from spiral.serving.openai_api import (
     ChatRequest,
-    chat_response,
-    choice_constraint,
     error_reply,
+    finished_reply,
     message_text,
     refusal,
 )
-from spiral.types import Completion
 
 MAX_TOKENS_LIMIT = 4096
 DISCONNECT_POLL_S = 0.1  # how often a running request checks its client is still there
@@ -140,14 +138,6 @@ class ServeArgs:
     )
 
 
-def render_messages(messages: Sequence[dict[str, str]], template: str, tokenizer: Any) -> str:
-    """Prompt text for a chat: the tokenizer's chat template or a named template's markup."""
-    from spiral.prompts.templates import _CHAT, get_template
-
-    chat = get_template(template).chat
-    return _CHAT[chat](list(messages), tokenizer)
-
-
 class BearerAuth:
     """ASGI middleware: HTTP requests must carry `Authorization: Bearer <api_key>` (401 in
     OpenAI's shape otherwise). Plain ASGI, not Starlette's BaseHTTPMiddleware, whose
@@ -166,13 +156,6 @@ class BearerAuth:
                 await reply(scope, receive, send)
                 return
         await self.app(scope, receive, send)
-
-
-def model_context(sampler: Sampler) -> int | None:
-    """The served model's context length in tokens, when its config says."""
-    config = getattr(getattr(sampler, "model", None), "config", None)
-    value = getattr(config, "max_position_embeddings", None)
-    return int(value) if isinstance(value, int) and value > 0 else None
 
 
 def create_app(
@@ -201,11 +184,9 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.stopping = Stopping()
-    tokenizer_lock = threading.Lock()
     app.state.batcher = batcher
+    intake = Intake(sampler, template, max_tokens_limit)
     created = int(time.time())
-    context = model_context(sampler)
-    bound = PromptBound(sampler.tokenizer) if context is not None else None
 
     app.add_middleware(BodyLimit, max_bytes=int(max_request_mb * 2**20))
     if api_key is not None:  # added last, so it runs first: no body is read unauthorised
@@ -227,54 +208,6 @@ def create_app(
         entry = {"id": model_name, "object": "model", "created": created, "owned_by": "spiral"}
         return {"object": "list", "data": [entry]}
 
-    def prepare(
-        messages: list[dict[str, str]], params: SamplingParams, choices: list[str] | None
-    ) -> Any:
-        """Render, bound, tokenise and check one request, outside the model's thread (the
-        tokenizer lock keeps one encoding at a time): (prompt ids, params, constraint),
-        or the 400 that refuses it."""
-        with tokenizer_lock:
-            try:
-                text = render_messages(messages, template, sampler.tokenizer)
-            except ValueError as err:
-                return error_reply(400, str(err), "messages")
-            if context is not None and bound is not None:
-                refusal = bound.refusal(text, max(context - params.max_tokens, 0))
-                if refusal is not None:
-                    return error_reply(400, refusal, "messages")
-            prompt_ids = encode(text, sampler.tokenizer)
-            constraint = None
-            if choices is not None:
-                try:
-                    constraint = choice_constraint(choices, sampler.tokenizer)
-                except ValueError as err:
-                    return error_reply(400, str(err), "guided_choice")
-        if constraint is not None:
-            longest = max(len(c) for c in constraint.choices)
-            if longest > max_tokens_limit:  # every limit holds after the extension
-                return error_reply(
-                    400,
-                    f"the longest guided_choice reply has {longest} tokens, above this "
-                    f"server's limit of {max_tokens_limit} (spiral serve max_tokens_limit=...)",
-                    "guided_choice",
-                )
-            params = dataclasses.replace(params, max_tokens=max(params.max_tokens, longest))
-        if context is not None and len(prompt_ids) + params.max_tokens > context:
-            return error_reply(
-                400,
-                f"the prompt has {len(prompt_ids)} tokens; with max_tokens="
-                f"{params.max_tokens} that exceeds the model's context of {context} tokens",
-                "messages",
-            )
-        return prompt_ids, params, constraint
-
-    def reply(completion: Completion, params: SamplingParams, prompt_tokens: int) -> Any:
-        for stop in params.stop:  # OpenAI replies end before the stop string
-            if stop in completion.text:
-                cut = completion.text[: completion.text.index(stop)]
-                completion = dataclasses.replace(completion, text=cut)
-        return chat_response(completion, prompt_tokens, model_name)
-
     @app.post("/v1/chat/completions")
     async def chat_completions(req: ChatRequest, request: Request) -> Any:
         began = time.monotonic()
@@ -284,7 +217,7 @@ def create_app(
         messages = [{"role": m.role, "content": message_text(m.content)} for m in req.messages]
         cancel = threading.Event()
         params = dataclasses.replace(req.sampling_params(), cancel=cancel)
-        prepared = await asyncio.to_thread(prepare, messages, params, req.choices())
+        prepared = await asyncio.to_thread(intake.prepare, messages, params, req.choices())
         if isinstance(prepared, JSONResponse):
             return prepared
         prompt_ids, params, constraint = prepared
@@ -308,7 +241,7 @@ def create_app(
                     )
                 if app.state.stopping.overdue() or await request.is_disconnected():
                     cancel.set()
-            return reply(await work, params, len(prompt_ids))
+            return finished_reply(await work, params, len(prompt_ids), model_name)
         except SamplingCancelled:
             if app.state.stopping.since is not None:
                 return error_reply(503, "the server is shutting down", kind="server_error")

@@ -12,7 +12,8 @@ from evaluation_cli import running_server, tiny_model_dir
 
 from spiral import games
 from spiral.agents.model_agent import load_sampler, resolve_source
-from spiral.serving.server import choice_constraint, create_app
+from spiral.serving.openai_api import choice_constraint
+from spiral.serving.server import create_app
 
 
 @pytest.fixture(scope="module")
