@@ -150,7 +150,7 @@ class Batcher:
             live = []
             for job in jobs:
                 if job.cancelled():  # the client left (or timed out) while it waited
-                    _settle(job, error=SamplingCancelled("cancelled before sampling"))
+                    settle(job, error=SamplingCancelled("cancelled before sampling"))
                 else:
                     live.append(job)
             if live:
@@ -177,12 +177,12 @@ class Batcher:
             for job, completion in zip(jobs, completions, strict=True):
                 done = self._extend(job, completion)
                 if done is not None:
-                    _settle(job, result=done)
+                    settle(job, result=done)
                 else:
                     unfinished.append(job)
         except BaseException as err:  # handed to every waiting request, the thread goes on
             for job in jobs:
-                _settle(job, error=err)
+                settle(job, error=err)
             return
         with self._ready:  # behind whoever arrived meanwhile
             for job in unfinished:
@@ -226,7 +226,7 @@ def _first(waiting: list[Job]) -> Job:
     return min(waiting, key=lambda job: (job.left(), job.queued))
 
 
-def _settle(job: Job, result: Any = None, error: BaseException | None = None) -> None:
+def settle(job: Job, result: Any = None, error: BaseException | None = None) -> None:
     """Hand a request its outcome, unless its handler has stopped waiting for it."""
     with contextlib.suppress(concurrent.futures.InvalidStateError):
         if error is not None:

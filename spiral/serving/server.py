@@ -11,9 +11,11 @@ Choices:
 - Messages are rendered by the tokenizer's own chat template (`template=chat`, the
   default) or by a named template's chat markup (chatml, llama3, plain, ...), then
   encoded with `spiral.prompts.encode` (at most one BOS).
-- One thread samples (batcher.py): requests that arrive together and ask for the same
-  sampling parameters share one sampler call (the sampler batches rows), so a short
-  request is not queued behind a line of others; a seeded request is sampled alone.
+- One thread samples. Over the torch engine every request joins one running batch
+  between two decode steps and leaves it when done (continuous.py), so a short request
+  waits for a step of the others, not for their replies; over other samplers requests
+  that arrive together and ask for the same sampling parameters share one sampler call
+  (batcher.py). A seeded request is sampled alone.
   Rendering, tokenising and every check run in the request's own worker thread, before
   it joins the queue, so a huge prompt never holds up the model.
 - finish_reason: the sampler's "eos" and "stop" -> "stop", "length" -> "length".
@@ -30,8 +32,9 @@ Choices:
   `max_tokens` exceed the model's context (`max_position_embeddings`). A request that
   takes longer than `request_timeout_s` (default 300, queued and sampled) is a 408. A
   request is cancelled when its client disconnects: the handler polls the connection
-  every DISCONNECT_POLL_S, and the sampler's cancel flag (`SamplingParams.cancel`) stops
-  the call before its next token once every request sharing it is cancelled. On SIGTERM
+  every DISCONNECT_POLL_S, and its row leaves the running batch before the next token
+  (over other samplers the cancel flag, `SamplingParams.cancel`, stops the call before
+  its next token once every request sharing it is cancelled). On SIGTERM
   the server stops accepting; the requests in flight get FINISH_ON_SHUTDOWN_S to finish,
   then are cancelled the same way and answered 503 ("the server is shutting down"), and
   the process exits.
@@ -75,7 +78,7 @@ from spiral.engines.base import Sampler, SamplingCancelled
 from spiral.engines.registry import known_engine
 from spiral.prompts.spec import TemplateName
 from spiral.prompts.templates import TEMPLATES
-from spiral.serving.batcher import Batcher
+from spiral.serving.continuous import make_batcher
 from spiral.serving.intake import Intake
 from spiral.serving.limits import MAX_BODY_MB, BodyLimit
 from spiral.serving.openai_api import (
@@ -168,10 +171,10 @@ def create_app(
     request_timeout_s: float = REQUEST_TIMEOUT_S,
 ) -> FastAPI:
     """The FastAPI app serving `sampler` under `model_name`; requests that arrive together
-    are sampled together (batcher.py)."""
+    are sampled together (continuous.py, batcher.py)."""
     if template not in TEMPLATES:
         raise ValueError(f"unknown template {template!r}; valid: {', '.join(TEMPLATES)}")
-    batcher = Batcher(sampler)
+    batcher = make_batcher(sampler)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

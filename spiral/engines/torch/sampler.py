@@ -283,6 +283,13 @@ class TorchSampler:
             self.totals[key] = self.totals.get(key, 0.0) + value
         return [self._completion(r, cons[r.index]) for r in rows]
 
+    def running_batch(self, **options: Any) -> Any:
+        """An empty batch that rows join and leave between tokens (running.py): a
+        server's iteration-level batching."""
+        from spiral.engines.torch.running import RunningBatch
+
+        return RunningBatch(self, **options)
+
     @contextlib.contextmanager
     def _computing(self, adapter: str | None) -> Iterator[None]:
         """The model as this sampler computes with it: eval mode without autograd, LoRA

@@ -1,0 +1,93 @@
+"""`spiral serve`'s model thread over the torch sampler: requests join a running batch
+between tokens and leave it when done or cancelled."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+from evaluation_cli import tiny_model_dir
+
+from spiral.agents.model_agent import load_sampler, resolve_source
+from spiral.engines.base import SamplingCancelled, SamplingParams
+from spiral.serving.batcher import Batcher
+from spiral.serving.continuous import ContinuousBatcher, make_batcher
+
+
+@pytest.fixture(scope="module")
+def real() -> Any:
+    return load_sampler(resolve_source(str(tiny_model_dir())), device="cpu")
+
+
+def _running(batcher: ContinuousBatcher, rows: int) -> None:
+    deadline = time.monotonic() + 30
+    while len(batcher.batch) < rows:
+        assert time.monotonic() < deadline, "the request never started decoding"
+        time.sleep(0.005)
+
+
+def test_the_torch_sampler_is_served_by_a_running_batch(real: Any) -> None:
+    assert isinstance(make_batcher(real), ContinuousBatcher)
+
+    class Plain:  # a sampler without a running batch (vLLM, a test double)
+        version, tokenizer = 0, None
+
+        def sample(self, *args: Any) -> Any: ...
+
+    assert isinstance(make_batcher(Plain()), Batcher)
+
+
+def test_a_short_request_joins_a_long_reply_and_ends_first(real: Any) -> None:
+    ids = real.tokenizer.encode("hello there")
+    long_params = SamplingParams(max_tokens=120, temperature=0)
+    whole = real.sample([ids], long_params)[0]
+    assert len(whole.tokens) == 120  # this model's greedy reply runs to its length
+    short_params = SamplingParams(max_tokens=3, temperature=0.8, top_p=0.9)
+    batcher = ContinuousBatcher(real)
+    long = batcher.submit(ids, long_params, None)
+    _running(batcher, 1)
+    short = batcher.submit(real.tokenizer.encode("hi"), short_params, None)
+    assert len(short.result(timeout=60).tokens) <= 3
+    assert not long.done()  # answered while the long reply was still decoding
+    assert long.result(timeout=60).tokens == whole.tokens  # the join changed nothing
+    batcher.close()
+
+
+def test_a_cancelled_request_leaves_and_the_others_go_on(real: Any) -> None:
+    ids = real.tokenizer.encode("hello there")
+    greedy = SamplingParams(max_tokens=60, temperature=0)
+    whole = real.sample([ids], greedy)[0]
+    batcher = ContinuousBatcher(real)
+    leaver = threading.Event()
+    left = batcher.submit(ids, SamplingParams(max_tokens=200, cancel=leaver), None)
+    stays = batcher.submit(ids, greedy, None)
+    _running(batcher, 2)
+    leaver.set()
+    with pytest.raises(SamplingCancelled):
+        left.result(timeout=30)
+    assert stays.result(timeout=60).tokens == whole.tokens
+    assert len(batcher.batch) == 0
+    batcher.close()
+
+
+def test_a_seeded_request_is_sampled_alone_as_the_sampler_draws_it(real: Any) -> None:
+    ids = real.tokenizer.encode("hello there")
+    seeded = SamplingParams(max_tokens=20, temperature=1.0, seed=11)
+    batcher = ContinuousBatcher(real)
+    running = batcher.submit(ids, SamplingParams(max_tokens=80, temperature=0), None)
+    _running(batcher, 1)
+    got = batcher.submit(ids, seeded, None).result(timeout=60)
+    assert got.tokens == real.sample([ids], seeded)[0].tokens
+    running.result(timeout=60)
+    batcher.close()
+
+
+def test_a_failure_reaches_the_batchs_requests_and_the_thread_goes_on(real: Any) -> None:
+    batcher = ContinuousBatcher(real)
+    with pytest.raises(ValueError, match="at least one token"):
+        batcher.submit([], SamplingParams(max_tokens=3), None).result(timeout=30)
+    ids = real.tokenizer.encode("hi")
+    assert len(batcher.submit(ids, SamplingParams(max_tokens=3), None).result(30).tokens) <= 3
+    batcher.close()
