@@ -13,7 +13,7 @@ Choices:
 - httpx with explicit timeouts. A few attempts (`max_retries` + 1, default 4) with
   exponential backoff between them (`backoff_s * 2**k`: 0.5, 1, 2 s, capped at
   `max_backoff_s`, or the server's Retry-After when it sends a number) on connection
-  errors, timeouts, 429 and 5xx, so a blip costs seconds and a refused connection is
+  errors, timeouts, 408, 429 and 5xx, so a blip costs seconds and a refused connection is
   known in about four (a host that never answers: four connect timeouts). Other 4xx (bad key, unknown model) are not retried: repeating them cannot
   help. A call that succeeds after retries counts like any other.
 - A reply is a move: one that does not parse, or names an illegal move, is the API
@@ -27,7 +27,9 @@ Choices:
   sent only as a Bearer header; it is never stored in `repr`, errors or stats. No key (an
   unset variable) means no Authorization header, which local servers accept.
 - States of one wave are sent one after another (no concurrency): simple, predictable
-  rate use, and `spiral serve` answers one request at a time anyway.
+  rate use.
+- `usage` is counted where the server reports it as numbers; a missing or malformed
+  `usage` counts nothing (it is bookkeeping, not the move).
 - Turns carry no token ids (`completion=None`): API turns are never training rows.
 """
 
@@ -50,7 +52,7 @@ from spiral.prompts.templates import GAME_PREAMBLE, instruction_for
 from spiral.types import Move, Turn
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 # Attempts and backoff: an endpoint that answers after a blip is waited for (0.5 + 1 + 2
 # s at most between four attempts); one that stays down stops the command quickly.
 MAX_RETRIES = 3
@@ -217,9 +219,9 @@ class ApiAgent(Agent):
                 f"{self.errors[-1]}; check that api_base_url is an OpenAI-compatible /v1 "
                 "endpoint"
             ) from err
-        usage = data.get("usage") or {}
-        self.prompt_tokens += int(usage.get("prompt_tokens", 0) or 0)
-        self.completion_tokens += int(usage.get("completion_tokens", 0) or 0)
+        usage = data.get("usage") if isinstance(data, dict) else None
+        self.prompt_tokens += _count(usage, "prompt_tokens")
+        self.completion_tokens += _count(usage, "completion_tokens")
         return str(content or "")
 
     # ---- Agent ---------------------------------------------------------------------
@@ -305,3 +307,11 @@ def make_api_agent(
         obs_style=obs_style,
     )
     return ApiAgent(settings, spec, name=name, seed=seed)
+
+
+def _count(usage: Any, key: str) -> int:
+    """A token count from a reply's `usage`, 0 where it is missing or not a finite number."""
+    value = usage.get(key) if isinstance(usage, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0
+    return int(value) if math.isfinite(value) and 0 <= value < 2**63 else 0

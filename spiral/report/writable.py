@@ -83,7 +83,10 @@ def _probe_file(path: Path) -> None:
         _probe_missing(path)
     elif stat.S_ISDIR(found.st_mode):
         raise IsADirectoryError(errno.EISDIR, "is a folder, not a file")
-    else:  # no O_TRUNC, O_NONBLOCK: a FIFO without a reader refuses instead of waiting
+    elif not stat.S_ISREG(found.st_mode):  # a pipe, a terminal: opening one would close
+        if not os.access(path, os.W_OK):  # a reader's stream (EOF); asked instead
+            raise PermissionError(errno.EACCES, "is not writable")
+    else:  # no O_TRUNC, O_NONBLOCK: nothing is written or truncated
         os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK))
 
 
@@ -100,8 +103,10 @@ def _probe_folder(path: Path) -> None:
 def _probe_missing(path: Path) -> None:
     """A path not there yet: its nearest existing folder takes a new file and no name
     still to be made is longer than that file system allows."""
+    _refuse_dangling(path)
     folder, missing = path.parent, [path.name]
     while (found := _stat(folder)) is None:
+        _refuse_dangling(folder)
         folder, missing = folder.parent, [*missing, folder.name]
     if not stat.S_ISDIR(found.st_mode):
         raise NotADirectoryError(errno.ENOTDIR, f"{folder} is a file, not a folder")
@@ -113,6 +118,15 @@ def _probe_missing(path: Path) -> None:
             f"a name in it is {longest} bytes long; this file system allows {limit}",
         )
     _probe_create(folder)
+
+
+def _refuse_dangling(path: Path) -> None:
+    """A file or folder to be made where a link to nothing stands: refused (a folder
+    cannot be made there, and a file would be made wherever the link points)."""
+    if path.is_symlink():
+        raise FileExistsError(
+            errno.EEXIST, f"{path} is a link to {os.readlink(path)}, which does not exist"
+        )
 
 
 def _probe_create(folder: Path) -> None:
@@ -131,5 +145,6 @@ def _problem(path: Path, key: str, err: OSError) -> str:
         errno.EISDIR: "name a file, or move the folder away" if key else "move that folder away",
         errno.ENOTDIR: "name a folder, or move the file away" if key else "move that file away",
         errno.ENAMETOOLONG: "choose a shorter name",
+        errno.EEXIST: "make the folder the link points to, or remove the link",
     }.get(err.errno or 0, "choose a place you can write to")
     return f"cannot write {where}: {err.strerror or err}; {fix}"

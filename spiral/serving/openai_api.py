@@ -125,7 +125,11 @@ def refusal(req: ChatRequest, max_tokens_limit: int) -> JSONResponse | None:
     broken = _broken_text(texts)
     if broken is not None:
         return error_reply(400, f"invalid Unicode in the request: {broken}", "messages")
-    max_tokens = req.sampling_params().max_tokens
+    params = req.sampling_params()
+    stop_problem = _stop_problem(params.stop)
+    if stop_problem is not None:
+        return error_reply(400, stop_problem, "stop")
+    max_tokens = params.max_tokens
     if max_tokens > max_tokens_limit:
         return error_reply(
             400,
@@ -133,6 +137,23 @@ def refusal(req: ChatRequest, max_tokens_limit: int) -> JSONResponse | None:
             f"{max_tokens_limit} (spiral serve max_tokens_limit=...)",
             "max_tokens",
         )
+    return None
+
+
+MAX_STOPS = 16  # stop strings in one request (OpenAI takes 4)
+MAX_STOP_CHARS = 256  # the longest stop string
+
+
+def _stop_problem(stops: Sequence[str]) -> str | None:
+    """Why the stop strings cannot be used (an empty one would end every reply at its
+    first token; each is looked for after every token), or None."""
+    if len(stops) > MAX_STOPS:
+        return f"stop lists {len(stops)} strings; at most {MAX_STOPS} are taken"
+    if any(s == "" for s in stops):
+        return "stop contains an empty string, which would end every reply at once; drop it"
+    longest = max((len(s) for s in stops), default=0)
+    if longest > MAX_STOP_CHARS:
+        return f"a stop string has {longest} characters; at most {MAX_STOP_CHARS} are taken"
     return None
 
 

@@ -42,7 +42,7 @@ class FlakyHandler(BaseHTTPRequestHandler):
             return
         reply = {
             "choices": [{"message": {"role": "assistant", "content": "I play [4]"}}],
-            "usage": {"prompt_tokens": 11, "completion_tokens": 3},
+            "usage": getattr(server, "usage", {"prompt_tokens": 11, "completion_tokens": 3}),
         }
         data = json.dumps(reply).encode()
         self.send_response(200)
@@ -106,6 +106,35 @@ def test_429_is_retried_but_400_stops_at_once(flaky: ThreadingHTTPServer) -> Non
     said = str(refused.value)
     assert "api:m" in said and "refused the request: HTTP 400" in said and "\n" not in said
     assert agent.stats()["failures"] == 1
+
+
+def test_a_408_is_retried_like_a_blip(flaky: ThreadingHTTPServer) -> None:
+    flaky.fail_status = 408  # type: ignore[attr-defined]  # a proxy's request timeout
+    agent = make_api_agent("m", base_url=_url(flaky), backoff_s=0.01)
+    assert agent.take_turns([games.make("TicTacToe-v0", seed=0)], seed=1)[0].move == "[4]"
+    assert agent.stats()["retries"] == 2 and agent.stats()["failures"] == 0
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [
+        None,
+        "lots",
+        [],
+        {"prompt_tokens": "11"},
+        {"prompt_tokens": None},
+        {"prompt_tokens": 1e300},
+        {"prompt_tokens": -5},
+        {"completion_tokens": True},
+    ],  # fmt: skip
+)
+def test_a_malformed_usage_counts_nothing_and_the_move_stands(
+    flaky: ThreadingHTTPServer, usage: object
+) -> None:
+    flaky.failures, flaky.usage = 0, usage  # type: ignore[attr-defined]
+    agent = make_api_agent("m", base_url=_url(flaky))
+    assert agent.take_turns([games.make("TicTacToe-v0", seed=0)], seed=1)[0].move == "[4]"
+    assert agent.stats()["prompt_tokens"] == agent.stats()["completion_tokens"] == 0
 
 
 @pytest.fixture

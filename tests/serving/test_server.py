@@ -121,6 +121,26 @@ def test_requests_that_would_tie_the_server_up_are_refused(base_url: str) -> Non
     assert "exceeds the model's context" in too_long.json()["error"]["message"]
 
 
+@pytest.mark.parametrize(
+    ("stop", "said"),
+    [
+        ("", "empty string"),
+        (["]", ""], "empty string"),
+        (["x"] * 17, "at most 16"),
+        ("y" * 257, "at most 256"),
+    ],  # fmt: skip
+)
+def test_stop_strings_that_would_end_or_slow_every_reply_are_refused(
+    base_url: str, stop: object, said: str
+) -> None:
+    body = {"model": "x", "messages": [{"role": "user", "content": "hi"}], "stop": stop}
+    reply = httpx.post(f"{base_url}/chat/completions", json=body)
+    assert reply.status_code == 400
+    assert reply.json()["error"]["param"] == "stop" and said in reply.json()["error"]["message"]
+    fine = httpx.post(f"{base_url}/chat/completions", json={**body, "stop": ["]"] * 16})
+    assert fine.status_code == 200
+
+
 def test_bearer_token_is_required_when_configured() -> None:
     from openai import AuthenticationError, OpenAI
 

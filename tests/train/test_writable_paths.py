@@ -134,3 +134,36 @@ def test_other_commands_check_out_before_the_work(
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert f"cannot write out={out}: {tmp_path / 'file'} is a file, not a folder" in err
     assert snapshot_tree(tmp_path) == {"file": b"mine"}
+
+
+def test_a_link_to_nothing_where_a_folder_or_file_goes_is_one_line(tmp_path: Path) -> None:
+    from spiral.report.writable import UnwritablePath, check_writable_file, check_writable_folder
+
+    link = tmp_path / "runs"
+    link.symlink_to(tmp_path / "gone")
+    for check, path in [(check_writable_folder, link), (check_writable_folder, link / "run1"),
+                        (check_writable_file, link / "out.json"), (check_writable_file, link)]:  # fmt: skip
+        with pytest.raises(UnwritablePath, match="link to .*gone, which does not exist") as err:
+            check(path, "out")
+        assert "\n" not in str(err.value) and "remove the link" in str(err.value)
+    assert not (tmp_path / "gone").exists()
+
+
+def test_a_pipe_is_checked_without_closing_its_readers_stream(tmp_path: Path) -> None:
+    import os
+    import threading
+
+    from spiral.report.writable import check_writable_file
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    check_writable_file(fifo, "out")  # must not open it: the reader would see the end
+    reader.join(timeout=0.5)
+    assert reader.is_alive(), "the check ended the reader's stream"
+    with fifo.open("wb") as writer:  # now the real writer, and the reader ends
+        writer.write(b"result")
+    reader.join(timeout=10)
+    assert got == [b"result"]
