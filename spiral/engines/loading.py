@@ -255,7 +255,19 @@ def _from_pretrained(loader: Any, source: str, **kwargs: Any) -> Any:
 def _load_tokenizer(source: str, cfg: ModelConfig) -> Any:
     from transformers import AutoTokenizer
 
-    tokenizer = _from_pretrained(AutoTokenizer, source, trust_remote_code=cfg.trust_remote_code)
+    try:
+        tokenizer = _from_pretrained(AutoTokenizer, source, trust_remote_code=cfg.trust_remote_code)
+    except SpiralError:
+        raise
+    except Exception as err:  # json, unicode, tokenizers' own errors on damaged files
+        if not Path(source).is_dir():
+            raise
+        cause = (str(err).strip().splitlines() or [""])[0][:200]
+        raise DamagedModelFolder(
+            f"{source}: its tokenizer files (tokenizer.json, tokenizer_config.json) do not "
+            f"read ({type(err).__name__}: {cause}); copy them again from the model it was "
+            "trained from, or export or download the model again"
+        ) from err
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     refuse_escaping_template(tokenizer, source)

@@ -127,7 +127,11 @@ class JsonlSink:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._cut_torn_tail()
-        self._file = self.path.open("a", encoding="utf-8")
+        self._file = self._open()
+
+    def _open(self) -> Any:
+        # unbuffered: a row the disk refuses is not left in a buffer to fail again at exit
+        return self.path.open("ab", buffering=0)
 
     def _cut_torn_tail(self) -> None:
         """Before appending: a last line without its newline is ended if it is a complete
@@ -153,8 +157,13 @@ class JsonlSink:
             )
         row = {"step": int(step), "time": time.time()}
         row.update({key: _clean(value) for key, value in metrics.items()})
-        self._file.write(json.dumps(row, allow_nan=False) + "\n")
-        self._file.flush()
+        line = (json.dumps(row, allow_nan=False) + "\n").encode("utf-8")
+        try:  # a row torn by a full disk is cut on the next start
+            left = memoryview(line)
+            while left:
+                left = left[self._file.write(left) :]
+        except OSError as err:
+            raise OSError(err.errno, err.strerror, str(self.path)) from err
 
     def truncate_after(self, step: int) -> int:
         """Drop rows with step > `step`; return how many were dropped."""
@@ -166,7 +175,7 @@ class JsonlSink:
             for row in kept:
                 handle.write(json.dumps(row, allow_nan=False) + "\n")
         os.replace(tmp, self.path)
-        self._file = self.path.open("a", encoding="utf-8")
+        self._file = self._open()
         return len(rows) - len(kept)
 
     def close(self) -> None:

@@ -163,6 +163,30 @@ def refused_write(err: BaseException) -> int | None:
     return None
 
 
+class RunWriteError(SpiralError, OSError):
+    """A run file (metrics, transcripts, the pool) the file system refused to write."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+def run_write_refused(err: BaseException, run_dir: Path) -> RunWriteError | None:
+    """The one-line error for a write in the run the file system refused (`REFUSED`):
+    which file, why, what to do and the step the rerun resumes from; None for any other
+    error."""
+    code = refused_write(err)
+    if code is None or isinstance(err, SpiralError):
+        return None
+    what = getattr(err, "filename", None) or f"a file in {run_dir}"
+    fix = "free space on that disk" if code in NO_SPACE else "make the folder writable"
+    kept = list_checkpoints(run_dir)
+    resumes = f"it resumes from step {kept[-1][0]}" if kept else "it starts again at step 0"
+    return RunWriteError(
+        f"could not write {what}: {os.strerror(code)}; {fix} and run the same command "
+        f"again: {resumes}"
+    )
+
+
 def _write_refused(ckpt_dir: Path, step: int, code: int) -> str:
     """The one line: which checkpoint, why, what to do and where the rerun starts."""
     fix = "free space on that disk" if code in NO_SPACE else "make the folder writable"

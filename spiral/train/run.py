@@ -10,6 +10,7 @@ from spiral.engines.parallel.distributed import join_from_env, leave, peers_watc
 from spiral.report.console_log import kept_in
 from spiral.report.sinks import read_jsonl
 from spiral.report.summary import format_before_after
+from spiral.train.checkpoint import run_write_refused
 from spiral.train.config import ConfigError, help_text, parse_config
 from spiral.train.data_parallel import check_config, shared_setup
 from spiral.train.loop import train
@@ -45,7 +46,13 @@ def main(argv: Sequence[str]) -> int:
                 f"run folder: {setup.run_dir}  ({cfg.num_steps} steps, "
                 f"{cfg.games_per_step} games/step{world}; console kept in console.log)"
             )
-        result = train(cfg, setup, make_learner_factory(cfg, ranks), ranks=ranks)
+        try:
+            result = train(cfg, setup, make_learner_factory(cfg, ranks), ranks=ranks)
+        except OSError as err:  # a full disk or read-only folder under a run file
+            refused = run_write_refused(err, setup.run_dir)
+            if refused is None:
+                raise
+            raise refused from err
         metrics_path = result.run_dir / "metrics.jsonl"
         if ranks.main and metrics_path.exists():
             print(format_before_after(read_jsonl(metrics_path)))

@@ -185,3 +185,30 @@ def test_a_flipped_header_byte_is_refused_in_one_line_or_changes_nothing_loaded(
         _load(folder)
     except DamagedModelFolder as refused:
         assert str(weights) in str(refused) and "\n" not in str(refused)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    point=st.floats(0.0, 0.999),
+    file=st.sampled_from(["tokenizer.json", "tokenizer_config.json"]),
+    junk=st.binary(max_size=64),
+)
+def test_a_damaged_tokenizer_file_is_refused_in_one_line(
+    scratch: tuple[Path, bytes], point: float, file: str, junk: bytes
+) -> None:
+    """Cut short at any point, with any bytes after the cut: refused naming the folder
+    and its tokenizer files, never json's, unicode's or tokenizers' traceback."""
+    folder, weights = scratch
+    (folder / "model.safetensors").write_bytes(weights)  # whole again after the tests above
+    path = folder / file
+    original = path.read_bytes()
+    path.write_bytes(original[: int(point * len(original))] + junk)
+    try:
+        _load(folder)
+    except DamagedModelFolder as refused:
+        said = str(refused)
+        assert str(folder) in said and "tokenizer files" in said and "\n" not in said
+    else:  # loaded: only a file that is still a whole JSON document may
+        json.loads(path.read_bytes())
+    finally:
+        path.write_bytes(original)

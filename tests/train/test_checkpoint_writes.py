@@ -275,3 +275,60 @@ def test_a_checkpoints_folder_made_read_only_mid_run_is_one_line(
     assert "make the folder writable" in said and "resumes from step 1" in said
     assert [p.name for p in complete_checkpoints(run / "checkpoints")] == ["step_000001"]
     assert max(r["step"] for r in read_jsonl(run / "metrics.jsonl")) == 1
+
+
+def test_a_full_disk_under_the_metrics_is_one_line_kept_in_the_console_log(
+    tiny_model: Path,  # noqa: F811
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The disk fills as step 2's metrics row is written (half of it lands): one line
+    naming metrics.jsonl and the step the rerun resumes from, the same line at the end of
+    console.log, and the rerun, once there is space, ends where a straight run ends."""
+    from spiral.report.sinks import JsonlSink
+
+    real, rows = JsonlSink.log, [0]
+
+    def log(self: JsonlSink, metrics: Any, step: int) -> None:
+        rows[0] += 1
+        if rows[0] == 2:
+            with self.path.open("ab") as handle:
+                handle.write(b'{"step": 2, "ti')
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self.path))
+        real(self, metrics, step)
+
+    monkeypatch.setattr(JsonlSink, "log", log)
+    straight, full = tmp_path / "straight", tmp_path / "full"
+    capsys.readouterr()
+    assert cli_main(["train", *_args(tiny_model, full)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert f"could not write {full / 'metrics.jsonl'}: No space left" in err
+    assert "free space" in err and "it resumes from step 1" in err
+    last = (full / "console.log").read_text().strip().splitlines()[-1]
+    assert last.startswith("error: could not write") and "resumes from step 1" in last
+    monkeypatch.undo()  # space freed
+    assert cli_main(["train", *_args(tiny_model, full)]) == 0
+    assert cli_main(["train", *_args(tiny_model, straight)]) == 0
+    _assert_rows_close(read_jsonl(straight / "metrics.jsonl"), read_jsonl(full / "metrics.jsonl"))
+
+
+def test_a_console_log_the_disk_refuses_stops_and_the_terminal_goes_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+    import sys
+
+    from spiral.report import console_log
+
+    class FullFile(io.StringIO):
+        def write(self, text: str) -> int:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(Path, "open", lambda self, *a, **k: FullFile())
+    with console_log.kept_in(tmp_path / "console.log"):
+        print("step 1 done")
+        print("step 2 done", file=sys.stderr)
+    captured = capsys.readouterr()
+    assert captured.out == "step 1 done\n" and captured.err == "step 2 done\n"
