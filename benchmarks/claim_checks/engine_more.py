@@ -149,11 +149,13 @@ def fault_injection(row: Row) -> list[Check]:
 
 @claim("damaged files, hostile folders and bad requests")
 def reliability_probe(row: Row) -> list[Check]:
-    data = row.json("docs/results/reliability-probe/probe.json")
+    data = row.json("docs/results/reliability-probe/2026-11-28-full.json")
     tally = data["tally"]
     bad = sum(v for k, v in tally.items() if k not in ("recovered", "message"))
+    tried = sum(data["generated_cases_tried"].values())
     return [
         Check("cases", f"outcomes of {data['cases']} cases", "metric"),
+        Check("generated", f"{tried} generated inputs", "metric"),
         Check(
             "tally",
             f"{tally['recovered']} recovered, {tally['message']} one-line refusals; {bad} tracebacks",
