@@ -5,7 +5,9 @@ LoRA checkpoints are merged into their base model; the result loads with plain
 exports the run's averaged weights (`weight_ema_decay`) instead of the last iterate.
 
 `out` is only ever a whole export: the folder is written in a hidden staging folder
-beside it (same parent, so the last step is a rename on one file system), checked
+beside it (same parent, so the last step is a rename on one file system; inside an
+empty `out` that is a mount point or sits in a folder this user cannot write, then
+moved up file by file, the completion marker last), checked
 (`engines.model_folder.model_folder_problems`), sealed with a manifest and a `COMPLETE`
 marker, then renamed into place; any failure removes the staging folder and leaves
 `out` as it was. A non-empty `out` is refused: files left there (another export's
@@ -119,12 +121,31 @@ def check_out(out: Path, replace: bool, keep: Sequence[Path]) -> None:
                 f"replace=true would delete {precious}, which is inside out={out}; "
                 "choose another out"
             )
-    # The staging folder is made beside `out`: its parent (or, for a new `out`, the
-    # nearest folder that exists) must take new files.
+    if entries and _mount_point(out):
+        raise UsageError(
+            f"out={out} is a mount point holding files, which replace=true cannot swap "
+            "whole; empty it first, or export into a new folder inside it"
+        )
+    # The staging folder is made beside `out` (its parent, or for a new `out` the nearest
+    # folder that exists, must take new files), or inside an empty `out` that is a mount
+    # point or whose parent is not writable (`_stages_inside`).
     if out.exists():
-        check_writable_folder(out.parent)
+        check_writable_folder(out if _stages_inside(out) else out.parent)
     else:
         check_writable_folder(out, "out")
+
+
+def _mount_point(out: Path) -> bool:
+    """An existing folder on another file system than its parent's (a mounted volume)."""
+    return out.is_dir() and os.stat(out).st_dev != os.stat(out.parent).st_dev
+
+
+def _stages_inside(out: Path) -> bool:
+    """Whether the export is written inside `out` (an empty folder that cannot be renamed
+    onto: a mount point, or one in a folder this user cannot write) instead of beside it."""
+    if not out.is_dir() or _entries(out):
+        return False
+    return _mount_point(out) or not os.access(out.parent, os.W_OK | os.X_OK)
 
 
 def _make_parents(out: Path) -> list[Path]:
@@ -157,8 +178,10 @@ def staged(out: Path, replace: bool) -> Iterator[Path]:
     """A new hidden folder beside `out` to write in, renamed onto `out` when the block
     ends without error; otherwise removed, with any parent folders made for it, and
     `out` left as it was. Making it is the proof that `out`'s parent can be written."""
-    made = _make_parents(out)
-    tmp = out.parent / f".{out.name}.export-{os.getpid()}-{secrets.token_hex(4)}"
+    inside = _stages_inside(out)
+    made = [] if inside else _make_parents(out)
+    name = f".{out.name}.export-{os.getpid()}-{secrets.token_hex(4)}"
+    tmp = out / name if inside else out.parent / name
     try:
         tmp.mkdir()
     except OSError as err:
@@ -169,7 +192,10 @@ def staged(out: Path, replace: bool) -> Iterator[Path]:
         ) from err
     try:
         yield tmp
-        _move_into_place(tmp, out, replace)
+        if inside:
+            _move_entries_up(tmp, out)
+        else:
+            _move_into_place(tmp, out, replace)
     except BaseException as err:
         shutil.rmtree(tmp, ignore_errors=True)
         _remove_empty(made)
@@ -200,6 +226,17 @@ def _move_into_place(tmp: Path, out: Path, replace: bool) -> None:
         ) from err
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+
+
+def _move_entries_up(tmp: Path, out: Path) -> None:
+    """Move the finished export from `tmp`, inside `out`, into `out` itself: the run file
+    first (a folder holding it without the marker is refused as an unfinished export),
+    the `COMPLETE` marker last, then remove `tmp`."""
+    names = sorted(p.name for p in tmp.iterdir())
+    order = [RUN_FILE] + [n for n in names if n not in (RUN_FILE, COMPLETE)] + [COMPLETE]
+    for name in order:
+        os.rename(tmp / name, out / name)
+    tmp.rmdir()
 
 
 def _learner(config: dict[str, Any], ckpt: Path) -> Any:

@@ -327,3 +327,41 @@ def test_the_run_file_is_the_one_the_checkpoint_agents_read() -> None:
     from spiral.agents.model_agent import RUN_FILE as AGENTS_RUN_FILE
 
     assert RUN_FILE == AGENTS_RUN_FILE
+
+
+def _mounted(folder: Path) -> bool:
+    """Mount a small tmpfs on `folder` where this user may (root); False otherwise."""
+    import subprocess
+
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        return False
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(folder)],
+                          capture_output=True, check=False)  # fmt: skip
+    return done.returncode == 0
+
+
+def test_an_empty_mount_point_takes_the_export_written_inside_it(
+    run: Path, exported: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A container volume or mounted disk cannot be renamed onto: the export is staged
+    inside it and moved up, the marker last, and loads as the same model."""
+    import subprocess
+
+    import spiral.train.export as export
+
+    out = tmp_path / "volume"
+    out.mkdir()
+    mounted = _mounted(out)
+    if not mounted:  # a stand-in where mounting is not allowed
+        monkeypatch.setattr(export, "_mount_point", lambda folder: folder == out)
+    try:
+        assert export._mount_point(out)
+        assert export_main([f"checkpoint={run}", f"out={out}"]) == 0
+        assert not [p for p in out.iterdir() if p.name.startswith(".")]  # staging gone
+        assert _snapshot(out).keys() == _snapshot(exported).keys()
+        assert torch.equal(_logprobs(out), _logprobs(exported))
+        with pytest.raises(UsageError, match="mount point holding files"):
+            export_main([f"checkpoint={run}", f"out={out}", "replace=true"])
+    finally:
+        if mounted:
+            subprocess.run(["umount", str(out)], check=False)
