@@ -13,7 +13,8 @@ marker, then renamed into place; any failure removes the staging folder and leav
 `out` as it was. A non-empty `out` is refused: files left there (another export's
 adapter, a user's config.json) would be loaded with, or instead of, the merged weights.
 `replace=true` replaces it whole: the old folder is renamed aside, the new one renamed
-in, the old one removed. An `out` that cannot become a folder is refused before any
+in, the old one removed (put back if the second rename fails or is interrupted). The
+hidden folders of an export that was killed are removed by the next export to `out`. An `out` that cannot become a folder is refused before any
 model loads.
 """
 
@@ -21,6 +22,8 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import glob
+import hashlib
 import json
 import os
 import secrets
@@ -180,7 +183,7 @@ def staged(out: Path, replace: bool) -> Iterator[Path]:
     `out` left as it was. Making it is the proof that `out`'s parent can be written."""
     inside = _stages_inside(out)
     made = [] if inside else _make_parents(out)
-    name = f".{out.name}.export-{os.getpid()}-{secrets.token_hex(4)}"
+    name = f".{_stem(out)}.export-{os.getpid()}-{secrets.token_hex(4)}"
     tmp = out / name if inside else out.parent / name
     try:
         tmp.mkdir()
@@ -217,15 +220,53 @@ def _move_into_place(tmp: Path, out: Path, replace: bool) -> None:
         if old is not None and _entries(out):
             out.rename(old)
         os.replace(tmp, out)  # onto nothing or an empty folder; a folder filled since fails
-    except OSError as err:
+    except BaseException as err:  # a full disk, or Ctrl-C between the two renames
         if old is not None and old.exists() and not out.exists():
             old.rename(out)
+        if not isinstance(err, OSError):
+            raise
         raise UsageError(
             f"out={out}: the export could not be moved into place ({err.strerror}); "
             f"{out} is unchanged; export into a new folder, or pass replace=true"
         ) from err
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+
+
+def _stem(out: Path) -> str:
+    """`out`'s name in its hidden folders' names; a long one (which, with the suffix,
+    would pass the file system's limit) by a hash of it."""
+    if len(os.fsencode(out.name)) <= 160:
+        return out.name
+    return "export-of-" + hashlib.sha256(os.fsencode(out.name)).hexdigest()[:16]
+
+
+def _remove_killed_exports(out: Path) -> None:
+    """Remove the staging and set-aside folders of exports to `out` whose process is gone
+    (killed before it could clean up): `.NAME.export-PID-*` and `.NAME.old-PID-*`; a
+    set-aside old `out` whose replacement never arrived is put back instead."""
+    stem = _stem(out)
+    pattern = f".{glob.escape(stem)}.*-*-*"
+    found = [*out.parent.glob(pattern), *(out.glob(pattern) if out.is_dir() else [])]
+    for path in found:
+        kind, _, rest = path.name[len(stem) + 2 :].partition("-")
+        pid = rest.split("-", 1)[0]
+        if kind not in ("export", "old") or not pid.isdigit() or _alive(int(pid)):
+            continue
+        if kind == "old" and not out.exists():  # killed between the renames: put it back
+            path.rename(out)
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _move_entries_up(tmp: Path, out: Path) -> None:
@@ -299,6 +340,7 @@ def main(argv: Sequence[str]) -> int:
     args = parse_command(ExportArgs, argv, "export")
     out = Path(os.path.abspath(Path(args.out).expanduser()))
     ckpt = resolve_checkpoint(Path(args.checkpoint))
+    _remove_killed_exports(out)
     check_out(out, args.replace, keep=(ckpt, Path.cwd()))
     state = load_loop_state(ckpt)
     with staged(out, args.replace) as folder:

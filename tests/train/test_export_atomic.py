@@ -365,3 +365,49 @@ def test_an_empty_mount_point_takes_the_export_written_inside_it(
     finally:
         if mounted:
             subprocess.run(["umount", str(out)], check=False)
+
+
+def test_ctrl_c_between_the_renames_of_replace_puts_the_old_folder_back(
+    run: Path, exported: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import spiral.train.export as export
+
+    out = tmp_path / "merged"
+    shutil.copytree(exported, out)
+    before = _snapshot(out)
+
+    def interrupted(src: object, dst: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(export.os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        export_main([f"checkpoint={run}", f"out={out}", "replace=true"])
+    assert _snapshot(out) == before and _leftovers(tmp_path) == []
+
+
+def test_the_hidden_folders_of_a_killed_export_are_cleared_by_the_next(
+    run: Path, exported: Path, tmp_path: Path
+) -> None:
+    """SIGKILL leaves the staging folder, and between replace=true's renames the old
+    folder set aside with `out` missing: the next export removes the one and puts the
+    other back."""
+    import subprocess
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a process id that no longer runs
+    (tmp_path / f".merged.export-{gone.pid}-0a0b").mkdir()
+    shutil.copytree(exported, tmp_path / f".merged.old-{gone.pid}-0a0b")
+    out = tmp_path / "merged"
+    with pytest.raises(UsageError, match="not empty"):  # the old folder is back in place
+        export_main([f"checkpoint={run}", f"out={out}"])
+    assert _snapshot(out) == _snapshot(exported) and _leftovers(tmp_path) == []
+
+
+def test_an_out_with_a_name_at_the_file_systems_limit_is_exported(
+    run: Path, exported: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / ("m" * os.pathconf(tmp_path, "PC_NAME_MAX"))
+    assert export_main([f"checkpoint={run}", f"out={out}"]) == 0
+    assert _snapshot(out).keys() == _snapshot(exported).keys()
+    assert torch.equal(_logprobs(out), _logprobs(exported))
+    assert [p.name for p in tmp_path.iterdir()] == [out.name]
