@@ -8,9 +8,11 @@ of the others and its own prefill, never for a long reply, and requests of any
 temperature, top-p, length, stop strings or answer constraint share the same steps (each
 row draws under its own parameters from its own random stream).
 
-A request with a `seed` is sampled alone and whole by the sampler between two steps, so
-that its reply does not depend on what else was asked at the time (a batch's shape can
-move a log-prob in its last bits). At most `max_rows` requests decode together; the
+A request with a `seed` draws from the seed's own stream (the stream `sample` gives its
+first row), so its reply is the one the sampler draws for it alone, up to floating-point
+differences between batch shapes, which can move a draw only where its uniform falls
+within rounding of a boundary; it joins the batch like any other, so a long seeded
+request holds nobody up. At most `max_rows` requests decode together; the
 rest wait in arrival order. Samplers without a running batch (vLLM, test doubles) are
 served by batcher.py's calls instead (`make_batcher`).
 """
@@ -43,7 +45,7 @@ class ContinuousBatcher:
         self._waiting: list[Job] = []
         self._ready = threading.Condition()
         self._closed = False
-        self.calls = 0  # prefills, steps and whole samples run (for tests and benchmarks)
+        self.calls = 0  # prefills and decode steps run (for tests and benchmarks)
         threading.Thread(target=self._run, name="spiral-serve-sampler", daemon=True).start()
 
     def submit(
@@ -62,9 +64,9 @@ class ContinuousBatcher:
             self._closed = True
             self._ready.notify()
 
-    def _take(self) -> tuple[list[Job], Job | None] | None:
-        """Block until there is work: the requests that join the batch now and a seeded
-        one to sample alone (None: closed and nothing left)."""
+    def _take(self) -> list[Job] | None:
+        """Block until there is work; the requests that join the batch now (None:
+        closed and nothing left)."""
         with self._ready:
             while not self._waiting and not len(self.batch):
                 if self._closed:
@@ -77,34 +79,36 @@ class ContinuousBatcher:
                 settle(job, error=SamplingCancelled("cancelled before sampling"))
             else:
                 live.append(job)
-        seeded = next((job for job in live if job.params.seed is not None), None)
-        room = self.max_rows - len(self.batch)
-        joining = [job for job in live if job is not seeded][: max(room, 0)]
-        taken = {id(job) for job in joining} | {id(seeded)}
+        room = max(self.max_rows - len(self.batch), 0)
         with self._ready:  # the rest wait, ahead of whoever arrived meanwhile
-            self._waiting[:0] = [job for job in live if id(job) not in taken]
-        return joining, seeded
+            self._waiting[:0] = live[room:]
+        return live[:room]
 
     def _run(self) -> None:
-        while (work := self._take()) is not None:
-            joining, seeded = work
-            if seeded is not None:
-                self._alone(seeded)
+        while (joining := self._take()) is not None:
+            if joining:
+                self._join(joining)
             try:
-                if joining:
-                    self.calls += 1
-                    self.batch.join(
-                        [job.prompt_ids for job in joining],
-                        [job.params for job in joining],
-                        [job.constraint for job in joining],
-                        joining,
-                    )
                 self._step()
             except BaseException as err:  # handed to every request in the batch; go on
-                owners = [row.owner for row in self.batch.rows]
-                for job in {id(j): j for j in [*owners, *joining]}.values():
-                    settle(job, error=err)
+                for row in self.batch.rows:
+                    settle(row.owner, error=err)
                 self.batch = self.sampler.running_batch()
+
+    def _join(self, jobs: list[Job]) -> None:
+        """Prefill `jobs` into the batch; a failure is theirs alone (the batch is
+        unchanged until a join succeeds)."""
+        self.calls += 1
+        try:
+            self.batch.join(
+                [job.prompt_ids for job in jobs],
+                [job.params for job in jobs],
+                [job.constraint for job in jobs],
+                jobs,
+            )
+        except BaseException as err:
+            for job in jobs:
+                settle(job, error=err)
 
     def _step(self) -> None:
         gone = [row.owner for row in self.batch.rows if row.owner.cancelled()]
@@ -117,11 +121,3 @@ class ContinuousBatcher:
         self.calls += 1
         for row in self.batch.step():
             settle(row.owner, result=self.batch.completion(row))
-
-    def _alone(self, job: Job) -> None:
-        self.calls += 1
-        try:
-            completion = self.sampler.sample([job.prompt_ids], job.params, [job.constraint])[0]
-            settle(job, result=completion)
-        except BaseException as err:
-            settle(job, error=err)

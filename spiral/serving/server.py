@@ -15,7 +15,8 @@ Choices:
   between two decode steps and leaves it when done (continuous.py), so a short request
   waits for a step of the others, not for their replies; over other samplers requests
   that arrive together and ask for the same sampling parameters share one sampler call
-  (batcher.py). A seeded request is sampled alone.
+  (batcher.py, where a seeded request is sampled alone). A seeded request's reply is
+  the one the sampler draws for it alone.
   Rendering, tokenising and every check run in the request's own worker thread, before
   it joins the queue, so a huge prompt never holds up the model.
 - finish_reason: the sampler's "eos" and "stop" -> "stop", "length" -> "length".

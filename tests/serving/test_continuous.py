@@ -72,22 +72,38 @@ def test_a_cancelled_request_leaves_and_the_others_go_on(real: Any) -> None:
     batcher.close()
 
 
-def test_a_seeded_request_is_sampled_alone_as_the_sampler_draws_it(real: Any) -> None:
+def test_a_seeded_request_joins_the_batch_and_draws_what_it_draws_alone(real: Any) -> None:
     ids = real.tokenizer.encode("hello there")
     seeded = SamplingParams(max_tokens=20, temperature=1.0, seed=11)
     batcher = ContinuousBatcher(real)
     running = batcher.submit(ids, SamplingParams(max_tokens=80, temperature=0), None)
     _running(batcher, 1)
-    got = batcher.submit(ids, seeded, None).result(timeout=60)
-    assert got.tokens == real.sample([ids], seeded)[0].tokens
+    got = batcher.submit(ids, seeded, None)
+    _running(batcher, 2)  # decoding beside the other, not after it
+    assert got.result(timeout=60).tokens == real.sample([ids], seeded)[0].tokens
     running.result(timeout=60)
     batcher.close()
 
 
-def test_a_failure_reaches_the_batchs_requests_and_the_thread_goes_on(real: Any) -> None:
+def test_a_long_seeded_request_holds_nobody_up(real: Any) -> None:
+    ids = real.tokenizer.encode("hello there")
     batcher = ContinuousBatcher(real)
+    long = batcher.submit(ids, SamplingParams(max_tokens=120, temperature=0, seed=3), None)
+    _running(batcher, 1)
+    short = batcher.submit(ids, SamplingParams(max_tokens=2, seed=4), None)
+    assert len(short.result(timeout=60).tokens) <= 2
+    assert not long.done()
+    long.result(timeout=60)
+    batcher.close()
+
+
+def test_a_request_that_fails_to_join_fails_alone(real: Any) -> None:
+    ids = real.tokenizer.encode("hello there")
+    batcher = ContinuousBatcher(real)
+    running = batcher.submit(ids, SamplingParams(max_tokens=60, temperature=0), None)
+    _running(batcher, 1)
     with pytest.raises(ValueError, match="at least one token"):
         batcher.submit([], SamplingParams(max_tokens=3), None).result(timeout=30)
-    ids = real.tokenizer.encode("hi")
+    assert len(running.result(timeout=60).tokens) > 0  # the running request went on
     assert len(batcher.submit(ids, SamplingParams(max_tokens=3), None).result(30).tokens) <= 3
     batcher.close()
