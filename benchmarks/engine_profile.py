@@ -34,7 +34,7 @@ from spiral.engines.base import SamplingParams
 from spiral.engines.loading import ModelConfig, cache_keyword
 from spiral.engines.torch.learner import TorchLearner
 from spiral.engines.torch.prefill import prefill
-from spiral.engines.torch.sampler import _Row
+from spiral.engines.torch.sampler_rows import Row as _Row
 from spiral.testing import make_shaped_model
 
 

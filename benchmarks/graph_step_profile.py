@@ -35,7 +35,7 @@ from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
 from spiral.engines.torch.decode import packed_weights
 from spiral.engines.torch.graphs import StaticDecoder, capacity_for
 from spiral.engines.torch.prefill import prefill
-from spiral.engines.torch.sampler import eval_mode
+from spiral.engines.torch.sampler_rows import eval_mode
 from spiral.engines.torch.snapshots import TRAINED
 
 KINDS = (  # (kind, substrings of a kernel or operator name), first match wins

@@ -26,7 +26,7 @@ from spiral.engines.torch.graphs import StaticDecoder
 from spiral.engines.torch.learner import TorchLearner
 from spiral.engines.torch.merged import merged
 from spiral.engines.torch.prefill import prefill
-from spiral.engines.torch.sampler import eval_mode
+from spiral.engines.torch.sampler_rows import eval_mode
 from spiral.engines.torch.snapshots import TRAINED
 from spiral.testing import make_tiny_model
 

@@ -149,7 +149,7 @@ def test_graph_replay_is_the_eager_static_step_on_cuda(tiny_qwen3: Path) -> None
     from spiral.engines.torch.decode import packed_weights
     from spiral.engines.torch.graphs import StaticDecoder, capacity_for
     from spiral.engines.torch.prefill import prefill
-    from spiral.engines.torch.sampler import eval_mode
+    from spiral.engines.torch.sampler_rows import eval_mode
     from spiral.engines.torch.snapshots import TRAINED
 
     from .conftest import PROMPT_TEXTS, chat_prompts

@@ -24,7 +24,7 @@ from spiral.engines.torch.graphs import (
 from spiral.engines.torch.learner import TorchLearner
 from spiral.engines.torch.prefill import prefill
 from spiral.engines.torch.runahead import run_ahead
-from spiral.engines.torch.sampler import eval_mode
+from spiral.engines.torch.sampler_rows import eval_mode
 from spiral.engines.torch.snapshots import TRAINED
 
 from .conftest import PROMPT_TEXTS, chat_prompts, move_constraint

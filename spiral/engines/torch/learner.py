@@ -80,7 +80,8 @@ from spiral.engines.torch.memory import (
 )
 from spiral.engines.torch.precision import model_compute
 from spiral.engines.torch.prefill import common_prefix_len, packed_hidden, prefill_grouped
-from spiral.engines.torch.sampler import TorchSampler, eval_mode
+from spiral.engines.torch.sampler import TorchSampler
+from spiral.engines.torch.sampler_rows import eval_mode
 from spiral.engines.torch.scoring import hidden_to_logits
 from spiral.errors import LearnerOutOfMemory
 from spiral.types import Datum

@@ -65,7 +65,6 @@ import contextlib
 import random
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -76,11 +75,11 @@ from spiral.engines.base import (
     StaleSamplerError,
     check_current,
 )
+from spiral.engines.torch import kept_answers
 from spiral.engines.torch.constrained import ConstrainedRow
 from spiral.engines.torch.decode import Decoder, ModelDecoder
 from spiral.engines.torch.draws import (
     draw_inverse_cdf,
-    draw_kept,
     mask_to_allowed,
     non_finite_error,
 )
@@ -94,97 +93,20 @@ from spiral.engines.torch.prefill import (
     supports_prefix_cache,
 )
 from spiral.engines.torch.runahead import run_ahead, runs_ahead
-from spiral.engines.torch.scoring import score_rows
+from spiral.engines.torch.sampler_rows import (
+    STAT_KEYS,
+    Group,
+    Row,
+    chunk_rows,
+    eos_token_ids,
+    eval_mode,
+    group_cost,
+    group_rows,
+    row_budget,
+)
+from spiral.engines.torch.scoring import score_continuations
 from spiral.engines.torch.snapshots import TRAINED, SnapshotError, active_adapter
-from spiral.types import AnswerConstraint, Completion, StopReason
-
-
-@contextlib.contextmanager
-def eval_mode(model: Any) -> Iterator[None]:
-    """Run without dropout and without autograd, restoring the previous train flag."""
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.inference_mode():
-            yield
-    finally:
-        model.train(was_training)
-
-
-def eos_token_ids(model: Any, tokenizer: Any) -> frozenset[int]:
-    """Tokens that end a completion: the tokenizer's eos plus the generation config's."""
-    ids: set[int] = set()
-    if tokenizer.eos_token_id is not None:
-        ids.add(int(tokenizer.eos_token_id))
-    gen = getattr(model, "generation_config", None)
-    extra = getattr(gen, "eos_token_id", None) if gen is not None else None
-    if isinstance(extra, int):
-        ids.add(extra)
-    elif extra is not None:
-        ids.update(int(t) for t in extra)
-    if not ids:
-        raise ValueError("the tokenizer has no eos token; set tokenizer.eos_token")
-    return frozenset(ids)
-
-
-@dataclass
-class _Row:
-    index: int
-    rng: random.Random
-    constrained: ConstrainedRow | None
-    tokens: list[int] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
-    stop_reason: StopReason | None = None
-    kept: dict[Any, Any] | None = None  # a frozen member's store of answer distributions
-    kept_key: tuple[Any, ...] = ()  # (prompt, constraint): the store's key before the tokens
-
-
-@dataclass
-class _Group:
-    """Rows asking the same question of the same adapter: prefilled once."""
-
-    prompt: list[int]
-    constraint: AnswerConstraint | None
-    rows: list[_Row]
-    adapter: str = TRAINED
-
-
-_STAT_KEYS = (
-    "prompt_tokens", "prefill_tokens", "prefill_s", "decode_tokens", "decode_s", "kept_rows",
-)  # fmt: skip
-
-
-def _group_cost(group: _Group, params: SamplingParams) -> int:
-    """KV-cache positions a group can occupy: its prompt once per branch it may grow
-    (a constrained answer without thinking branches at most once per legal move) plus
-    every row's new tokens."""
-    n = len(group.rows)
-    c = group.constraint
-    branches = n if c is None or c.think_budget > 0 else min(n, len(c.choices))
-    return len(group.prompt) * branches + n * _row_budget(params, c)
-
-
-def _row_budget(params: SamplingParams, constraint: AnswerConstraint | None) -> int:
-    if constraint is None:
-        return params.max_tokens
-    longest = max(len(c) for c in constraint.choices)
-    return min(constraint.think_budget, params.max_tokens) + len(constraint.marker) + longest
-
-
-def chunk_rows(costs: Any, order: Sequence[int], budget: int) -> list[list[int]]:
-    """Cut `order` into consecutive chunks whose summed cost fits `budget` (>= 1 row each)."""
-    chunks: list[list[int]] = []
-    current: list[int] = []
-    used = 0
-    for i in order:
-        if current and used + costs[i] > budget:
-            chunks.append(current)
-            current, used = [], 0
-        current.append(i)
-        used += costs[i]
-    if current:
-        chunks.append(current)
-    return chunks
+from spiral.types import AnswerConstraint, Completion
 
 
 class TorchSampler:
@@ -224,7 +146,7 @@ class TorchSampler:
         pad = tokenizer.pad_token_id
         self.pad_id = int(pad if pad is not None else min(self.eos_ids))
         self.last_stats: dict[str, float] = {}
-        self.totals = dict.fromkeys(_STAT_KEYS, 0.0)  # over every call (`counters`)
+        self.totals = dict.fromkeys(STAT_KEYS, 0.0)  # over every call (`counters`)
         # KV of the prompts of earlier calls (kv_cache.py); this sampler's weights only.
         self.prefix_cache: PrefixCache | None = None
         if prefix_cache_mb > 0 and prefix_reuse and supports_prefix_cache(model):
@@ -265,13 +187,13 @@ class TorchSampler:
             params.seed if params.seed is not None else random.SystemRandom().getrandbits(62)
         )
         rows = [
-            _Row(i, random.Random(base_seed * 1_000_003 + i), self._constrained(c, params))
+            Row(i, random.Random(base_seed * 1_000_003 + i), self._constrained(c, params))
             for i, c in enumerate(cons)
         ]
-        groups = self._groups(prompts, cons, rows, names)
-        self.last_stats = dict.fromkeys(_STAT_KEYS, 0.0)
-        groups = [g for g in groups if not self._from_kept(g, params)]
-        costs = [_group_cost(g, params) for g in groups]
+        groups = group_rows(prompts, cons, rows, names, self.share_identical)
+        self.last_stats = dict.fromkeys(STAT_KEYS, 0.0)
+        groups = [g for g in groups if not kept_answers.from_kept(self, g, params)]
+        costs = [group_cost(g, params) for g in groups]
         order = sorted(range(len(groups)), key=lambda k: groups[k].prompt)
         self.last_stats["rows"] = float(len(rows))
         self.last_stats["groups"] = float(len(groups))
@@ -325,67 +247,6 @@ class TorchSampler:
                 out["perf/prefix_cache_hit_rate"] = cache.hit_tokens / cache.lookup_tokens
         return out
 
-    def _from_kept(self, group: _Group, params: SamplingParams) -> bool:
-        """Sample a frozen member's group from its kept distributions, if every node its
-        rows reach is kept; else restart the rows for the model (which keeps the nodes)."""
-        kept = self.frozen.get(group.adapter)
-        c = group.constraint
-        if kept is None or c is None or c.think_budget > 0 or params.temperature <= 0:
-            return False
-        for row in group.rows:
-            row.kept, row.kept_key = kept, (tuple(group.prompt), group.constraint)
-        states = [row.rng.getstate() for row in group.rows]
-        nodes = [list(group.rows)]
-        while nodes:
-            children: list[list[_Row]] = []
-            for members in nodes:
-                lead = members[0]
-                if lead.constrained is None:
-                    break
-                forced = lead.constrained.forced_token()
-                if forced is not None:
-                    tokens, logps = [forced] * len(members), {forced: 0.0}
-                else:
-                    entry = kept.get((*lead.kept_key, tuple(lead.tokens)))
-                    if entry is None:
-                        break
-                    uniforms = [row.rng.random() for row in members]
-                    tokens, logps = draw_kept(entry, uniforms, params.temperature, params.top_p)
-                by_token: dict[int, list[_Row]] = {}
-                for row, token in zip(members, tokens, strict=True):
-                    row.tokens.append(token)
-                    row.logprobs.append(logps[token])
-                    self._advance(row, token, params)
-                    if row.stop_reason is None:
-                        by_token.setdefault(token, []).append(row)
-                children.extend(by_token.values())
-            else:
-                nodes = children
-                continue
-            self._restart(group, states, params)
-            return False
-        self.last_stats["kept_rows"] += len(group.rows)
-        return True
-
-    def _restart(self, group: _Group, states: list[Any], params: SamplingParams) -> None:
-        for row, state in zip(group.rows, states, strict=True):
-            row.rng.setstate(state)
-            row.tokens, row.logprobs, row.stop_reason = [], [], None
-            row.constrained = self._constrained(group.constraint, params)
-
-    def _keep(self, logits_BV: torch.Tensor, nodes: list[list[_Row]]) -> None:
-        """Record the raw logits of the allowed tokens at frozen members' nodes."""
-        for b, members in enumerate(nodes):
-            lead = members[0]
-            if lead.kept is None or lead.constrained is None:
-                continue
-            allowed = lead.constrained.allowed()
-            if allowed is None or lead.constrained.forced_token() is not None:
-                continue
-            ids = torch.tensor(sorted(allowed), dtype=torch.long)
-            values = logits_BV[b, ids.to(logits_BV.device)].float().cpu()
-            lead.kept[(*lead.kept_key, tuple(lead.tokens))] = (ids, values, logits_BV.shape[-1])
-
     def _check_adapters(self, names: set[str]) -> None:
         if names == {TRAINED}:
             return
@@ -394,31 +255,12 @@ class TorchSampler:
         if missing:
             raise SnapshotError(f"no LoRA adapter (pool member) named {missing[0]!r}")
 
-    def _groups(
-        self,
-        prompts: Sequence[Sequence[int]],
-        cons: Sequence[AnswerConstraint | None],
-        rows: Sequence[_Row],
-        names: Sequence[str],
-    ) -> list[_Group]:
-        """Rows with the same prompt, constraint and adapter form one group (one prefill)."""
-        requests = zip(prompts, cons, rows, names, strict=True)
-        if not self.share_identical:
-            return [_Group(list(p), c, [r], a) for p, c, r, a in requests]
-        by_key: dict[tuple[tuple[int, ...], AnswerConstraint | None, str], _Group] = {}
-        for prompt, constraint, row, name in requests:
-            key = (tuple(prompt), constraint, name)
-            if key not in by_key:
-                by_key[key] = _Group(list(prompt), constraint, [], name)
-            by_key[key].rows.append(row)
-        return list(by_key.values())
-
     def _constrained(self, c: AnswerConstraint | None, params: SamplingParams) -> Any:
         if c is None:
             return None
         return ConstrainedRow(c, self.eos_ids, min(c.think_budget, params.max_tokens))
 
-    def _completion(self, row: _Row, constraint: AnswerConstraint | None) -> Completion:
+    def _completion(self, row: Row, constraint: AnswerConstraint | None) -> Completion:
         text = self._tokenizer.decode(row.tokens, skip_special_tokens=True)
         answer_start = None
         if constraint is not None:
@@ -433,7 +275,7 @@ class TorchSampler:
             constraint=constraint,
         )
 
-    def _run_chunk(self, groups: list[_Group], params: SamplingParams, mixed: bool) -> None:
+    def _run_chunk(self, groups: list[Group], params: SamplingParams, mixed: bool) -> None:
         stats = self.last_stats
         t0 = time.perf_counter()
         seqs = [g.prompt for g in groups]
@@ -476,7 +318,7 @@ class TorchSampler:
             if params.cancel is not None and params.cancel.is_set():
                 raise SamplingCancelled("sampling was cancelled (SamplingParams.cancel)")
             if self.frozen:
-                self._keep(logits_BV, nodes)
+                kept_answers.keep(logits_BV, nodes)
             children = self._step(logits_BV, nodes, params)
             stats["decode_tokens"] += len(nodes)
             if not children:
@@ -492,19 +334,19 @@ class TorchSampler:
         stats["decode_s"] += time.perf_counter() - t1
 
     def _decoder(
-        self, pre: Any, groups: list[_Group], params: SamplingParams, names_B: list[str] | None
+        self, pre: Any, groups: list[Group], params: SamplingParams, names_B: list[str] | None
     ) -> Decoder:
         """The packed decode step where it applies (decode.py), else the model's forward."""
         if self.packed_decode and names_B is None:
-            room = max(_row_budget(params, g.constraint) for g in groups)
+            room = max(row_budget(params, g.constraint) for g in groups)
             packed = step_decoder(self.model, pre, room, groups[0].adapter)
             if packed is not None:
                 return packed
         return ModelDecoder(self.model, pre, names_B)
 
     def _step(
-        self, logits_BV: torch.Tensor, nodes: list[list[_Row]], params: SamplingParams
-    ) -> list[tuple[int, int, list[_Row]]]:
+        self, logits_BV: torch.Tensor, nodes: list[list[Row]], params: SamplingParams
+    ) -> list[tuple[int, int, list[Row]]]:
         """Choose one token per row of every node, record it, update stop reasons.
 
         Returns the live children as (parent node, token, rows): rows of one node that
@@ -531,12 +373,12 @@ class TorchSampler:
         logps = {b: values[i][: len(nodes[b])] for i, b in enumerate(free)}
         if not finite.item():
             raise non_finite_error()
-        children: list[tuple[int, int, list[_Row]]] = []
+        children: list[tuple[int, int, list[Row]]] = []
         for b, members in enumerate(nodes):
             fixed = forced[b]
             tokens = [fixed] * len(members) if fixed is not None else drawn[b]
             row_logps = [0.0] * len(members) if fixed is not None else logps[b]
-            by_token: dict[int, list[_Row]] = {}
+            by_token: dict[int, list[Row]] = {}
             logprob_of: dict[int, float] = {}
             for row, token, value in zip(members, tokens, row_logps, strict=True):
                 by_token.setdefault(int(token), []).append(row)
@@ -552,12 +394,12 @@ class TorchSampler:
                     children.append((b, token, live))
         return children
 
-    def _advance(self, row: _Row, token: int, params: SamplingParams) -> None:
+    def _advance(self, row: Row, token: int, params: SamplingParams) -> None:
         if row.constrained is not None:
             row.constrained.push(token)
             if row.constrained.done:
                 row.stop_reason = "stop"
-            elif len(row.tokens) >= _row_budget(params, row.constrained.constraint):
+            elif len(row.tokens) >= row_budget(params, row.constrained.constraint):
                 row.stop_reason = "length"  # never reached with finite logits; a backstop
             return
         if token in self.eos_ids:
@@ -591,21 +433,8 @@ class TorchSampler:
             raise ValueError(f"{len(prompts)} prompts but {len(continuations)} continuations")
         if any(len(p) == 0 for p in prompts):
             raise ValueError("every prompt needs at least one token")
-        result: list[list[float]] = [[] for _ in prompts]
-        todo = [i for i, c in enumerate(continuations) if len(c) > 0]
-        seqs = {i: list(prompts[i]) + list(continuations[i]) for i in todo}
-        order = sorted(todo, key=lambda i: seqs[i])
-        costs = {i: len(seqs[i]) for i in todo}
         with self._computing(self.adapter or TRAINED):
-            for chunk in chunk_rows(costs, order, self.max_batch_tokens):
-                values = score_rows(
-                    self.model,
-                    [seqs[i] for i in chunk],
-                    [len(prompts[i]) for i in chunk],
-                    temperature,
-                    self.pad_id,
-                    self.prefix_reuse,
-                )
-                for i, row in zip(chunk, values, strict=True):
-                    result[i] = row
-        return result
+            return score_continuations(
+                self.model, prompts, continuations, temperature, self.pad_id,
+                self.prefix_reuse, self.max_batch_tokens,
+            )  # fmt: skip

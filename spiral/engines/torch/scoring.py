@@ -7,12 +7,14 @@ the learner share, so both compute the logits the model's own forward would.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 from spiral.engines.torch.precision import autocast_for
 from spiral.engines.torch.prefill import common_prefix_len, prefill_grouped
+from spiral.engines.torch.sampler_rows import chunk_rows
 
 
 def score_rows(
@@ -56,6 +58,37 @@ def score_rows(
         out.append(values[:k])
         values = values[k:]
     return out
+
+
+def score_continuations(
+    model: Any,
+    prompts: Sequence[Sequence[int]],
+    continuations: Sequence[Sequence[int]],
+    temperature: float,
+    pad_id: int,
+    prefix_reuse: bool,
+    max_batch_tokens: int,
+) -> list[list[float]]:
+    """`TorchSampler.score`'s work: the rows sorted by their tokens (shared prefixes side
+    by side), cut into chunks of at most `max_batch_tokens`, each scored by `score_rows`;
+    an empty continuation scores []."""
+    result: list[list[float]] = [[] for _ in prompts]
+    todo = [i for i, c in enumerate(continuations) if len(c) > 0]
+    seqs = {i: list(prompts[i]) + list(continuations[i]) for i in todo}
+    order = sorted(todo, key=lambda i: seqs[i])
+    costs = {i: len(seqs[i]) for i in todo}
+    for chunk in chunk_rows(costs, order, max_batch_tokens):
+        values = score_rows(
+            model,
+            [seqs[i] for i in chunk],
+            [len(prompts[i]) for i in chunk],
+            temperature,
+            pad_id,
+            prefix_reuse,
+        )
+        for i, row in zip(chunk, values, strict=True):
+            result[i] = row
+    return result
 
 
 def hidden_to_logits(model: Any, hidden_NH: torch.Tensor) -> torch.Tensor:

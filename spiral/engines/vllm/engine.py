@@ -253,7 +253,7 @@ def _eos_ids(base: Path, tokenizer: Any) -> frozenset[int]:
 
     from transformers import GenerationConfig
 
-    from spiral.engines.torch.sampler import eos_token_ids
+    from spiral.engines.torch.sampler_rows import eos_token_ids
 
     has_config = (base / "generation_config.json").is_file()
     config = GenerationConfig.from_pretrained(str(base)) if has_config else None
