@@ -100,16 +100,22 @@ class AllCancelled:
         return True
 
 
-class Batcher:
-    """The thread that samples for every request, batching those that arrive together."""
+class ModelThread:
+    """The queue of requests and the one thread that serves it; `_run` is the thread's
+    work (batched calls here, a running batch in continuous.py)."""
 
-    def __init__(self, sampler: Sampler, max_rows: int = MAX_ROWS) -> None:
+    def __init__(self, sampler: Any, max_rows: int = MAX_ROWS) -> None:
         self.sampler, self.max_rows = sampler, max_rows
         self._waiting: list[Job] = []
         self._ready = threading.Condition()
         self._closed = False
-        self.calls = 0  # sampler calls made (for tests and the load benchmark)
+        self.calls = 0  # model calls made (for tests and the load benchmark)
+
+    def start(self) -> None:
         threading.Thread(target=self._run, name="spiral-serve-sampler", daemon=True).start()
+
+    def _run(self) -> None:
+        raise NotImplementedError
 
     def submit(
         self, prompt_ids: list[int], params: SamplingParams, constraint: AnswerConstraint | None
@@ -122,10 +128,18 @@ class Batcher:
         return job.future
 
     def close(self) -> None:
-        """End the thread once the queue is empty (the server is stopping)."""
+        """End the thread once every request is answered (the server is stopping)."""
         with self._ready:
             self._closed = True
             self._ready.notify()
+
+
+class Batcher(ModelThread):
+    """The thread that samples for every request, batching those that arrive together."""
+
+    def __init__(self, sampler: Sampler, max_rows: int = MAX_ROWS) -> None:
+        super().__init__(sampler, max_rows)
+        self.start()
 
     def _next_call(self) -> list[Job] | None:
         """Block until a request waits; take the oldest and those that can join it
@@ -147,12 +161,7 @@ class Batcher:
 
     def _run(self) -> None:
         while (jobs := self._next_call()) is not None:
-            live = []
-            for job in jobs:
-                if job.cancelled():  # the client left (or timed out) while it waited
-                    settle(job, error=SamplingCancelled("cancelled before sampling"))
-                else:
-                    live.append(job)
+            live = still_wanted(jobs)
             if live:
                 self._sample(live)
 
@@ -224,6 +233,18 @@ def _first(waiting: list[Job]) -> Job:
     if overdue:
         return min(overdue, key=lambda job: job.queued)
     return min(waiting, key=lambda job: (job.left(), job.queued))
+
+
+def still_wanted(jobs: list[Job]) -> list[Job]:
+    """The jobs whose clients still wait; the others (left, timed out while queued) are
+    answered SamplingCancelled without any sampling."""
+    live = []
+    for job in jobs:
+        if job.cancelled():
+            settle(job, error=SamplingCancelled("cancelled before sampling"))
+        else:
+            live.append(job)
+    return live
 
 
 def settle(job: Job, result: Any = None, error: BaseException | None = None) -> None:

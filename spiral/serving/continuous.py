@@ -19,13 +19,10 @@ served by batcher.py's calls instead (`make_batcher`).
 
 from __future__ import annotations
 
-import concurrent.futures
-import threading
 from typing import Any
 
-from spiral.engines.base import Sampler, SamplingCancelled, SamplingParams
-from spiral.serving.batcher import MAX_ROWS, Batcher, Job, settle
-from spiral.types import AnswerConstraint
+from spiral.engines.base import Sampler, SamplingCancelled
+from spiral.serving.batcher import MAX_ROWS, Batcher, Job, ModelThread, settle, still_wanted
 
 
 def make_batcher(sampler: Sampler, max_rows: int = MAX_ROWS) -> Any:
@@ -36,33 +33,13 @@ def make_batcher(sampler: Sampler, max_rows: int = MAX_ROWS) -> Any:
     return Batcher(sampler, max_rows)
 
 
-class ContinuousBatcher:
+class ContinuousBatcher(ModelThread):
     """The thread that decodes every request in one running batch (module docstring)."""
 
     def __init__(self, sampler: Any, max_rows: int = MAX_ROWS) -> None:
-        self.sampler, self.max_rows = sampler, max_rows
+        super().__init__(sampler, max_rows)
         self.batch = sampler.running_batch()
-        self._waiting: list[Job] = []
-        self._ready = threading.Condition()
-        self._closed = False
-        self.calls = 0  # prefills and decode steps run (for tests and benchmarks)
-        threading.Thread(target=self._run, name="spiral-serve-sampler", daemon=True).start()
-
-    def submit(
-        self, prompt_ids: list[int], params: SamplingParams, constraint: AnswerConstraint | None
-    ) -> concurrent.futures.Future[Any]:
-        """Queue one prompt; the future gets its Completion (or SamplingCancelled)."""
-        job = Job(prompt_ids, params, constraint)
-        with self._ready:
-            self._waiting.append(job)
-            self._ready.notify()
-        return job.future
-
-    def close(self) -> None:
-        """End the thread once every request is answered (the server is stopping)."""
-        with self._ready:
-            self._closed = True
-            self._ready.notify()
+        self.start()
 
     def _take(self) -> list[Job] | None:
         """Block until there is work; the requests that join the batch now (None:
@@ -73,12 +50,7 @@ class ContinuousBatcher:
                     return None
                 self._ready.wait()
             waiting, self._waiting = self._waiting, []
-        live = []
-        for job in waiting:
-            if job.cancelled():  # the client left (or timed out) while it waited
-                settle(job, error=SamplingCancelled("cancelled before sampling"))
-            else:
-                live.append(job)
+        live = still_wanted(waiting)
         room = max(self.max_rows - len(self.batch), 0)
         with self._ready:  # the rest wait, ahead of whoever arrived meanwhile
             self._waiting[:0] = live[room:]
