@@ -212,6 +212,8 @@ class ApiAgent(Agent):
         try:
             data = response.json()
             content = data["choices"][0]["message"]["content"]
+            if not isinstance(content, str):  # null (a refusal, a tool call): no move
+                raise TypeError(f"the message content is {content!r}, not text")
         except (ValueError, KeyError, IndexError, TypeError) as err:
             self._note(f"not a chat-completions reply ({err!r}): {response.text[:200]}")
             raise ApiCallError(
@@ -222,7 +224,7 @@ class ApiAgent(Agent):
         usage = data.get("usage") if isinstance(data, dict) else None
         self.prompt_tokens += _count(usage, "prompt_tokens")
         self.completion_tokens += _count(usage, "completion_tokens")
-        return str(content or "")
+        return content
 
     # ---- Agent ---------------------------------------------------------------------
     def _turn(self, state: State, seed: int) -> Turn:

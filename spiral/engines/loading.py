@@ -252,22 +252,30 @@ def _from_pretrained(loader: Any, source: str, **kwargs: Any) -> Any:
         ) from err
 
 
-def _load_tokenizer(source: str, cfg: ModelConfig) -> Any:
-    from transformers import AutoTokenizer
-
+@contextlib.contextmanager
+def folder_reads(source: str, files: str) -> Iterator[None]:
+    """Around reading `files` of the local model folder `source`: a failure that is not
+    already one line (json, unicode, transformers' config checks, a missing weights file,
+    tokenizers' own errors) becomes a one-line DamagedModelFolder; a hub id's pass on."""
     try:
-        tokenizer = _from_pretrained(AutoTokenizer, source, trust_remote_code=cfg.trust_remote_code)
+        yield
     except SpiralError:
         raise
-    except Exception as err:  # json, unicode, tokenizers' own errors on damaged files
+    except Exception as err:
         if not Path(source).is_dir():
             raise
         cause = (str(err).strip().splitlines() or [""])[0][:200]
         raise DamagedModelFolder(
-            f"{source}: its tokenizer files (tokenizer.json, tokenizer_config.json) do not "
-            f"read ({type(err).__name__}: {cause}); copy them again from the model it was "
-            "trained from, or export or download the model again"
+            f"{source}: its {files} do not read ({type(err).__name__}: {cause}); copy them "
+            "again from the model it was trained from, or export or download the model again"
         ) from err
+
+
+def _load_tokenizer(source: str, cfg: ModelConfig) -> Any:
+    from transformers import AutoTokenizer
+
+    with folder_reads(source, "tokenizer files (tokenizer.json, tokenizer_config.json)"):
+        tokenizer = _from_pretrained(AutoTokenizer, source, trust_remote_code=cfg.trust_remote_code)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     refuse_escaping_template(tokenizer, source)
@@ -345,7 +353,7 @@ def _load_causal_lm(source: str, kwargs: dict[str, Any]) -> Any:
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
     try:
-        with weights_readable(source):
+        with folder_reads(source, "config.json or weights"), weights_readable(source):
             model, info = _from_pretrained(
                 AutoModelForCausalLM,
                 source,
@@ -418,7 +426,8 @@ def load_model_and_tokenizer(cfg: ModelConfig, trained: bool = True) -> tuple[An
     adapter_file = Path(source) / "adapter_config.json"
     base_source = source
     if adapter_file.is_file():
-        base_name = json.loads(adapter_file.read_text())["base_model_name_or_path"]
+        with folder_reads(source, "adapter_config.json"):
+            base_name = str(json.loads(adapter_file.read_text())["base_model_name_or_path"])
         base_source = resolve_model_path(base_name)
         refuse_unsafe_folder(base_source, cfg.trust_remote_code)
     master = trained and cfg.lora_rank == 0 and dtype in (torch.bfloat16, torch.float16)

@@ -175,11 +175,19 @@ def write_transcripts(
     paths = []
     for index, episode in _select(episodes, limit):
         path = folder / f"step{step:06d}_{index:03d}_{_safe(episode.game_id)}.txt"
-        path.write_text(format_episode(episode), encoding="utf-8")
+        _write(path, format_episode(episode))
         replay = json.dumps(replay_dict(episode, step, decode), ensure_ascii=False)
-        path.with_suffix(".json").write_text(replay, encoding="utf-8")
+        _write(path.with_suffix(".json"), replay)
         paths.append(path)
     return paths
+
+
+def _write(path: Path, text: str) -> None:
+    """`path.write_text`, an error naming the file (a full disk's does not)."""
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as err:
+        raise OSError(err.errno, err.strerror, str(path)) from err
 
 
 _HEADER = re.compile(r"^game: (?P<game>.+?) \| seed: (?P<seed>-?\d+)$")

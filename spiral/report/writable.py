@@ -83,8 +83,12 @@ def _probe_file(path: Path) -> None:
         _probe_missing(path)
     elif stat.S_ISDIR(found.st_mode):
         raise IsADirectoryError(errno.EISDIR, "is a folder, not a file")
-    elif not stat.S_ISREG(found.st_mode):  # a pipe, a terminal: opening one would close
-        if not os.access(path, os.W_OK):  # a reader's stream (EOF); asked instead
+    elif stat.S_ISFIFO(found.st_mode) or stat.S_ISSOCK(found.st_mode):
+        # without a reader the command's last write would wait for ever, and opening it
+        # to find out would end a reader's stream: refused unopened
+        raise OSError(errno.ESPIPE, "is a pipe or socket, not a file")
+    elif not stat.S_ISREG(found.st_mode):  # a device (/dev/null, a terminal): asked
+        if not os.access(path, os.W_OK):
             raise PermissionError(errno.EACCES, "is not writable")
     else:  # no O_TRUNC, O_NONBLOCK: nothing is written or truncated
         os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK))
@@ -145,6 +149,7 @@ def _problem(path: Path, key: str, err: OSError) -> str:
         errno.EISDIR: "name a file, or move the folder away" if key else "move that folder away",
         errno.ENOTDIR: "name a folder, or move the file away" if key else "move that file away",
         errno.ENAMETOOLONG: "choose a shorter name",
+        errno.ESPIPE: "name a regular file",
         errno.EEXIST: "make the folder the link points to, or remove the link",
     }.get(err.errno or 0, "choose a place you can write to")
     return f"cannot write {where}: {err.strerror or err}; {fix}"

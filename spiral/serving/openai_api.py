@@ -126,6 +126,13 @@ def refusal(req: ChatRequest, max_tokens_limit: int) -> JSONResponse | None:
     if broken is not None:
         return error_reply(400, f"invalid Unicode in the request: {broken}", "messages")
     params = req.sampling_params()
+    if choices is not None and params.stop:
+        return error_reply(
+            400,
+            "stop cannot be used with guided_choice: a reply cut at a stop string would not "
+            "be one of the listed choices; drop stop",
+            "stop",
+        )
     stop_problem = _stop_problem(params.stop)
     if stop_problem is not None:
         return error_reply(400, stop_problem, "stop")

@@ -43,7 +43,10 @@ Choices:
   (`guided_choice`, or `structured_outputs={"choice": [...]}`) restricts the reply to
   exactly one of the listed strings, the way training constrains answers to the legal
   moves (the sampler's AnswerConstraint: one choice's tokens, token by token). An outside
-  harness can so keep a served checkpoint to legal moves. `guided_regex` is refused.
+  harness can so keep a served checkpoint to legal moves. The reply is always one whole
+  choice: `max_tokens` is raised to the longest choice's tokens (within
+  `max_tokens_limit`), and `stop` with `guided_choice` is a 400. `guided_regex` is
+  refused.
 - `api_key_env=NAME`: requests must carry `Authorization: Bearer <value of $NAME>`
   (401 otherwise, in OpenAI's shape); without it the server is open (loopback only).
 """
@@ -55,6 +58,7 @@ import contextlib
 import dataclasses
 import hmac
 import os
+import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -299,6 +303,23 @@ def run_server(app: FastAPI, host: str, port: int) -> None:
     Server(config).run()
 
 
+def refuse_unusable_address(host: str, port: int) -> None:
+    """One line where the server could not listen on host:port (the port in use, a host
+    this machine does not have), said before the model loads and the server starts."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        family, kind, proto, _, address = infos[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+    except OSError as err:
+        reason = err.strerror or str(err)
+        raise UsageError(
+            f"cannot listen on {host}:{port} ({reason}); pass another port=... or a host= "
+            "of this machine (127.0.0.1, 0.0.0.0)"
+        ) from None
+
+
 def parse_args(args: Sequence[str]) -> ServeArgs:
     return parse_command(ServeArgs, args, "serve")
 
@@ -316,6 +337,7 @@ def main(args: list[str]) -> int:
             raise UsageError(f"api_key_env={values.api_key_env}: that variable is empty or unset")
     from spiral.agents.model_agent import load_sampler, resolve_source
 
+    refuse_unusable_address(values.host, values.port)  # before the model loads
     source = resolve_source(values.checkpoint, values.model_name)
     sampler = load_sampler(source, device=values.device, engine=values.engine)
     name = values.model_name or source.name

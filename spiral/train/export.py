@@ -51,6 +51,7 @@ from spiral.train.checkpoint import (
     latest_checkpoint,
     load_loop_state,
     refused_write,
+    verified_loop_state,
 )
 from spiral.train.model_card import CARD, model_card
 
@@ -136,6 +137,23 @@ def check_out(out: Path, replace: bool, keep: Sequence[Path]) -> None:
         check_writable_folder(out if _stages_inside(out) else out.parent)
     else:
         check_writable_folder(out, "out")
+
+
+def refuse_sources(out: Path, ckpt: Path, config: dict[str, Any]) -> None:
+    """Refuse an `out` that is, holds or lies inside what the export reads: the
+    checkpoint or the run's base model folder; writing there would replace
+    the weights being merged, and the run would later load a model it was not trained on."""
+    target = out.resolve()
+    sources = [("the checkpoint", ckpt.resolve())]
+    base = str(config.get("model_name") or "")
+    if base and Path(base).expanduser().is_dir():
+        sources.append(("the run's base model", Path(base).expanduser().resolve()))
+    for what, source in sources:
+        if target == source or source in target.parents or target in source.parents:
+            raise UsageError(
+                f"out={out} is or holds {what} ({source}), which the export reads; "
+                "choose a folder outside it"
+            )
 
 
 def _mount_point(out: Path) -> bool:
@@ -341,8 +359,9 @@ def main(argv: Sequence[str]) -> int:
     out = Path(os.path.abspath(Path(args.out).expanduser()))
     ckpt = resolve_checkpoint(Path(args.checkpoint))
     _remove_killed_exports(out)
+    state = verified_loop_state(ckpt)  # every file as the checkpoint wrote it
+    refuse_sources(out, ckpt, state.config)
     check_out(out, args.replace, keep=(ckpt, Path.cwd()))
-    state = load_loop_state(ckpt)
     with staged(out, args.replace) as folder:
         write_export(folder, ckpt, state, args.weights)
     print(f"exported {ckpt} ({args.weights} weights) -> {out}")

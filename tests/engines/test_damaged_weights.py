@@ -190,14 +190,15 @@ def test_a_flipped_header_byte_is_refused_in_one_line_or_changes_nothing_loaded(
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     point=st.floats(0.0, 0.999),
-    file=st.sampled_from(["tokenizer.json", "tokenizer_config.json"]),
+    file=st.sampled_from(["tokenizer.json", "tokenizer_config.json", "config.json"]),
     junk=st.binary(max_size=64),
 )
-def test_a_damaged_tokenizer_file_is_refused_in_one_line(
+def test_a_damaged_tokenizer_or_config_file_is_refused_in_one_line(
     scratch: tuple[Path, bytes], point: float, file: str, junk: bytes
 ) -> None:
     """Cut short at any point, with any bytes after the cut: refused naming the folder
-    and its tokenizer files, never json's, unicode's or tokenizers' traceback."""
+    and the files that do not read, never json's, unicode's, transformers' or
+    tokenizers' traceback."""
     folder, weights = scratch
     (folder / "model.safetensors").write_bytes(weights)  # whole again after the tests above
     path = folder / file
@@ -207,8 +208,37 @@ def test_a_damaged_tokenizer_file_is_refused_in_one_line(
         _load(folder)
     except DamagedModelFolder as refused:
         said = str(refused)
-        assert str(folder) in said and "tokenizer files" in said and "\n" not in said
+        assert str(folder) in said and "do not read" in said and "\n" not in said
     else:  # loaded: only a file that is still a whole JSON document may
         json.loads(path.read_bytes())
+    finally:
+        path.write_bytes(original)
+
+
+@pytest.mark.parametrize(
+    ("file", "content"),
+    [("config.json", '{"hidden_size": "big"}'), ("config.json", ""), ("model.safetensors", None)],
+)
+def test_a_config_of_wrong_types_or_missing_weights_is_one_line(
+    scratch: tuple[Path, bytes], file: str, content: str | None
+) -> None:
+    import json as json_module
+
+    folder, weights = scratch
+    (folder / "model.safetensors").write_bytes(weights)
+    path = folder / file
+    original = path.read_bytes()
+    if content is None:
+        path.unlink()
+    elif content.startswith("{"):
+        path.write_text(
+            json_module.dumps({**json_module.loads(original), **json_module.loads(content)})
+        )
+    else:
+        path.write_text(content)
+    try:
+        with pytest.raises(DamagedModelFolder) as refused:
+            _load(folder)
+        assert str(folder) in str(refused.value) and "\n" not in str(refused.value)
     finally:
         path.write_bytes(original)

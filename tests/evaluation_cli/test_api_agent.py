@@ -41,7 +41,14 @@ class FlakyHandler(BaseHTTPRequestHandler):
             self.wfile.write(b'{"error": {"message": "try again"}}')
             return
         reply = {
-            "choices": [{"message": {"role": "assistant", "content": "I play [4]"}}],
+            "choices": [
+                {
+                    "message": {
+                        "role": "assistant",
+                        "content": getattr(server, "content", "I play [4]"),
+                    }
+                }
+            ],
             "usage": getattr(server, "usage", {"prompt_tokens": 11, "completion_tokens": 3}),
         }
         data = json.dumps(reply).encode()
@@ -135,6 +142,19 @@ def test_a_malformed_usage_counts_nothing_and_the_move_stands(
     agent = make_api_agent("m", base_url=_url(flaky))
     assert agent.take_turns([games.make("TicTacToe-v0", seed=0)], seed=1)[0].move == "[4]"
     assert agent.stats()["prompt_tokens"] == agent.stats()["completion_tokens"] == 0
+
+
+@pytest.mark.parametrize("content", [None, 7, ["[4]"]])
+def test_a_reply_without_text_stops_the_evaluation_in_one_line_not_as_a_move(
+    flaky: ThreadingHTTPServer, content: object
+) -> None:
+    """A null content (a refusal, a tool call) is no move: counting it as the API
+    model's invalid move would hand the other seat every game."""
+    flaky.failures, flaky.content = 0, content  # type: ignore[attr-defined]
+    agent = make_api_agent("m", base_url=_url(flaky))
+    with pytest.raises(ApiCallError, match="not text") as stopped:
+        agent.take_turns([games.make("TicTacToe-v0", seed=0)], seed=1)
+    assert "\n" not in str(stopped.value)
 
 
 @pytest.fixture

@@ -141,6 +141,18 @@ def test_stop_strings_that_would_end_or_slow_every_reply_are_refused(
     assert fine.status_code == 200
 
 
+def test_a_guided_choice_reply_is_one_whole_choice_whatever_the_length_and_stop(
+    base_url: str,
+) -> None:
+    choices = ["hello world this is long", "another long choice"]
+    body = {"model": "x", "messages": [{"role": "user", "content": "hi"}],
+            "guided_choice": choices, "max_tokens": 1}  # fmt: skip
+    reply = httpx.post(f"{base_url}/chat/completions", json=body).json()
+    assert reply["choices"][0]["message"]["content"] in choices
+    cut = httpx.post(f"{base_url}/chat/completions", json={**body, "stop": ["l"]})
+    assert cut.status_code == 400 and cut.json()["error"]["param"] == "stop"
+
+
 def test_bearer_token_is_required_when_configured() -> None:
     from openai import AuthenticationError, OpenAI
 
@@ -204,3 +216,25 @@ def test_a_lone_surrogate_is_a_400_not_a_500(base_url: str, body: dict) -> None:
     )
     assert reply.status_code == 400
     assert "invalid Unicode" in reply.json()["error"]["message"]
+
+
+def test_a_port_in_use_or_a_foreign_host_is_one_line_before_the_model_loads(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+
+    from spiral.cli import main as cli_main
+
+    monkeypatch.setattr(
+        "spiral.agents.model_agent.resolve_source",
+        lambda *a: pytest.fail("the model was loaded before the address was checked"),
+    )
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for host in ("127.0.0.1", "256.1.1.1"):
+            capsys.readouterr()
+            assert cli_main(["serve", "checkpoint=base", f"host={host}", f"port={port}"]) == 2
+            err = capsys.readouterr().err.strip()
+            assert len(err.splitlines()) == 1 and f"cannot listen on {host}:{port}" in err

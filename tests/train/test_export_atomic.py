@@ -8,6 +8,7 @@ it) is refused by the loaders in one line."""
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
 import tempfile
@@ -203,7 +204,7 @@ def test_replace_never_deletes_the_checkpoint_it_exports(
     _no_model_loads(monkeypatch)
     before = sorted(p.name for p in run.iterdir())
     err = _one_line(capsys, ["export", f"checkpoint={run}", f"out={run}", "replace=true"])
-    assert "would delete" in err and sorted(p.name for p in run.iterdir()) == before
+    assert "which the export reads" in err and sorted(p.name for p in run.iterdir()) == before
 
 
 def test_a_failed_export_leaves_out_as_it_was(
@@ -411,3 +412,32 @@ def test_an_out_with_a_name_at_the_file_systems_limit_is_exported(
     assert _snapshot(out).keys() == _snapshot(exported).keys()
     assert torch.equal(_logprobs(out), _logprobs(exported))
     assert [p.name for p in tmp_path.iterdir()] == [out.name]
+
+
+def test_an_out_inside_the_checkpoint_or_at_the_base_model_is_refused(
+    run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Writing where the export reads would replace the adapter being merged, or the
+    base model the run was trained on (which every later load of the run would then
+    merge twice)."""
+    ckpt = run / "checkpoints" / "step_000002"
+    config = json.loads((ckpt / "loop_state.json").read_text())["config"]
+    base = Path(config["model_name"])
+    before = {p: _snapshot(p) for p in (ckpt, base)}
+    for out in (ckpt / "learner", ckpt, base, base / "merged"):
+        err = _one_line(capsys, ["export", f"checkpoint={run}", f"out={out}", "replace=true"])
+        assert "which the export reads" in err
+    assert {p: _snapshot(p) for p in (ckpt, base)} == before
+
+
+def test_a_damaged_checkpoint_is_refused_before_any_export(
+    run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    adapter = copy / "checkpoints" / "step_000002" / "learner" / "adapter_model.safetensors"
+    data = bytearray(adapter.read_bytes())
+    data[-1] ^= 0xFF  # one flipped byte in the weights: the manifest's hash disagrees
+    adapter.write_bytes(bytes(data))
+    err = _one_line(capsys, ["export", f"checkpoint={copy}", f"out={tmp_path / 'merged'}"])
+    assert "damaged" in err and not (tmp_path / "merged").exists()

@@ -149,21 +149,24 @@ def test_a_link_to_nothing_where_a_folder_or_file_goes_is_one_line(tmp_path: Pat
     assert not (tmp_path / "gone").exists()
 
 
-def test_a_pipe_is_checked_without_closing_its_readers_stream(tmp_path: Path) -> None:
+def test_a_pipe_is_refused_unopened_in_one_line(tmp_path: Path) -> None:
+    """Without a reader the command's last write would hang; opening it to find out
+    would end a reader's stream (EOF)."""
     import os
     import threading
 
-    from spiral.report.writable import check_writable_file
+    from spiral.report.writable import UnwritablePath, check_writable_file
 
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
     got: list[bytes] = []
     reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
     reader.start()
-    check_writable_file(fifo, "out")  # must not open it: the reader would see the end
+    with pytest.raises(UnwritablePath, match="is a pipe or socket, not a file; name a regular"):
+        check_writable_file(fifo, "out")
     reader.join(timeout=0.5)
-    assert reader.is_alive(), "the check ended the reader's stream"
-    with fifo.open("wb") as writer:  # now the real writer, and the reader ends
-        writer.write(b"result")
+    assert reader.is_alive(), "the check opened the pipe and ended the reader's stream"
+    with fifo.open("wb") as writer:
+        writer.write(b"done")
     reader.join(timeout=10)
-    assert got == [b"result"]
+    check_writable_file("/dev/null", "out")  # a device takes writes
