@@ -446,7 +446,8 @@ def load_model_and_tokenizer(cfg: ModelConfig, trained: bool = True) -> tuple[An
         enable_activation_checkpointing(model)
     with _peft_reads_old_names():
         if adapter_file.is_file():
-            model = _load_adapter(model, source)
+            with folder_reads(source, "adapter_config.json or adapter weights"):
+                model = _load_adapter(model, source)
             if cfg.lora_rank == 0:
                 model = model.merge_and_unload()
         elif cfg.lora_rank > 0:

@@ -52,6 +52,7 @@ from spiral.evaluation.match import MatchResult, evaluate, results_metrics, resu
 from spiral.evaluation.model_policy import EXACT_EXPLOITABILITY
 from spiral.evaluation.outputs import candidate_part, fresh, run_folder, settings_tag
 from spiral.prompts.invalid import InvalidMovePolicy, invalid_policy
+from spiral.report.writable import UnwritablePath
 from spiral.rollout.play import derive_seed
 
 Progress = Callable[[str], None]  # one line of progress (the CLI prints it)
@@ -258,6 +259,15 @@ def default_out(candidate: LLMPolicy, a: EvalArgs) -> Path:
 
 
 def write_json(path: Path, data: Any) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    """The result file; a write the disk or device refuses (a full disk, /dev/full) is
+    one line saying the results were printed above."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    except OSError as err:
+        raise UnwritablePath(
+            f"cannot write the results to {path}: {err.strerror or err}; they are printed "
+            "above: free space or choose another out, and run the evaluation again to keep "
+            "them as a file"
+        ) from None
     return path

@@ -106,6 +106,12 @@ def check_out(out: Path, replace: bool, keep: Sequence[Path]) -> None:
     """Refuse, before any model loads, an `out` the export cannot become: a link or a
     file, a non-empty folder without replace=true, a folder that holds what must stay
     (`keep`: the checkpoint, the working folder), a parent that cannot be written."""
+    try:
+        out.lstat()
+    except (FileNotFoundError, NotADirectoryError):
+        pass  # a new folder (or under a file: said below)
+    except OSError as err:  # a name longer than the file system takes, a loop of links
+        raise UsageError(f"out={out} cannot be used ({err.strerror}); choose another out") from None
     if out.is_symlink():
         raise UsageError(f"out={out} is a link; pass the folder it points to, or a new folder")
     if out.exists() and not out.is_dir():
@@ -265,7 +271,10 @@ def _remove_killed_exports(out: Path) -> None:
     set-aside old `out` whose replacement never arrived is put back instead."""
     stem = _stem(out)
     pattern = f".{glob.escape(stem)}.*-*-*"
-    found = [*out.parent.glob(pattern), *(out.glob(pattern) if out.is_dir() else [])]
+    try:  # best effort: an `out` that cannot exist (a name too long) is check_out's to say
+        found = [*out.parent.glob(pattern), *(out.glob(pattern) if out.is_dir() else [])]
+    except OSError:
+        return
     for path in found:
         kind, _, rest = path.name[len(stem) + 2 :].partition("-")
         pid = rest.split("-", 1)[0]

@@ -242,3 +242,16 @@ def test_a_config_of_wrong_types_or_missing_weights_is_one_line(
         assert str(folder) in str(refused.value) and "\n" not in str(refused.value)
     finally:
         path.write_bytes(original)
+
+
+@pytest.mark.parametrize("field", [{"r": "four"}, {"target_modules": 5}])
+def test_an_adapter_config_of_wrong_types_is_one_line(
+    adapter: Path, tmp_path: Path, field: dict
+) -> None:
+    folder = tmp_path / "adapter"
+    shutil.copytree(adapter, folder)
+    config = folder / "adapter_config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), **field}))
+    with pytest.raises(DamagedModelFolder) as refused:
+        load_model_and_tokenizer(ModelConfig(model=str(folder), lora_rank=4, device="cpu"), False)
+    assert "adapter_config.json" in str(refused.value) and "\n" not in str(refused.value)

@@ -107,3 +107,16 @@ def test_an_out_in_folders_still_to_be_made_is_written(
     out = tmp_path / "new" / "deeper" / "report.json"
     assert cli_main(["eval", f"checkpoint={checkpoint}", *ARGS, f"out={out}"]) == 0
     assert out.is_file() and _listing(tmp_path) == ["new", "new/deeper", "new/deeper/report.json"]
+
+
+def test_a_device_that_refuses_the_write_is_one_line_after_the_printed_results(
+    checkpoint: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full on this machine")
+    capsys.readouterr()
+    assert cli_main(["eval", f"checkpoint={checkpoint}", *ARGS, "out=/dev/full"]) == 2
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert "cannot write the results to /dev/full" in err and "printed above" in err
+    assert "random" in out  # the results table, printed before the write

@@ -441,3 +441,12 @@ def test_a_damaged_checkpoint_is_refused_before_any_export(
     adapter.write_bytes(bytes(data))
     err = _one_line(capsys, ["export", f"checkpoint={copy}", f"out={tmp_path / 'merged'}"])
     assert "damaged" in err and not (tmp_path / "merged").exists()
+
+
+def test_an_out_name_longer_than_the_file_system_takes_is_one_line(
+    run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    long = "b" * (os.pathconf(tmp_path, "PC_NAME_MAX") + 1)
+    for out in (tmp_path / long, tmp_path / long / "merged"):
+        err = _one_line(capsys, ["export", f"checkpoint={run}", f"out={out}"])
+        assert "File name too long" in err or "is 256 bytes long" in err
