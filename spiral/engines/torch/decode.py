@@ -336,7 +336,7 @@ def finish_layer(layer: _Layer, h_BH: torch.Tensor, attended_BHD: torch.Tensor) 
     return h_BH + layer.down(layer.act(gate_BI) * up_BI)
 
 
-def _room(kv_BKTD: torch.Tensor, capacity: int, dtype: torch.dtype) -> torch.Tensor:
+def with_capacity(kv_BKTD: torch.Tensor, capacity: int, dtype: torch.dtype) -> torch.Tensor:
     """A copy of `kv_BKTD` in a buffer of `capacity` positions (the rest uninitialised)."""
     rows, heads, width, dim = kv_BKTD.shape
     buf = kv_BKTD.new_empty((rows, heads, capacity, dim), dtype=dtype)
@@ -361,8 +361,8 @@ class PackedDecoder:
         self.matmul = first.device.type == "cpu" and first.dtype in (torch.bfloat16, torch.float16)
         key_dtype = torch.float32 if self.matmul else first.dtype
         for layer in pre.cache.layers:
-            self.keys.append(_room(layer.keys, capacity, key_dtype))
-            self.values.append(_room(layer.values, capacity, layer.values.dtype))
+            self.keys.append(with_capacity(layer.keys, capacity, key_dtype))
+            self.values.append(with_capacity(layer.values, capacity, layer.values.dtype))
         # True = attend; every decoded column is a real token of its row
         self.keep_BT = torch.ones((rows, capacity), dtype=torch.bool, device=keep_BT.device)
         self.keep_BT[:, :width] = keep_BT

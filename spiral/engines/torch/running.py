@@ -38,6 +38,7 @@ from spiral.engines.torch.decode import (
     ModelDecoder,
     PackedDecoder,
     packed_decoder,
+    with_capacity,
 )
 from spiral.engines.torch.draws import draw_inverse_cdf, mask_to_allowed, non_finite_error
 from spiral.engines.torch.kv_cache import PrefixCache
@@ -239,11 +240,8 @@ def _join_caches(decoder: Any, pre: Any, room: int) -> None:
 
 
 def _with_room(kv_BKTD: torch.Tensor, room: int) -> torch.Tensor:
-    """`kv_BKTD` followed by `room` free (uninitialised) columns."""
-    rows, heads, width, dim = kv_BKTD.shape
-    buf = kv_BKTD.new_empty((rows, heads, width + room, dim))
-    buf[:, :, :width] = kv_BKTD
-    return buf
+    """`kv_BKTD` followed by `room` free columns (decode.py's buffer with room)."""
+    return with_capacity(kv_BKTD, kv_BKTD.shape[2] + room, kv_BKTD.dtype)
 
 
 def _ensure_room(decoder: Any, room: int) -> None:
