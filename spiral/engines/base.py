@@ -188,6 +188,17 @@ class Learner(Protocol):
         """The weights of a folder `save_weights` wrote, as a `trained_state()`."""
         ...
 
+    def export(self, folder: Path) -> None:
+        """A model folder of the current weights that transformers loads on its own (a
+        LoRA adapter merged into a copy of the base), with the tokenizer."""
+        ...
+
+    def before_main_alone(self, checkpoint: bool = False) -> None:
+        """Called on every rank before rank 0 evaluates, or (`checkpoint`) writes a
+        checkpoint, without its peers: sharded weights (and the optimizer state for a
+        checkpoint) gathered, replicas checked to agree. Nothing to do in one process."""
+        ...
+
     @property
     def frozen(self) -> FrozenCopies | None:
         """Frozen copies of the trained weights this engine can hold and sample (pool
@@ -197,15 +208,11 @@ class Learner(Protocol):
 
 class LearnerWrapper:
     """A learner that adds one thing to an inner learner (data-parallel ranks, vLLM
-    samplers): whatever it does not define is the inner learner's, and the attributes
-    the loop sets (`temperature`, `version`) are set on the inner one."""
+    samplers): every `Learner` method it does not redefine is the inner learner's, and
+    the attributes the loop sets (`temperature`, `version`) are the inner one's. Nothing
+    else reaches through: what a caller needs of a learner is in the protocol."""
 
     inner: Any
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "inner":  # not yet set: no recursion through __getattr__
-            raise AttributeError(name)
-        return getattr(self.inner, name)
 
     @property
     def temperature(self) -> float:
@@ -222,3 +229,50 @@ class LearnerWrapper:
     @version.setter
     def version(self, value: int) -> None:
         self.inner.version = value
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.inner.tokenizer
+
+    def forward_backward(
+        self,
+        datums: Sequence[Datum],
+        loss_fn: LossFn,
+        regularizer: Regularizer | None = None,
+        normaliser: float | None = None,
+    ) -> dict[str, float]:
+        return dict(self.inner.forward_backward(datums, loss_fn, regularizer, normaliser))
+
+    def optim_step(self, learning_rate: float) -> dict[str, float]:
+        return dict(self.inner.optim_step(learning_rate))
+
+    def sampler(self) -> Sampler:
+        return self.inner.sampler()
+
+    def trained_state(self) -> dict[str, Any]:
+        return dict(self.inner.trained_state())
+
+    def load_trained_state(self, state: dict[str, Any], version: int) -> None:
+        self.inner.load_trained_state(state, version)
+
+    def save(self, path: Path) -> None:
+        self.inner.save(path)
+
+    def load(self, path: Path) -> None:
+        self.inner.load(path)
+
+    def save_weights(self, folder: Path, state: dict[str, Any] | None = None) -> None:
+        self.inner.save_weights(folder, state)
+
+    def read_weights(self, folder: Path) -> dict[str, Any]:
+        return dict(self.inner.read_weights(folder))
+
+    def export(self, folder: Path) -> None:
+        self.inner.export(folder)
+
+    def before_main_alone(self, checkpoint: bool = False) -> None:
+        self.inner.before_main_alone(checkpoint)
+
+    @property
+    def frozen(self) -> FrozenCopies | None:
+        return self.inner.frozen

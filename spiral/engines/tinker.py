@@ -284,6 +284,12 @@ class TinkerLearner:
     def read_weights(self, folder: Path) -> dict[str, Any]:
         raise self._unsupported("weight averaging (weight_ema_decay)")
 
+    def export(self, folder: Path) -> None:
+        raise self._unsupported("export (the weights stay on the service)")
+
+    def before_main_alone(self, checkpoint: bool = False) -> None:
+        """One process: nothing to gather."""
+
     # Frozen copies (population play, the snapshot magnet) live in a local model only.
     frozen = None
 

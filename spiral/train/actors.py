@@ -19,7 +19,8 @@ from typing import Any
 from spiral.errors import SpiralError
 from spiral.evaluation import league as league_lib
 from spiral.train.config import TrainConfig
-from spiral.train.population import POOL_DIR, Pool, Population, copies
+from spiral.train.pool_files import POOL_DIR
+from spiral.train.population import Pool, Population, copies
 from spiral.train.setup import RunSetup, make_learner_factory
 from spiral.train.step import collect
 from spiral.types import Episode

@@ -58,7 +58,8 @@ from spiral.errors import SpiralError
 from spiral.train.actors import RolloutWorker, ray_module, read_folder
 from spiral.train.config import TrainConfig
 from spiral.train.placement import local_placement, loopback_only, ray_sees
-from spiral.train.population import POOL_DIR, SELF, Population
+from spiral.train.pool_files import POOL_DIR
+from spiral.train.population import SELF, Population
 from spiral.train.reaper import Reaper
 from spiral.train.replay import ReplayBuffer, Tagged, episode_version
 from spiral.train.setup import RunSetup

@@ -308,10 +308,11 @@ def _move_entries_up(tmp: Path, out: Path) -> None:
 
 
 def _learner(config: dict[str, Any], ckpt: Path) -> Any:
+    from spiral.engines import registry
     from spiral.engines.loading import ModelConfig
-    from spiral.engines.torch.learner import TorchLearner
 
-    learner = TorchLearner(
+    learner = registry.learner(
+        registry.DEFAULT,
         ModelConfig(
             model=config.get("model_name", "embedded"),
             lora_rank=int(config.get("lora_rank", 0)),
@@ -327,7 +328,7 @@ def _export_weights(ckpt: Path, config: dict[str, Any], weights: str, folder: Pa
     """The merged weights and tokenizer of the checkpoint into `folder`."""
     learner = _learner(config, ckpt)
     if weights != "averaged":
-        learner.export_merged(folder)
+        learner.export(folder)
         return
     # The decay matters only for folding in more steps, which export does not.
     decay = float(config.get("weight_ema_decay", 0.0)) or 0.5
@@ -338,7 +339,7 @@ def _export_weights(ckpt: Path, config: dict[str, Any], weights: str, folder: Pa
             "export weights=live"
         )
     with average.swapped_into(learner):
-        learner.export_merged(folder)
+        learner.export(folder)
 
 
 def write_export(folder: Path, ckpt: Path, state: LoopState, weights: str) -> None:

@@ -26,8 +26,7 @@ from typing import Any
 
 from spiral.algo.rae import Baselines
 from spiral.engines.base import MAGNET, Learner
-from spiral.engines.parallel.distributed import DataParallelLearner, Ranks
-from spiral.engines.parallel.sharded import gather_on_every_rank
+from spiral.engines.parallel.distributed import Ranks
 from spiral.errors import SpiralError
 from spiral.report.console import format_eval, format_progress
 from spiral.report.run_info import write_run_info
@@ -268,9 +267,7 @@ def _train(
             magnet.save(path / MAGNET)
 
     def checkpoint(next_step: int, final: bool = False) -> Path:
-        if isinstance(learner, DataParallelLearner):
-            learner.check_in_sync()
-        gather_on_every_rank(learner, optimizer=True)  # FSDP: rank 0 writes whole tensors
+        learner.before_main_alone(checkpoint=True)  # FSDP: rank 0 writes whole tensors
         path = ckpt_dir
         if ranks.main:
             extra = population.to_json() if population is not None else {}
@@ -292,7 +289,7 @@ def _train(
                 if magnet is not None and magnet.due(step):
                     magnet.refresh()
                 if cfg.eval_every and step % cfg.eval_every == 0:
-                    gather_on_every_rank(learner)  # FSDP: rank 0 evaluates alone
+                    learner.before_main_alone()  # FSDP: rank 0 evaluates alone
                     found = evaluate(learner, step, population, average)
                     sinks.log(found, step)
                     log(format_eval(step, found))
@@ -323,7 +320,7 @@ def _train(
                         return RunResult(run_dir, step + 1, metrics, interrupted=True)
             step = cfg.num_steps
             if cfg.eval_every:
-                gather_on_every_rank(learner)
+                learner.before_main_alone()
                 final_eval = evaluate(learner, step, population, average)
                 sinks.log(final_eval, step)
                 log(format_eval(step, final_eval))

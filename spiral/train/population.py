@@ -37,14 +37,13 @@ from spiral.algo.opponents import summed, variance_weight
 from spiral.engines.base import FrozenCopies, Learner
 from spiral.engines.manifest import (
     COMPLETE,
-    DamagedCheckpointError,
     seal,
-    verify_manifest,
     write_manifest,
 )
 from spiral.errors import UsageError
 from spiral.evaluation import league as league_lib
 from spiral.rollout.play import GameSpec, derive_seed
+from spiral.train.pool_files import POOL_DIR, check_member
 from spiral.types import Episode
 
 MEMBER_PREFIX = "step_"
@@ -222,44 +221,6 @@ def pool_metrics(
 
 
 # ---- the loop's side of population play ----------------------------------------------
-POOL_DIR = "pool"  # run_dir/pool/<member>/: each member's adapter, for resume
-
-
-def check_member(name: str, folder: Path) -> None:
-    """Refuse, naming the member, a pool member whose folder is missing, does not match
-    its manifest (a member written before members were hashed has none: used as is), or
-    holds weights that are NaN or infinite."""
-    if not folder.is_dir():
-        problems = ["its folder is missing"]
-    else:
-        problems = verify_manifest(folder, required=False) or _nonfinite(folder)
-    if problems:
-        raise DamagedCheckpointError(
-            f"pool member {name} ({folder}) is damaged: {'; '.join(problems)}; resume from a "
-            "checkpoint saved before it joined the pool (load_checkpoint_path=...)"
-        )
-
-
-def _nonfinite(folder: Path) -> list[str]:
-    """The weight files under `folder` that hold NaN or inf (or cannot be read)."""
-    import torch
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
-    found = []
-    for path in sorted(folder.rglob("*.safetensors")):
-        try:
-            tensors = load_file(str(path))
-        except (SafetensorError, OSError) as err:
-            found.append(f"{path.name} is unreadable ({err})")
-            continue
-        if any(
-            t.is_floating_point() and not bool(torch.isfinite(t).all()) for t in tensors.values()
-        ):
-            found.append(f"{path.name} holds NaN or inf")
-    return found
-
-
 @dataclass
 class Population:
     """What the loop keeps for population play: the pool, the league, and the agents of

@@ -178,14 +178,10 @@ def make_learner_factory(
                 # the policy, the KL's snapshot magnet and every pool member as adapters
                 max_loras=2 + (cfg.population.fsp_pool_size if cfg.population.fsp_enabled else 0),
             )
-        if ranks is not None and ranks.world > 1 and cfg.compute.fsdp:
-            from spiral.engines.parallel.sharded import FullyShardedLearner
+        if ranks is not None and ranks.world > 1:
+            from spiral.engines.parallel import on_ranks
 
-            learner = FullyShardedLearner(learner)
-        elif ranks is not None and ranks.world > 1:
-            from spiral.engines.parallel.distributed import DataParallelLearner
-
-            learner = DataParallelLearner(learner)
+            learner = on_ranks(learner, fsdp=cfg.compute.fsdp)
         return learner
 
     return build

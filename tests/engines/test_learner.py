@@ -230,7 +230,7 @@ def test_export_merged_matches_lora(tiny_llama: Path, tmp_path: Path) -> None:
     for _ in range(2):
         learner.forward_backward(datums, is_loss)
         learner.optim_step(1e-2)
-    learner.export_merged(tmp_path / "merged")
+    learner.export(tmp_path / "merged")
     plain = AutoModelForCausalLM.from_pretrained(str(tmp_path / "merged"))
     assert not any("lora" in n for n, _ in plain.named_parameters())
     d = datums[0]

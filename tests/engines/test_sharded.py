@@ -85,7 +85,7 @@ def _whole(learner, grad: bool = False) -> dict[str, torch.Tensor]:  # type: ign
 def _rank(rank: int, world: int, model: str, kind: str, init: str, out: str) -> None:
     import torch.distributed as dist
 
-    from spiral.engines.parallel.sharded import FullyShardedLearner, gather_on_every_rank
+    from spiral.engines.parallel.sharded import FullyShardedLearner
 
     torch.set_num_threads(1)
     # A collective that one rank misses fails the test in two minutes, not gloo's 30.
@@ -99,7 +99,7 @@ def _rank(rank: int, world: int, model: str, kind: str, init: str, out: str) -> 
         metrics = _two_steps(learner, grads)
         sharded = _is_sharded(learner)
         weights = _whole(learner)
-        gather_on_every_rank(learner, optimizer=True)
+        learner.before_main_alone(checkpoint=True)
         if rank == 0:  # rank 0 alone writes and samples (an evaluation), no collective
             learner.save(Path(out) / "ckpt")
             learner.sampler().sample([[3, 4]] * 3, SamplingParams(max_tokens=4, seed=0))

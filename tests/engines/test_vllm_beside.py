@@ -107,7 +107,7 @@ class _Learner:
     def trained_state(self) -> dict[str, torch.Tensor]:
         return {"w": torch.zeros(1)}
 
-    def save_trained(self, folder: Path) -> None:
+    def save_weights(self, folder: Path, state: Any = None) -> None:
         folder.mkdir(parents=True)
 
 

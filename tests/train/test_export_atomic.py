@@ -234,14 +234,14 @@ def test_an_export_that_comes_out_incomplete_is_not_moved_into_place(
 ) -> None:
     from spiral.engines.torch.learner import TorchLearner
 
-    real = TorchLearner.export_merged
+    real = TorchLearner.export
 
     def cut_short(self: TorchLearner, path: Path) -> None:
         real(self, path)
         weights = Path(path) / "model.safetensors"
         weights.write_bytes(weights.read_bytes()[:-100])
 
-    monkeypatch.setattr(TorchLearner, "export_merged", cut_short)
+    monkeypatch.setattr(TorchLearner, "export", cut_short)
     out = tmp_path / "merged"
     err = _one_line(capsys, ["export", f"checkpoint={run}", f"out={out}"])
     assert "incomplete" in err and "model.safetensors" in err

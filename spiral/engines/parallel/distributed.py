@@ -33,7 +33,7 @@ import torch.distributed as dist
 
 from spiral.algo.losses import combine_diagnostics
 from spiral.algo.regularizers import Regularizer
-from spiral.engines.base import LearnerWrapper, LossFn
+from spiral.engines.base import LearnerWrapper, LossFn, Sampler
 from spiral.errors import SpiralError
 from spiral.types import Datum
 
@@ -193,10 +193,24 @@ class RankedCopies:
         if self.rank != 0:
             self.inner.load(name, folder)
 
-    def __getattr__(self, name: str) -> Any:  # share_model, save, load, drop, names, sampler
-        if name == "inner":
-            raise AttributeError(name)
-        return getattr(self.inner, name)
+    @property
+    def share_model(self) -> bool:
+        return bool(self.inner.share_model)
+
+    def save(self, name: str, folder: Path) -> None:
+        self.inner.save(name, folder)
+
+    def load(self, name: str, folder: Path) -> None:
+        self.inner.load(name, folder)
+
+    def drop(self, name: str) -> None:
+        self.inner.drop(name)
+
+    def names(self) -> list[str]:
+        return list(self.inner.names())
+
+    def sampler(self, name: str) -> Sampler:
+        return self.inner.sampler(name)
 
 
 class DataParallelLearner(RankedLearner):
@@ -220,6 +234,11 @@ class DataParallelLearner(RankedLearner):
         source = 0 if self.group is None else dist.get_global_rank(self.group, 0)
         for param in self._trainable():
             dist.broadcast(param.data, src=source, group=self.group)
+
+    def before_main_alone(self, checkpoint: bool = False) -> None:
+        """Before a checkpoint: the replicas checked to agree (`check_in_sync`)."""
+        if checkpoint:
+            self.check_in_sync()
 
     def check_in_sync(self) -> None:
         """Raise if the ranks' trainable weights differ (they must: every rank applies the

@@ -32,7 +32,7 @@ What that asks of the loop, and how this learner gives it:
   they make different numbers of forwards: before sampling, every rank gathers the whole
   model once (`gather`, collective) and keeps it whole until the optimizer step frees it
   again (a local operation; without shared prefixes the learning step frees it first).
-  The loop calls `gather_on_every_rank` before rank 0 evaluates or writes a checkpoint
+  The loop calls `before_main_alone` before rank 0 evaluates or writes a checkpoint
   alone; for a checkpoint it also gathers the optimizer's moments, which rank 0 then
   writes in the one-process format: a checkpoint of an FSDP run is a plain checkpoint
   (read by one process, by `spiral export`, or by FSDP again).
@@ -174,6 +174,11 @@ class FullyShardedLearner(RankedLearner):
         return value
 
     # ----- whole weights for sampling and rank 0's work ------------------------------
+    def before_main_alone(self, checkpoint: bool = False) -> None:
+        """The whole weights on every rank (and for a checkpoint the optimizer state on
+        rank 0): `gather`."""
+        self.gather(optimizer=checkpoint)
+
     def gather(self, optimizer: bool = False) -> None:
         """Every rank's weights whole until the next learning step (collective: every
         rank must call it, at the same point). `optimizer`: also the optimizer's state,
@@ -307,7 +312,7 @@ class FullyShardedLearner(RankedLearner):
         if self._checkpoint is None:
             raise RuntimeError(
                 "FullyShardedLearner.save needs the whole weights and optimizer state: call "
-                "gather(optimizer=True) on every rank first (gather_on_every_rank)"
+                "before_main_alone(checkpoint=True) on every rank first"
             )
         weights, state = self._checkpoint
         path = Path(path)
@@ -335,16 +340,7 @@ class FullyShardedLearner(RankedLearner):
     def trained_state(self) -> dict[str, Any]:
         raise NotImplementedError("the async loop does not run under torchrun")
 
-    def export_merged(self, path: Path) -> None:
+    def export(self, folder: Path) -> None:
         raise NotImplementedError(
             "export from the run's checkpoint folder in one process: spiral export <checkpoint>"
         )
-
-
-def gather_on_every_rank(learner: Any, optimizer: bool = False) -> None:
-    """Before rank 0 evaluates or writes a checkpoint alone: an FSDP learner gathers its
-    weights (and, for a checkpoint, the optimizer state) on every rank, so that rank 0
-    then runs its forwards without its peers. Every rank must call it; a no-op for any
-    other learner."""
-    if isinstance(learner, FullyShardedLearner):
-        learner.gather(optimizer=optimizer)

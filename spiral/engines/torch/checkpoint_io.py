@@ -14,8 +14,10 @@ learner reads them under `manifest.damaged_if_unreadable`, which names a damaged
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -179,3 +181,15 @@ def export_merged(model: Any, tokenizer: Any, path: Path) -> None:
         model = copy.deepcopy(model).merge_and_unload()
     model.save_pretrained(str(path))
     tokenizer.save_pretrained(str(path))
+
+
+@contextlib.contextmanager
+def live_weights_kept(named: Sequence[tuple[str, torch.nn.Parameter]]) -> Iterator[None]:
+    """Whatever the block writes into the parameters, they hold their values again after."""
+    live = {n: p.detach().clone() for n, p in named}
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for n, p in named:
+                p.copy_(live[n])

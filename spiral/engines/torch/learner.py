@@ -6,13 +6,7 @@ calls until `optim_step`, AdamW with betas (0.9, 0.95) and eps 1e-8, no schedule
 learner.
 
 Choices:
-- Log-probs are log_softmax(logits / temperature) of the targets, in fp32, with the
-  datum's AnswerConstraint applied from the marker on (forced marker tokens: 0, answer
-  tokens: masked to the trie's legal set), exactly as TorchSampler records them.
-  `temperature` is an attribute the loop sets to the sampling temperature (0 -> 1).
-- Logits are computed only where needed (mask > 0 in forward_backward; every target in
-  `logprobs`) from the final hidden states, so long masked-out prompts never materialise
-  a [tokens x vocab] tensor.
+- Log-probs, entropies and the KL's magnet at the trained positions: `log_probs.py`.
 - Micro-batching: datums are packed so that each micro-batch's cost stays within
   `micro_batch_tokens` (0: sized to the GPU's free memory, `memory.py`); memory is
   bounded for any batch size.
@@ -49,11 +43,9 @@ Choices:
 
 from __future__ import annotations
 
-import contextlib
 import math
 import warnings
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -62,51 +54,29 @@ import torch
 import spiral.engines.torch.checkpoint_io as checkpoint_io
 import spiral.engines.torch.snapshots as snapshots
 from spiral.algo.losses import combine_diagnostics
-from spiral.algo.regularizers import Regularizer, regularizer_from_terms, uniform_magnet
-from spiral.engines.base import MAGNET, LossFn
+from spiral.algo.regularizers import Regularizer, regularizer_from_terms
+from spiral.engines.base import LossFn
 from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
 from spiral.engines.manifest import DamagedCheckpointError, damaged_if_unreadable
-from spiral.engines.torch.batching import Locate, Plan, first_needed, micro_batches, plan_positions
+from spiral.engines.torch.batching import micro_batches
 from spiral.engines.torch.decode import drop_sampling_weights
 from spiral.engines.torch.frozen import TorchFrozenCopies
 from spiral.engines.torch.full_members import FullMembers
-from spiral.engines.torch.head import Magnet, Terms, chunk_rows, head_terms
-from spiral.engines.torch.magnet_memo import MagnetMemo, memo_magnet, tails_alone
+from spiral.engines.torch.log_probs import Forward, LogProbs
+from spiral.engines.torch.magnet_memo import MagnetMemo
 from spiral.engines.torch.memory import (
     CPU_TOKENS,
     MAX_TOKENS,
     auto_micro_batch_tokens,
     smaller_after_oom,
 )
-from spiral.engines.torch.precision import model_compute
-from spiral.engines.torch.prefill import common_prefix_len, packed_hidden, prefill_grouped
 from spiral.engines.torch.sampler import TorchSampler
 from spiral.engines.torch.sampler_rows import eval_mode
-from spiral.engines.torch.scoring import hidden_to_logits
 from spiral.errors import LearnerOutOfMemory
 from spiral.types import Datum
 
 
-@contextlib.contextmanager
-def live_weights_kept(named: Sequence[tuple[str, torch.nn.Parameter]]) -> Iterator[None]:
-    """Whatever the block writes into the parameters, they hold their values again after."""
-    live = {n: p.detach().clone() for n, p in named}
-    try:
-        yield
-    finally:
-        with torch.no_grad():
-            for n, p in named:
-                p.copy_(live[n])
-
-
-@dataclass
-class _Forward:
-    per_datum: list[torch.Tensor]  # target log-probs per datum (0 where not needed)
-    terms: Terms  # per planned position: target log-prob, entropy, KL to the magnet
-    plan: Plan
-
-
-class TorchLearner:
+class TorchLearner(LogProbs):
     """Learner over a local transformers model (LoRA via PEFT or full fine-tuning)."""
 
     def __init__(
@@ -218,156 +188,6 @@ class TorchLearner:
             )
         return micro_batches(datums, self.micro_batch_tokens, share_prefix, self.pack_rows)
 
-    # ----- log-probs ------------------------------------------------------------------
-    def _hidden(self, model: Any, batch: Sequence[Datum], share: bool) -> tuple[Any, Locate]:
-        """Final hidden states of every row's tail, and where position t of row b is in
-        them. Shared: the batch's common prefix once, each distinct prompt once
-        (`prefill_grouped`); packed: every row whole, concatenated into one sequence
-        (`prefill.packed_hidden`); otherwise every row whole, left-padded."""
-        seqs = [list(d.input_ids) for d in batch]
-        if self.pack_rows and not share:
-            with model_compute(model):
-                hidden_1TH = packed_hidden(model, seqs)
-            offsets = [0]
-            for seq in seqs[:-1]:
-                offsets.append(offsets[-1] + len(seq))
-            return hidden_1TH, lambda b, t: (0, offsets[b] + t)
-        stem_ends = [first_needed(d) for d in batch] if share else [0] * len(batch)
-        prefix_len = min(common_prefix_len(seqs), *stem_ends) if share and len(seqs) > 1 else 0
-        with model_compute(model):
-            pre = prefill_grouped(
-                model,
-                seqs,
-                prefix_len,
-                stem_ends,
-                self.tokenizer.pad_token_id,
-                output_hidden_states=True,
-                logits_to_keep=1,
-            )
-        return pre.out.hidden_states[-1], pre.locate
-
-    def _batch_forward(
-        self, batch: Sequence[Datum], every_target: bool, reg: Regularizer | None = None
-    ) -> _Forward:
-        """Per datum, a 1-D tensor of target log-probs (0 where not needed or forced), and
-        per selected position the terms of the (tempered, constrained) distribution:
-        entropy, and the KL to `reg`'s magnet where it has one (head.py, a chunk of
-        positions at a time).
-
-        Unless every target is wanted, the rows' common prefix (up to the first position
-        any row needs) runs once and its KV cache is shared by all rows (`prefill`);
-        gradients flow through the shared cache, so the result equals separate rows."""
-        share = self.share_prefix and not every_target
-        hidden_BSH, locate = self._hidden(self.model, batch, share)
-        plan = plan_positions(batch, every_target, locate)
-        vocab = int(self.model.get_output_embeddings().weight.shape[0])
-        device = hidden_BSH.device
-        target_N = torch.tensor(plan.targets, device=device, dtype=torch.long)
-        terms = head_terms(
-            lambda h, sl: self._log_dists(h, plan.allowed[sl]),
-            hidden_BSH[plan.rows, plan.cols],
-            target_N,
-            self._magnet(batch, plan, share, reg, vocab) if reg is not None and plan.rows else None,
-            chunk_rows(vocab),
-        )
-        lengths = [len(d.target_ids) for d in batch]
-        offsets = [0]
-        for n in lengths[:-1]:
-            offsets.append(offsets[-1] + n)
-        flat_N = torch.tensor(
-            [offsets[b] + t for b, t in zip(plan.datums, plan.positions, strict=True)],
-            dtype=torch.long,
-        )
-        values_N = terms.values_N
-        flat_T = torch.zeros(sum(lengths), device=device, dtype=values_N.dtype)
-        flat_T = flat_T.index_put((flat_N.to(device),), values_N)
-        return _Forward(list(flat_T.split(lengths)), terms, plan)
-
-    def _log_dists(
-        self, hidden_NH: torch.Tensor, allowed: list[tuple[int, ...] | None], model: Any = None
-    ) -> torch.Tensor:
-        """log_softmax(logits / T) per position, restricted to `allowed` where given; the
-        logits from `model`'s head (default: the live model's)."""
-        temperature = self.temperature if self.temperature > 0 else 1.0
-        logits_NV = hidden_to_logits(model or self.model, hidden_NH) / temperature
-        constrained = [k for k, a in enumerate(allowed) if a is not None]
-        if constrained:
-            add_NV = torch.zeros_like(logits_NV)
-            for k in constrained:
-                add_NV[k] = float("-inf")
-                add_NV[k, list(allowed[k] or ())] = 0.0
-            logits_NV = logits_NV + add_NV
-        return torch.log_softmax(logits_NV, dim=-1)
-
-    def _magnet(
-        self, batch: Sequence[Datum], plan: Plan, shared: bool, reg: Regularizer, vocab: int
-    ) -> Magnet | None:
-        """The KL's magnet at the planned positions, by slice of positions: the model
-        that `reg` names, or the uniform distribution over legal moves; None without a
-        KL."""
-        if reg.needs_reference_model:
-            return self._reference_dists(batch, plan, shared, reg.kl_reference == "snapshot")
-        if reg.kl_coef > 0:
-            device = self.model.get_output_embeddings().weight.device
-            return lambda sl: uniform_magnet(vocab, plan.shares[sl], device)
-        return None
-
-    def _reference_dists(
-        self, batch: Sequence[Datum], plan: Plan, shared: bool, snapshot: bool
-    ) -> Magnet:
-        """The magnet model's log-distributions at the planned positions (no gradient),
-        by slice of positions: the frozen copy named MAGNET (`snapshot`, which the loop
-        refreshes), else the reference model: the base model under the LoRA adapter, or a
-        frozen copy for full fine-tuning. At constrained answers they are kept while the
-        magnet's weights stay (`magnet_memo.py`); elsewhere its hidden states are computed
-        here and its head a chunk at a time."""
-        if snapshot and MAGNET not in self.frozen.names():
-            raise RuntimeError("kl_reference=snapshot: freeze the magnet before learning")
-        model, weights = (
-            self.model,
-            [p for n, p in self.model.named_parameters() if "lora_" not in n],
-        )
-        if snapshot:
-            context: Any = lambda: snapshots.active_adapter(self.model, MAGNET)  # noqa: E731
-            weights += [p for n, p in self.model.named_parameters() if f".{MAGNET}." in n]
-        elif checkpoint_io.is_peft(self.model):
-            context = self.model.disable_adapter
-        else:  # full fine-tuning: the frozen copy's own layers and head
-            model, context = self._reference_model(), contextlib.nullcontext
-            weights = list(model.parameters())
-        self._magnet_memo.bind(weights)
-
-        def batch_hidden(rows: list[Datum]) -> tuple[Any, Locate]:
-            with torch.no_grad(), context():
-                return self._hidden(model, rows, shared)
-
-        def alone_hidden(rows: list[Datum]) -> list[Any]:
-            with torch.no_grad(), context(), model_compute(model):
-                return tails_alone(
-                    model, [d.input_ids for d in rows], [first_needed(d) for d in rows]
-                )
-
-        def log_dists(hidden_NH: Any, allowed: list[tuple[int, ...] | None]) -> torch.Tensor:
-            with torch.no_grad():
-                return self._log_dists(hidden_NH, allowed, model)
-
-        vocab = int(model.get_output_embeddings().weight.shape[0])
-        memo = self._magnet_memo if self.share_prefix and self.keep_magnet else None
-        return memo_magnet(
-            batch, plan, memo, self.temperature, vocab, batch_hidden, alone_hidden, log_dists
-        )
-
-    def _reference_model(self) -> Any:
-        if self._reference is None:
-            from dataclasses import replace
-
-            self._reference, _ = load_model_and_tokenizer(
-                replace(self.cfg, lora_rank=0), trained=False
-            )
-            self._reference.requires_grad_(False)
-            self._reference.eval()
-        return self._reference
-
     def logprobs(self, datums: Sequence[Datum]) -> list[list[float]]:
         """Current log-probs of every target (constraint applied), without gradients."""
         result: list[list[float]] = [[] for _ in datums]
@@ -469,7 +289,7 @@ class TorchLearner:
         # combine_diagnostics: token-weighted means; ratio_min / ratio_max their extremes.
         return parts
 
-    def _regularize(self, fwd: _Forward, reg: Regularizer) -> tuple[torch.Tensor, dict[str, float]]:
+    def _regularize(self, fwd: Forward, reg: Regularizer) -> tuple[torch.Tensor, dict[str, float]]:
         """The regulariser's summed loss over the trained positions (see
         spiral.algo.regularizers); its entropy diagnostic is reported even when off."""
         device = fwd.terms.values_N.device
@@ -568,7 +388,7 @@ class TorchLearner:
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         named = self._named_trainable()
-        with live_weights_kept(named):
+        with checkpoint_io.live_weights_kept(named):
             if state is not None:
                 with torch.no_grad():
                     for name, param in named:
@@ -580,7 +400,7 @@ class TorchLearner:
         """The weights of a model folder `save_weights` wrote, as a `trained_state()`;
         this learner's own weights are left as they were."""
         named = self._named_trainable()
-        with live_weights_kept(named), damaged_if_unreadable(Path(folder)):
+        with checkpoint_io.live_weights_kept(named), damaged_if_unreadable(Path(folder)):
             checkpoint_io.load_weights(self.model, Path(folder))
             return {n: p.detach().to("cpu", copy=True) for n, p in named}
 
@@ -611,6 +431,9 @@ class TorchLearner:
             extra = checkpoint_io.load_optimizer(self._get_optimizer(), names, path)
         self.version = int(extra.get("version", self.version))
 
-    def export_merged(self, path: Path) -> None:
+    def export(self, folder: Path) -> None:
         """A standalone model folder (LoRA merged into a copy of the base) + tokenizer."""
-        checkpoint_io.export_merged(self.model, self.tokenizer, Path(path))
+        checkpoint_io.export_merged(self.model, self.tokenizer, Path(folder))
+
+    def before_main_alone(self, checkpoint: bool = False) -> None:
+        """One process: rank 0 is alone already."""

@@ -28,7 +28,7 @@ class VllmSampledLearner(LearnerWrapper):
     (training, checkpoints, averaging)."""
 
     def __init__(self, learner: Learner, engine: VllmEngine, workdir: Path | None = None) -> None:
-        self.inner: Any = learner  # a TorchLearner (save_trained: its adapter folder)
+        self.inner: Any = learner  # a torch learner (save_weights: its adapter folder)
         self.full = engine.lora_slot == 0  # full weights: synced into a private engine
         if not self.full and not (learner.frozen is not None and learner.frozen.share_model):
             raise UsageError("a LoRA engine samples a LoRA learner; this one trains full weights")
@@ -58,7 +58,7 @@ class VllmSampledLearner(LearnerWrapper):
             return
         self.engine.wake()
         folder = self.workdir / f"v{version}"
-        self.inner.save_trained(folder)
+        self.inner.save_weights(folder)
         old = self.workdir / f"v{self.published}"
         self.engine.drop_adapter(self.policy)
         self.engine.add_adapter(self.policy, folder)
