@@ -3,6 +3,9 @@ resident memory of any step, and exact exploitability at step 120, one folder a 
 
 from __future__ import annotations
 
+import statistics
+from typing import Any
+
 from .core import Check, NoData, Row, claim, f, mean_sd, span
 from .engine import elapsed_min
 from .kuhn import seed_range
@@ -97,3 +100,47 @@ def capped_learner(row: Row) -> list[Check]:
         Check("without the cap", f"{f(native_after['learn/kl_kept_s'], 2)} s"),
         Check("matrix products", f"{round(100 * after['learn/top_ops_share']['aten::mm'])}%"),
     ]
+
+
+def _same_numbers(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
+    """Every metric but times and memory equal, row by row."""
+    timed = ("time", "perf/")
+    return len(a) == len(b) and all(
+        {k: v for k, v in x.items() if not k.startswith(timed)}
+        == {k: v for k, v in y.items() if not k.startswith(timed)}
+        for x, y in zip(a, b, strict=True)
+    )
+
+
+@claim("make train under the AVX2 cap with glibc's mmap threshold at 1 MiB")
+def capped_small_heap(row: Row) -> list[Check]:
+    ab = f"{CLASSES}/allocator-ab"
+    default, small = (
+        row.metrics(f"{ab}/{name}.metrics.jsonl") for name in ("default", "mmap-1mib")
+    )
+    if not _same_numbers(default, small):
+        raise NoData("the allocator runs differ in a metric other than time or memory")
+
+    def learner_s(rows: list[dict[str, Any]]) -> float:  # steps 2-9: past the warm-up
+        return statistics.median(
+            r["time/train"] for r in rows if "time/train" in r and r["step"] >= 2
+        )
+
+    stems = runs(row, "avx2-mmap-1mib")
+    live = [row.final(f"{s}.metrics.jsonl") for s in stems]
+    both = [row.final(f"{s}.metrics.jsonl") for s in runs(row, "avx2")] + live
+    return [
+        Check("peak, 10 steps, default", f"{span([peak_gb_of(default)], 2)} GB"),
+        Check("peak, 10 steps, 1 MiB", f"{span([peak_gb_of(small)], 2)} GB"),
+        Check("learner, default", f"{f(learner_s(default), 1)} s"),
+        Check("learner, 1 MiB", f"{f(learner_s(small), 1)} s"),
+        Check("slower", f"{f(learner_s(small) / learner_s(default), 2)}x"),
+        Check("peak, 120 steps", f"{span([peak_gb(row, s) for s in stems], 2)} GB"),
+        Check("exploitability", span(live)),
+        Check("with the default allocator's seeds", mean_sd(both)),
+        Check("n", f"n = {len(both)}"),
+    ]
+
+
+def peak_gb_of(rows: list[dict[str, Any]]) -> float:
+    return max(r["perf/peak_rss_mb"] for r in rows if "perf/peak_rss_mb" in r) * 2**20 / 1e9

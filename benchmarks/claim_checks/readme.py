@@ -93,7 +93,17 @@ def make_train_cost(table: Table) -> list[Check]:
             Check(f"{name} minutes", f"{span(mins, 0)} minutes"),
             Check(f"{name} memory", f"{span(peaks, 1)} GB"),
         ]
-    return checks
+    row = table.find(SMALL_HEAP)
+    peaks = [cpu_classes.peak_gb(row, s) for s in cpu_classes.runs(row, "avx2-mmap-1mib")]
+    slower = {c.label: c.value for c in cpu_classes.capped_small_heap(row)}["slower"]
+    return [
+        *checks,
+        Check("mmap threshold memory", f"{span(peaks, 1)} GB"),
+        Check("mmap threshold learner", f"learner {slower} slower"),
+    ]
+
+
+SMALL_HEAP = "make train under the AVX2 cap with glibc's mmap threshold"
 
 
 @headline("Kuhn exploitability from")
