@@ -31,8 +31,9 @@ from typing import Any
 import torch
 
 from spiral.engines.base import SamplingParams
-from spiral.engines.loading import ModelConfig, cache_keyword
+from spiral.engines.loading import ModelConfig
 from spiral.engines.torch.learner import TorchLearner
+from spiral.engines.torch.loading import cache_keyword
 from spiral.engines.torch.prefill import prefill
 from spiral.engines.torch.sampler_rows import Row as _Row
 from spiral.testing import make_shaped_model

@@ -31,9 +31,10 @@ import torch
 from torch.autograd import DeviceType
 
 from spiral.bench.engine import decode_bytes_per_step, measure_memory_bandwidth
-from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
+from spiral.engines.loading import ModelConfig
 from spiral.engines.torch.decode import packed_weights
 from spiral.engines.torch.graphs import StaticDecoder, capacity_for
+from spiral.engines.torch.loading import load_model_and_tokenizer
 from spiral.engines.torch.prefill import prefill
 from spiral.engines.torch.sampler_rows import eval_mode
 from spiral.engines.torch.snapshots import TRAINED

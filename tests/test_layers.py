@@ -127,3 +127,15 @@ def test_the_circle_check_sees_a_circle() -> None:
     graph = {"spiral.x.a": {"spiral.x.b"}, "spiral.x.b": {"spiral.x.a"}, "spiral.x.c": set()}
     assert _cycle_from(graph, "spiral.x.a") == ["spiral.x.a", "spiral.x.b", "spiral.x.a"]
     assert _cycle_from(graph, "spiral.x.c") is None
+
+
+MAX_LINES = 450  # a file a reader can hold: split by concern past it
+
+
+def test_no_file_in_the_package_is_over_450_lines() -> None:
+    long = {
+        str(p.relative_to(ROOT)): n
+        for p in ROOT.rglob("*.py")
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
+    assert long == {}, f"split these by concern: {long}"

@@ -16,16 +16,16 @@ from spiral.engines.loading import ModelConfig, resolve_model_path
 
 if TYPE_CHECKING:
     from spiral.engines.embedded import ensure_embedded_model
-    from spiral.engines.loading import load_model_and_tokenizer
     from spiral.engines.torch.constrained import TokenTrie
     from spiral.engines.torch.learner import TorchLearner
+    from spiral.engines.torch.loading import load_model_and_tokenizer
     from spiral.engines.torch.sampler import TorchSampler
 
 _LAZY = {
     "TorchSampler": "spiral.engines.torch.sampler",
     "TorchLearner": "spiral.engines.torch.learner",
     "TokenTrie": "spiral.engines.torch.constrained",
-    "load_model_and_tokenizer": "spiral.engines.loading",
+    "load_model_and_tokenizer": "spiral.engines.torch.loading",
     "ensure_embedded_model": "spiral.engines.embedded",
 }
 

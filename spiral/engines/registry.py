@@ -96,7 +96,8 @@ def _torch_learner(model: ModelConfig, **options: Any) -> Learner:
 
 
 def _torch_sampler(model: ModelConfig, version: int) -> Sampler:
-    from spiral.engines.loading import exact_shortcuts, load_model_and_tokenizer
+    from spiral.engines.loading import exact_shortcuts
+    from spiral.engines.torch.loading import load_model_and_tokenizer
     from spiral.engines.torch.sampler import TorchSampler
 
     loaded, tokenizer = load_model_and_tokenizer(model, trained=False)

@@ -12,7 +12,8 @@ from spiral.bench.engine import (
     decode_flops_per_step,
     run_engine_benchmark,
 )
-from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
+from spiral.engines.loading import ModelConfig
+from spiral.engines.torch.loading import load_model_and_tokenizer
 
 KEYS = (
     "machine/matmul_flops",

@@ -13,13 +13,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from spiral.engines.loading import ModelConfig, cache_kwarg, load_model_and_tokenizer
+from spiral.engines.loading import ModelConfig
 from spiral.engines.torch.attention import (
     NAME,
     attention_forward,
     matmul_attention,
     no_blind_queries,
 )
+from spiral.engines.torch.loading import cache_kwarg, load_model_and_tokenizer
 
 
 def _exact(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None):

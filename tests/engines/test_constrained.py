@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from spiral.engines.base import SamplingParams
-from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
+from spiral.engines.loading import ModelConfig
 from spiral.engines.torch.constrained import TokenTrie, answer_masks
+from spiral.engines.torch.loading import load_model_and_tokenizer
 from spiral.engines.torch.sampler import TorchSampler
 from spiral.types import AnswerConstraint
 

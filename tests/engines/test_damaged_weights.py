@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spiral.cli import main as cli_main
-from spiral.engines.loading import DamagedModelFolder, ModelConfig, load_model_and_tokenizer
+from spiral.engines.loading import DamagedModelFolder, ModelConfig
+from spiral.engines.torch.loading import load_model_and_tokenizer
 
 
 def _header(data: bytes) -> tuple[dict, bytes]:

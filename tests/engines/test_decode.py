@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from spiral.engines.base import SamplingParams
-from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
+from spiral.engines.loading import ModelConfig
 from spiral.engines.torch.cpu import CPU_BF16_ENV
 from spiral.engines.torch.decode import (
     _SLOT,
@@ -24,6 +24,7 @@ from spiral.engines.torch.decode import (
 )
 from spiral.engines.torch.graphs import StaticDecoder
 from spiral.engines.torch.learner import TorchLearner
+from spiral.engines.torch.loading import load_model_and_tokenizer
 from spiral.engines.torch.merged import merged
 from spiral.engines.torch.prefill import prefill
 from spiral.engines.torch.sampler_rows import eval_mode

@@ -8,7 +8,8 @@ import pytest
 
 from spiral.engines.base import SamplingParams
 from spiral.engines.embedded import ensure_embedded_model, find_embedded_gguf
-from spiral.engines.loading import ModelConfig, load_model_and_tokenizer, resolve_model_path
+from spiral.engines.loading import ModelConfig, resolve_model_path
+from spiral.engines.torch.loading import load_model_and_tokenizer
 from spiral.engines.torch.sampler import TorchSampler
 
 

@@ -12,8 +12,9 @@ import torch
 
 from spiral.algo.regularizers import Regularizer
 from spiral.engines.base import SamplingParams
-from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
+from spiral.engines.loading import ModelConfig
 from spiral.engines.torch.learner import TorchLearner
+from spiral.engines.torch.loading import load_model_and_tokenizer
 from spiral.engines.torch.precision import compute_dtype
 
 from .conftest import PROMPT_TEXTS, chat_prompts, is_loss, to_datum

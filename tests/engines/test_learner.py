@@ -11,8 +11,9 @@ from transformers import AutoModelForCausalLM
 
 from spiral.algo.losses import get_loss
 from spiral.engines.base import Learner, SamplingParams, StaleSamplerError
-from spiral.engines.loading import ModelConfig, activation_checkpointing_on
+from spiral.engines.loading import ModelConfig
 from spiral.engines.torch.learner import TorchLearner
+from spiral.engines.torch.loading import activation_checkpointing_on
 from spiral.types import Datum
 
 from .conftest import PROMPT_TEXTS, chat_prompts, is_loss, move_constraint, to_datum

@@ -9,7 +9,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from spiral.engines.loading import ModelConfig, load_model_and_tokenizer, resolve_model_path
+from spiral.engines.loading import ModelConfig, resolve_model_path
+from spiral.engines.torch.loading import load_model_and_tokenizer
 
 
 def test_model_config_defaults() -> None:
@@ -123,7 +124,7 @@ def test_the_kv_cache_goes_by_the_name_the_forward_takes(tiny_llama: Path, lora_
 
     from transformers import DynamicCache
 
-    from spiral.engines.loading import cache_kwarg
+    from spiral.engines.torch.loading import cache_kwarg
 
     model, _ = load_model_and_tokenizer(ModelConfig(model=str(tiny_llama), lora_rank=lora_rank))
     base = model.get_base_model() if lora_rank else model

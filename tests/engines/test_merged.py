@@ -10,8 +10,9 @@ import pytest
 import torch
 
 from spiral.engines.base import SamplingParams
-from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
+from spiral.engines.loading import ModelConfig
 from spiral.engines.torch.learner import TorchLearner
+from spiral.engines.torch.loading import load_model_and_tokenizer
 from spiral.engines.torch.merged import _SLOT, MAX_MERGED, merged
 from spiral.engines.torch.sampler import TorchSampler
 from spiral.engines.torch.snapshots import TRAINED, drop_snapshot, take_snapshot

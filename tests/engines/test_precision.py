@@ -8,11 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from spiral.engines.loading import (
-    ModelConfig,
-    enable_activation_checkpointing,
-    load_model_and_tokenizer,
-)
+from spiral.engines.loading import ModelConfig
+from spiral.engines.torch.loading import enable_activation_checkpointing, load_model_and_tokenizer
 from spiral.engines.torch.precision import lora_compute, mixed_lora
 
 pytestmark = pytest.mark.usefixtures("half_precision")  # bf16 by name on any CPU

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
+from spiral.engines.loading import ModelConfig
 from spiral.engines.torch import prefill as prefill_module
+from spiral.engines.torch.loading import load_model_and_tokenizer
 from spiral.engines.torch.prefill import common_prefix_len, prefill_grouped
 
 from .conftest import PROMPT_TEXTS, chat_prompts

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from spiral.engines.base import SamplingParams
-from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
+from spiral.engines.loading import ModelConfig
+from spiral.engines.torch.loading import load_model_and_tokenizer
 from spiral.engines.torch.sampler import TorchSampler
 
 from .conftest import PROMPT_TEXTS, chat_prompts, move_constraint

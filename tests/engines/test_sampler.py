@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from spiral.engines.base import Sampler, SamplingParams
-from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
+from spiral.engines.loading import ModelConfig
 from spiral.engines.torch.draws import draw_inverse_cdf, mask_to_allowed, sample_inverse_cdf
+from spiral.engines.torch.loading import load_model_and_tokenizer
 from spiral.engines.torch.prefill import common_prefix_len
 from spiral.engines.torch.sampler import TorchSampler
 

@@ -92,7 +92,8 @@ def test_a_chat_template_that_tries_to_leave_the_sandbox_is_refused_in_one_line(
 
 
 def test_a_chat_template_that_fails_at_render_time_is_one_line(tiny_llama: Path) -> None:
-    from spiral.engines.loading import ModelConfig, _load_tokenizer
+    from spiral.engines.loading import ModelConfig
+    from spiral.engines.torch.loading import _load_tokenizer
     from spiral.prompts.templates import ChatTemplateError, render_chat
 
     tokenizer = _load_tokenizer(str(tiny_llama), ModelConfig(model=str(tiny_llama)))

@@ -7,7 +7,8 @@ import pytest
 
 from spiral.agents.llm_policy import LLMPolicy
 from spiral.engines.base import SamplingParams
-from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
+from spiral.engines.loading import ModelConfig
+from spiral.engines.torch.loading import load_model_and_tokenizer
 from spiral.engines.torch.sampler import TorchSampler
 from spiral.evaluation.model_policy import (
     model_move_distribution,

@@ -168,7 +168,8 @@ def test_benchmark_labels(tmp_path: Path) -> None:
 
 
 def test_real_tiny_model_end_to_end(tiny_dir: Path, tokenizer: Any) -> None:
-    from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
+    from spiral.engines.loading import ModelConfig
+    from spiral.engines.torch.loading import load_model_and_tokenizer
     from spiral.engines.torch.sampler import TorchSampler
 
     model, tok = load_model_and_tokenizer(

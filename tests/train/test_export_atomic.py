@@ -92,7 +92,8 @@ def _one_line(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
 
 def _logprobs(folder: Path) -> torch.Tensor:
     """The log-probs Spiral's loader gives for IDS from a model or adapter folder."""
-    from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
+    from spiral.engines.loading import ModelConfig
+    from spiral.engines.torch.loading import load_model_and_tokenizer
 
     config = ModelConfig(model=str(folder), lora_rank=0, device="cpu", dtype="float32")
     model, _ = load_model_and_tokenizer(config, trained=False)

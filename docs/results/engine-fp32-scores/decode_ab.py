@@ -13,7 +13,8 @@ import torch
 
 import spiral.engines.torch.attention as attention
 from spiral.engines.base import SamplingParams
-from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
+from spiral.engines.loading import ModelConfig
+from spiral.engines.torch.loading import load_model_and_tokenizer
 from spiral.engines.torch.sampler import TorchSampler
 
 fp32_scores = attention.matmul_attention

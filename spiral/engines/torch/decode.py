@@ -52,9 +52,9 @@ from typing import Any, Protocol
 import torch
 import torch.nn.functional as F
 
-from spiral.engines.loading import cache_keyword
 from spiral.engines.torch import cpu
 from spiral.engines.torch.attention import grouped_attention, stacked_mask
+from spiral.engines.torch.loading import cache_keyword
 from spiral.engines.torch.merged import drop_merged, drop_slot
 from spiral.engines.torch.precision import compute_dtype
 

@@ -56,12 +56,13 @@ import spiral.engines.torch.snapshots as snapshots
 from spiral.algo.losses import combine_diagnostics
 from spiral.algo.regularizers import Regularizer, regularizer_from_terms
 from spiral.engines.base import LossFn
-from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
+from spiral.engines.loading import ModelConfig
 from spiral.engines.manifest import DamagedCheckpointError, damaged_if_unreadable
 from spiral.engines.torch.batching import micro_batches
 from spiral.engines.torch.decode import drop_sampling_weights
 from spiral.engines.torch.frozen import TorchFrozenCopies
 from spiral.engines.torch.full_members import FullMembers
+from spiral.engines.torch.loading import load_model_and_tokenizer
 from spiral.engines.torch.log_probs import Forward, LogProbs
 from spiral.engines.torch.magnet_memo import MagnetMemo
 from spiral.engines.torch.memory import (

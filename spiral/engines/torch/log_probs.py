@@ -25,9 +25,10 @@ import spiral.engines.torch.checkpoint_io as checkpoint_io
 import spiral.engines.torch.snapshots as snapshots
 from spiral.algo.regularizers import Regularizer, uniform_magnet
 from spiral.engines.base import MAGNET
-from spiral.engines.loading import ModelConfig, load_model_and_tokenizer
+from spiral.engines.loading import ModelConfig
 from spiral.engines.torch.batching import Locate, Plan, first_needed, plan_positions
 from spiral.engines.torch.head import Magnet, Terms, chunk_rows, head_terms
+from spiral.engines.torch.loading import load_model_and_tokenizer
 from spiral.engines.torch.magnet_memo import MagnetMemo, memo_magnet, tails_alone
 from spiral.engines.torch.precision import model_compute
 from spiral.engines.torch.prefill import common_prefix_len, packed_hidden, prefill_grouped

@@ -30,9 +30,9 @@ from typing import Any
 
 import torch
 
-from spiral.engines.loading import cache_kwarg
 from spiral.engines.torch.batching import Locate, Plan, first_needed
 from spiral.engines.torch.head import Magnet
+from spiral.engines.torch.loading import cache_kwarg
 from spiral.types import Datum
 
 Allowed = tuple[int, ...]

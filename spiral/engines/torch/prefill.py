@@ -22,8 +22,8 @@ from typing import Any
 
 import torch
 
-from spiral.engines.loading import cache_kwarg
 from spiral.engines.torch.kv_cache import PrefixCache
+from spiral.engines.torch.loading import cache_kwarg
 
 
 def common_prefix_len(seqs: Sequence[Sequence[int]]) -> int:
