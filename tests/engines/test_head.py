@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import spiral.engines.torch.learner as learner_module
+import spiral.engines.torch.log_probs as log_probs_module
 from spiral.algo.regularizers import Regularizer
 from spiral.engines.loading import ModelConfig
 from spiral.engines.torch.head import chunk_rows, head_terms
@@ -86,7 +86,7 @@ def test_the_learners_gradient_does_not_depend_on_the_chunk(
         return metrics, grads
 
     whole, g_whole = step()
-    monkeypatch.setattr(learner_module, "chunk_rows", lambda vocab: 3)
+    monkeypatch.setattr(log_probs_module, "chunk_rows", lambda vocab: 3)
     part, g_part = step()
     for name, grad in g_whole.items():
         torch.testing.assert_close(g_part[name], grad, atol=1e-5, rtol=0)
