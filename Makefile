@@ -73,8 +73,8 @@ test-slow: $(STAMP)
 	$(BIN)/pytest -q -m slow
 
 train: $(STAMP)
-	@echo "train: preset embedded-kuhn on this machine's CPUs (one line per step; the run folder is printed first)"
-	$(BIN)/spiral train preset=embedded-kuhn $(TRAIN_ARGS)
+	@echo "train: recipe embedded-kuhn on this machine's CPUs (one line per step; the run folder is printed first)"
+	$(BIN)/spiral train recipe=embedded-kuhn $(TRAIN_ARGS)
 
 bench: $(STAMP)
 	$(BIN)/spiral bench

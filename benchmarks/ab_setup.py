@@ -39,7 +39,7 @@ def preset_learner(args: argparse.Namespace, updates: int = 0) -> tuple[Any, Any
     datums, _ = merge_identical(assemble(episodes, adv)[0])
     for _ in range(updates):
         learner.forward_backward(datums, importance_sampling_loss)
-        learner.optim_step(cfg.learning_rate_at(0))
+        learner.optim_step(cfg.at(cfg.learning_rate, 0))
     return cfg, setup, learner, datums
 
 

@@ -49,7 +49,7 @@ def _arm(learner: Any, after: bool) -> None:
 def main() -> None:
     args = ab_args(__doc__ or "", "embedded-kuhn", 2)
     cfg, setup, learner, datums = preset_learner(args)  # the rows both arms learn on
-    reg = Regularizer(cfg.regularizer.entropy_coef, 0.0, "uniform")
+    reg = Regularizer(cfg.at(cfg.regularizer.entropy_coef, 0), 0.0, "uniform")
     rows: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
     for rep in range(args.reps + 1):  # rep 0 warms each arm up and is not kept
         for arm in ("before", "after"):

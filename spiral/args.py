@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import textwrap
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -101,6 +102,8 @@ def device_name(obj: Any, attr: str) -> None:
 def describe_type(tp: Any) -> str:
     """A field type as a user reads it: `one of a, b`, `an integer`, `comma-separated ...`."""
     origin, args = get_origin(tp), get_args(tp)
+    if isinstance(getattr(tp, "SYNTAX", None), str):  # a value written as one word
+        return str(tp.SYNTAX)
     if origin is Literal:
         return "one of " + ", ".join(str(a) for a in args)
     if origin in (types.UnionType, typing.Union):
@@ -157,20 +160,52 @@ def _too_large(text: str) -> bool:
 
 
 def _is_group(field: Any) -> bool:
-    """A field whose type is itself a chz config: a group of keys (`TrainConfig.population`)."""
-    return chz.is_chz(field.final_type) if isinstance(field.final_type, type) else False
+    """A field whose type is itself a chz config: a group of keys (`TrainConfig.learning`),
+    or an optional one (`population: PopulationConfig | None`, a mode that exists when on)."""
+    return _group_type(field) is not None
+
+
+def _group_type(field: Any) -> Any:
+    """The chz config a group field holds (through `| None`), or None."""
+    tp = field.final_type
+    if get_origin(tp) in (types.UnionType, typing.Union):
+        inner = [a for a in get_args(tp) if a is not type(None)]
+        tp = inner[0] if len(inner) == 1 and type(None) in get_args(tp) else None
+    return tp if isinstance(tp, type) and chz.is_chz(tp) else None
+
+
+def _optional(field: Any) -> bool:
+    return _is_group(field) and _group_type(field) is not field.final_type
+
+
+@dataclasses.dataclass(frozen=True)
+class _Switch:
+    """The key that turns an optional group on (`fsp_enabled=true` creates `population`):
+    shown and parsed like a bool field, stored as the group's presence."""
+
+    group: str
+    _doc: str
+    final_type: type = bool
+    _default: bool = False
+    _default_factory: Any = None
+    _blueprint_cast: Any = None
 
 
 def _paths(cls: Any, prefix: str = "") -> dict[str, tuple[str, Any]]:
     """Every key of a config by its flat name -> (its dotted path, its field), groups
-    flattened; a name two groups share is refused here, so flat names stay unambiguous."""
+    flattened; an optional group's switch (its class's `SWITCH`) by its own name, with the
+    group's path. A name two groups share is refused here, so flat names stay unambiguous."""
     out: dict[str, tuple[str, Any]] = {}
     for name, field in chz.chz_fields(cls).items():
         inner = (
-            _paths(field.final_type, f"{prefix}{name}.")
+            _paths(_group_type(field), f"{prefix}{name}.")
             if _is_group(field)
             else {name: (f"{prefix}{name}", field)}
         )
+        if _optional(field):
+            group = _group_type(field)
+            switch = _Switch(f"{prefix}{name}", f"on: {group.__doc__ or name}")
+            inner = {group.SWITCH: (f"{prefix}{name}", switch), **inner}
         for key, found in inner.items():
             if key in out:
                 raise TypeError(f"{cls.__name__}: key {key!r} appears in two groups")
@@ -185,33 +220,58 @@ def _fields(cls: type) -> dict[str, Any]:
 
 def groups(cls: type) -> list[tuple[str, str, list[str]]]:
     """(group name, its doc, its flat keys) for each group of a config, in order; the
-    config's own keys first, under the name ""."""
+    config's own keys first, under the name ""; an optional group's switch first in it."""
     top = chz.chz_fields(cls)
     out = [("", "", [n for n, f in top.items() if not _is_group(f)])]
     for name, field in top.items():
         if _is_group(field):
-            out.append((name, field._doc or "", list(_paths(field.final_type))))
+            keys = list(_paths(_group_type(field)))
+            if _optional(field):
+                keys = [_group_type(field).SWITCH, *keys]
+            out.append((name, field._doc or "", keys))
     return out
 
 
 def flat_json(obj: Any) -> dict[str, Any]:
-    """A config's values by flat key (tuples as lists): what a run folder stores."""
+    """A config's values by flat key (tuples as lists): what a run folder stores. An
+    optional group that is off is its switch alone (`"fsp_enabled": false`)."""
     out: dict[str, Any] = {}
-    for key, (path, _) in _paths(type(obj)).items():
+    for key, (path, field) in _paths(type(obj)).items():
         value: Any = obj
         for part in path.split("."):
-            value = getattr(value, part)
-        out[key] = list(value) if isinstance(value, tuple) else value
+            value = getattr(value, part) if value is not None else None
+        if isinstance(field, _Switch):
+            out[key] = value is not None
+        elif value is not None or not _under_optional(obj, path):
+            out[key] = _json_value(value)
     return out
+
+
+def _under_optional(obj: Any, path: str) -> bool:
+    """Whether `path` lies inside an optional group that is off (None)."""
+    value: Any = obj
+    for part in path.split(".")[:-1]:
+        value = getattr(value, part)
+        if value is None:
+            return True
+    return False
+
+
+def _json_value(value: Any) -> Any:
+    """A config value as a run folder stores it: tuples as lists, a value written as one
+    word (a schedule) by its own `to_json`."""
+    if isinstance(value, tuple):
+        return list(value)
+    to_json = getattr(value, "to_json", None)
+    return to_json() if callable(to_json) else value
 
 
 def parse_command(
     cls: type[T],
     argv: Sequence[str],
     command: str,
-    presets: Mapping[str, Mapping[str, str]] | None = None,
 ) -> T:
-    """A validated `cls` from `key=value` words (`preset=NAME` expanded first, if given)."""
+    """A validated `cls` from `key=value` words."""
     fields = _fields(cls)
     names = sorted(fields)
     given: list[tuple[str, str]] = []
@@ -224,14 +284,18 @@ def parse_command(
         if key not in fields:
             raise UsageError(f"unknown key {key!r}; {did_you_mean(key, names, '=')}")
         tp = fields[key].final_type
-        if not _fits(tp, value):
+        cast = getattr(fields[key], "_blueprint_cast", None)
+        if cast is not None:  # a value written as one word (a schedule): its own parser
+            try:
+                cast(value)
+            except UsageError as err:
+                raise UsageError(f"{key}={err}") from None
+        elif not _fits(tp, value):
             expected = describe_type(tp)
             if _too_large(value):
                 expected += f" (of at most {len(str(2**63 - 1))} digits)"
             raise UsageError(f"{key}={value!r} is not valid: expected {expected}")
         given.append((key, value))
-    if presets is not None:
-        given = expand_preset(given, presets)
     missing = [n for n, f in fields.items() if _shown_default(f) == "required"]
     missing = [n for n in missing if n not in {k for k, _ in given}]
     if missing:
@@ -242,54 +306,78 @@ def parse_command(
             else f"{missing[0]}= is required; see `spiral {command} --help`"
         )
     paths = _paths(cls)
+    switches = {p: k for k, (p, f) in paths.items() if isinstance(f, _Switch)}
+    made: dict[str, Any] = {}
+    for path, switch in switches.items():
+        mine = [(k, v) for k, v in given if paths[k][0].startswith(f"{path}.")]
+        on = [v in ("true", "True", "1") for k, v in given if k == switch]
+        if mine and not on:
+            raise UsageError(
+                f"{mine[0][0]}={mine[0][1]} needs {switch}=true (the mode is off); add it, "
+                "or drop the key"
+            )
+        if on and on[-1]:
+            group = _group_type(chz.chz_fields(cls)[path.rpartition(".")[2]])
+            made[path] = _make(group, [(paths[k][0], v) for k, v in mine], command, path)
+        given = [(k, v) for k, v in given if k != switch and (k, v) not in mine]
+    obj = _make(cls, [(paths[k][0], v) for k, v in given], command)
+    if made:
+        obj = chz.replace(obj, **made)
+    validate = getattr(obj, "validate", None)
+    return validate() if callable(validate) else obj
+
+
+def _make(cls: Any, pairs: list[tuple[str, str]], command: str, within: str = "") -> Any:
+    """`cls` from dotted `path=value` pairs (`within.` taken off), chz's errors in one line."""
+    cut = len(within) + 1 if within else 0
     try:
-        obj = chz.Blueprint(cls).make_from_argv([f"{paths[k][0]}={v}" for k, v in given])
+        return chz.Blueprint(cls).make_from_argv([f"{p[cut:]}={v}" for p, v in pairs])
     except SpiralError:
         raise
     except Exception as err:  # chz's own errors (e.g. a missing required key): one line
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise UsageError(f"{first}; see `spiral {command} --help`") from err
-    validate = getattr(obj, "validate", None)
-    return validate() if callable(validate) else obj
-
-
-def expand_preset(
-    given: list[tuple[str, str]], presets: Mapping[str, Mapping[str, str]]
-) -> list[tuple[str, str]]:
-    """The named preset's values first, then the user's (the last `preset=` wins, like any
-    repeated key, so `make train TRAIN_ARGS=preset=...` replaces the Makefile's)."""
-    chosen = [v for k, v in given if k == "preset"]
-    if not chosen or not chosen[-1]:
-        return given
-    name = chosen[-1]
-    if name not in presets:
-        raise UsageError(f"unknown preset {name!r}; {did_you_mean(name, sorted(presets))}")
-    return [*presets[name].items(), *given]
 
 
 # ---- help ------------------------------------------------------------------------------
 def help_text(
-    cls: type, command: str, epilog: str = "", given: Mapping[str, str] | None = None
+    cls: type,
+    command: str,
+    epilog: str = "",
+    given: Mapping[str, str] | None = None,
+    core_only: bool = False,
 ) -> str:
     """`spiral <command> --help`: the config's docstring, then every key with its type,
-    default and doc. `given` (key -> value, e.g. a preset's and the command line's) is
-    shown in place of the default, marked as set."""
+    default and doc. `given` (key -> value, e.g. a recipe's and the command line's) is
+    shown in place of the default, marked as set. `core_only`: the config's own keys, and
+    each group by name only (`--help all` shows them)."""
     given = given or {}
     fields = _fields(cls)
     lines = [(cls.__doc__ or f"usage: spiral {command} key=value ...").strip(), ""]
     lines.append("keys (default, or `set: VALUE` where given here; type) description:")
     for group, doc, keys in groups(cls):
+        if group and core_only:
+            if group == groups(cls)[1][0]:
+                lines += ["", f"more keys, by group (spiral {command} --help all):"]
+            set_here = sum(k in given for k in keys)
+            note = f"; {set_here} set here" if set_here else ""
+            lines.append(_wrapped(f"  {group} ({len(keys)} keys{note}): {doc}", "      "))
+            continue
         if group:
             lines += ["", f"{group}: {doc}" if doc else f"{group}:"]
         for name in keys:
             field = fields[name]
             default = f"set: {given[name]}" if name in given else _shown_default(field)
-            lines.append(f"  {name} ({default}; {describe_type(field.final_type)})")
-            if field._doc:
-                lines.append(f"      {field._doc}")
+            head = f"  {name} ({default}; {describe_type(field.final_type)})"
+            lines.append(_wrapped(f"{head}: {field._doc}" if field._doc else head, "      "))
     if epilog:
         lines += ["", epilog]
     return "\n".join(lines)
+
+
+def _wrapped(text: str, indent: str, width: int = 100) -> str:
+    """`text` wrapped at `width` columns, later lines indented by `indent`."""
+    return textwrap.fill(text, width, subsequent_indent=indent, break_on_hyphens=False)
 
 
 def _shown_default(field: Any) -> str:
@@ -301,6 +389,8 @@ def _shown_default(field: Any) -> str:
         return "required"
     if isinstance(default, tuple):
         return json.dumps(",".join(str(x) for x in default))
+    if callable(getattr(default, "to_json", None)):
+        return str(default)
     return repr(default)
 
 

@@ -10,6 +10,7 @@ import chz
 import pytest
 
 from spiral.agents.human import PlayArgs
+from spiral.algo import schedule
 from spiral.args import UsageError, describe_type, groups, help_text, parse_command, positive
 from spiral.bench.cli import BenchArgs
 from spiral.cli import main as cli_main
@@ -18,6 +19,7 @@ from spiral.report.run_report import ReportArgs
 from spiral.serving.server import ServeArgs
 from spiral.train.config import TrainConfig
 from spiral.train.export import ExportArgs
+from spiral.train.recipes import RECIPES
 
 COMMANDS = {
     "train": TrainConfig,
@@ -73,7 +75,7 @@ def test_bad_command_lines_are_one_line_errors(argv: list[str], message: str) ->
 def test_help_is_generated_from_the_fields() -> None:
     text = help_text(_Example, "ex")
     assert text.startswith("usage: spiral example")
-    assert "  mode ('fast'; one of fast, exact)\n      which way" in text
+    assert "  mode ('fast'; one of fast, exact): which way" in text
     assert "  name (required; a string)" in text
     assert describe_type(tuple[int, ...]) == "a comma-separated list of integers"
 
@@ -82,7 +84,7 @@ def test_help_is_generated_from_the_fields() -> None:
 def test_every_command_uses_the_front_door(
     command: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert cli_main([command, "--help"]) == 0
+    assert cli_main([command, "--help", "all"]) == 0
     text = capsys.readouterr().out
     for _, _, keys in groups(COMMANDS[command]):
         for name in keys:
@@ -127,6 +129,10 @@ def test_train_help_opens_with_the_core_then_each_group_under_its_name(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     assert cli_main(["train", "--help"]) == 0
+    short = capsys.readouterr().out
+    assert len(short.splitlines()) < 60 and max(map(len, short.splitlines())) <= 100
+    assert all(f"  {name}: " in short for name in RECIPES)  # the recipes, listed
+    assert cli_main(["train", "--help", "all"]) == 0
     text = capsys.readouterr().out
     found = groups(TrainConfig)
     core = found[0][2]
@@ -136,7 +142,11 @@ def test_train_help_opens_with_the_core_then_each_group_under_its_name(
         heading = text.index(f"\n{name}: {doc}\n")
         assert heading > last  # every group after the core keys, in order
         assert all(heading < text.index(f"\n  {k} (") for k in keys)
+        assert f"\n  {name} (" in short  # and named in the short help
         last = heading
     # The original's flat names keep working, each reaching its group.
-    cfg = parse_command(TrainConfig, ["fsp_pool_size=7", "kl_coef=0.1"], "train")
-    assert cfg.population.fsp_pool_size == 7 and cfg.regularizer.kl_coef == 0.1
+    cfg = parse_command(
+        TrainConfig, ["fsp_enabled=true", "fsp_pool_size=7", "kl_coef=0.1"], "train"
+    )
+    assert cfg.population is not None and cfg.population.fsp_pool_size == 7
+    assert cfg.regularizer.kl_coef == schedule.constant(0.1)

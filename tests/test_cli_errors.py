@@ -80,8 +80,8 @@ def test_ctrl_c_at_start_up_exits_quietly(
         (["max_turns=-1"], ">= 0"),
         (["gamma=0"], "(0, 1]"),
         (["weight_ema_decay=1.5"], "[0, 1)"),
-        (["private_centering=1"], "private_centering must be in [0, 1)"),
-        (["private_centering_final=1.2"], "private_centering_final must be in [0, 1)"),
+        (["private_centering=1"], "private_centering must stay in [0, 1)"),
+        (["private_centering_final=1.2"], "private_centering must stay in [0, 1)"),
     ],
 )
 def test_train_input_errors_are_one_line(
@@ -149,7 +149,7 @@ def test_version_and_a_presets_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().out.strip() == f"spiral {__version__}"
     assert cli.main(["train", "preset=embedded-kuhn", "lora_rank=8", "--help"]) == 0
     text = capsys.readouterr().out
-    assert "  learning_rate (set: 1e-3; a finite number)" in text  # the preset's, not the default
+    assert "  learning_rate (set: 0.001*0.3@30; a number or a schedule" in text  # the recipe's
     assert "  lora_rank (set: 8; an integer)" in text  # the command line's
     assert "  seed (0; an integer)" in text  # untouched keys keep their default
 
@@ -209,5 +209,7 @@ def test_help_shows_what_the_parser_would_use(capsys: pytest.CaptureFixture[str]
     assert cli.main(argv) == 0
     text = capsys.readouterr().out
     assert "  lora_rank (set: 8; an integer)" in text
-    assert "  env_ids (set: TicTacToe-v0; " in text  # not the first preset's Kuhn
-    assert "  balanced_chance (False; " in text  # a key only the first preset set
+    assert '  env_ids ("TicTacToe-v0"; ' in text  # not the first preset's Kuhn
+    assert "  prompt_style (set: brief; " in text  # the last preset's
+    assert cli.main([*argv, "all"]) == 0
+    assert "  balanced_chance (False; " in capsys.readouterr().out  # only the first set it

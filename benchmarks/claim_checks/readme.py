@@ -13,6 +13,8 @@ import statistics
 from collections.abc import Callable
 from pathlib import Path
 
+from spiral.train import legacy_keys
+
 from . import cpu_classes
 from .core import AVERAGED, POOL, Check, NoData, Outcome, Table, compare, f, mean_sd, span
 from .engine import CPU_BENCH_FOLDERS, DECODE_RUNS, FIRST_BENCH, H200, benches, elapsed_min
@@ -111,13 +113,14 @@ def kuhn(table: Table) -> list[Check]:
     live, _, start = fade(table)
     row = table.find(PRESET)
     before = finals(row, BEFORE_FADE)
-    centering = row.row(MAKE_TRAIN).config(FADE[0].replace(".metrics.jsonl", ".config.json"))
+    saved = row.row(MAKE_TRAIN).config(FADE[0].replace(".metrics.jsonl", ".config.json"))
+    centering = legacy_keys.fold(saved)  # the run's config.json, read in today's keys
     return [
         Check("fade", f"from {span(start)} (the base model) to {mean_sd(live)}"),
         Check("worst seed", f"(worst {f(max(live))})"),
         Check(
             "fade keys",
-            f"private_centering={centering['private_centering']} private_centering_final={centering['private_centering_final']}",
+            f"private_centering={centering['private_centering']}",
         ),
         Check(
             "before the fade",

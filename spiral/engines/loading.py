@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -183,18 +182,6 @@ def resolve_device(device: str) -> Any:
     elif found.type != "cpu":
         raise DeviceError(f"device={device!r} is not supported; use {DEVICE_HELP}")
     return found
-
-
-SHORTCUTS_ENV = "SPIRAL_EXACT_SHORTCUTS"  # "0": the engine's exact shortcuts off (debugging)
-
-
-def exact_shortcuts() -> bool:
-    """Whether the torch engine takes its exact shortcuts: a shared prompt prefix computed
-    once (learner and sampler), sampling with the LoRA adapter merged into the weights,
-    and its own packed decode step. Each gives the same numbers as the plain path (tested)
-    and is always on; `SPIRAL_EXACT_SHORTCUTS=0` turns all three off, to rule them out
-    when something looks wrong."""
-    return os.environ.get(SHORTCUTS_ENV, "1").strip() not in ("0", "false", "no")
 
 
 def resolve_dtype(dtype: str, device: Any, full_fine_tuning: bool = False) -> Any:

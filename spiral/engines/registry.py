@@ -96,16 +96,12 @@ def _torch_learner(model: ModelConfig, **options: Any) -> Learner:
 
 
 def _torch_sampler(model: ModelConfig, version: int) -> Sampler:
-    from spiral.engines.loading import exact_shortcuts
     from spiral.engines.torch.loading import load_model_and_tokenizer
     from spiral.engines.torch.sampler import TorchSampler
 
     loaded, tokenizer = load_model_and_tokenizer(model, trained=False)
     loaded.eval()
-    on = exact_shortcuts()
-    return TorchSampler(
-        loaded, tokenizer, version=version, prefix_reuse=on, merge_lora=on, packed_decode=on
-    )
+    return TorchSampler(loaded, tokenizer, version=version)
 
 
 register(Engine(DEFAULT, _torch_learner, _torch_sampler))

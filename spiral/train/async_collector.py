@@ -92,39 +92,41 @@ class AsyncCollector:
         log: Callable[[str], None] = print,
     ) -> None:
         self.ray = ray_module()
-        self.cfg, self.log = cfg, log
-        self.games_per_batch = math.ceil(cfg.games_per_step / cfg.actors.num_actors)
-        capacity = cfg.actors.replay_buffer_size or cfg.games_per_step
+        if cfg.actors is None:
+            raise SpiralError("the async collector needs use_async_actor_learner=true")
+        self.cfg, self.log, self.opts = cfg, log, cfg.actors
+        self.games_per_batch = math.ceil(cfg.games_per_step / self.opts.num_actors)
+        capacity = self.opts.replay_buffer_size or cfg.games_per_step
         if capacity < cfg.games_per_step:
             raise SpiralError(
                 f"replay_buffer_size={capacity} holds less than one step's "
                 f"{cfg.games_per_step} games; raise it (0 = one step's games)"
             )
-        self.buffer = ReplayBuffer(capacity, cfg.actors.replay_buffer_max_staleness)
+        self.buffer = ReplayBuffer(capacity, self.opts.replay_buffer_max_staleness)
         self.owns_ray = not self.ray.is_initialized()
         self.reaper = Reaper()
         if self.owns_ray:
-            if not cfg.actors.ray_address:  # our own local instance: taken down however we end
+            if not self.opts.ray_address:  # our own local instance: taken down however we end
                 self.reaper.start()
-            local = not cfg.actors.ray_address
+            local = not self.opts.ray_address
             with (
                 ray_sees(local_placement(cfg, log) if local else None),
                 loopback_only(self.ray) if local else contextlib.nullcontext(),
             ):
                 self.ray.init(
-                    address=cfg.actors.ray_address or None,
+                    address=self.opts.ray_address or None,
                     include_dashboard=False,
                     configure_logging=False,
                     log_to_driver=True,
                 )
         remote = self.ray.remote(RolloutWorker).options(
-            num_cpus=cfg.actors.actor_num_cpus,
-            num_gpus=cfg.actors.actor_num_gpus,
-            max_restarts=cfg.actors.actor_max_restarts,
+            num_cpus=self.opts.actor_num_cpus,
+            num_gpus=self.opts.actor_num_gpus,
+            max_restarts=self.opts.actor_max_restarts,
             max_task_retries=0,
         )
-        threads = max(1, int(cfg.actors.actor_num_cpus))
-        self.actors = [remote.remote(cfg, setup, threads) for _ in range(cfg.actors.num_actors)]
+        threads = max(1, int(self.opts.actor_num_cpus))
+        self.actors = [remote.remote(cfg, setup, threads) for _ in range(self.opts.num_actors)]
         self.flights: dict[Any, _Flight] = {}  # in launch order
         self.next_chunk = first_step * 1000  # batch indices (seeds) never reused on resume
         self.weights: Any = None
@@ -183,7 +185,7 @@ class AsyncCollector:
 
     def _max_staleness(self, step: int) -> int:
         """The staleness bound (the same at every step)."""
-        return self.cfg.actors.replay_buffer_max_staleness
+        return self.opts.replay_buffer_max_staleness
 
     # ----- actors -----------------------------------------------------------------------
     def _publish(self, learner: Learner) -> None:
@@ -280,15 +282,14 @@ class AsyncCollector:
     def _wait_s(self) -> float:
         started = [f.started for f in self.flights.values() if f.started is not None]
         if not started:
-            return self.cfg.actors.actor_timeout_s
-        return max(0.1, self.cfg.actors.actor_timeout_s - (time.monotonic() - min(started)))
+            return self.opts.actor_timeout_s
+        return max(0.1, self.opts.actor_timeout_s - (time.monotonic() - min(started)))
 
     def _abandon_overdue(self) -> None:
         now = time.monotonic()
         for ref, flight in list(self.flights.items()):
             overdue = (
-                flight.started is not None
-                and now - flight.started >= self.cfg.actors.actor_timeout_s
+                flight.started is not None and now - flight.started >= self.opts.actor_timeout_s
             )
             if overdue and self.flights.pop(ref, None) is not None:
                 self.timeouts += 1
@@ -307,7 +308,7 @@ class AsyncCollector:
             self.failures += 1
             self.games_lost += games
             self.log(f"{why}: its {games} games in flight are dropped")
-        allowed = self.cfg.actors.num_actors * (self.cfg.actors.actor_max_restarts + 1)
+        allowed = self.opts.num_actors * (self.opts.actor_max_restarts + 1)
         if self.failures > allowed or len(self.gone) == len(self.actors):
             raise ActorsFailedError(
                 f"actors failed {self.failures} times (at most {allowed}: num_actors x "

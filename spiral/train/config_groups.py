@@ -4,16 +4,46 @@ keeps its flat name on the command line and in a run folder's config.json."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, ClassVar
+
 import chz
 
 from spiral.agents.registry import known_opponents
+from spiral.algo import schedule
 from spiral.algo.names import KlReference, OpponentWeighting
+from spiral.algo.schedule import Schedule
 from spiral.args import UsageError, non_negative, positive, unit_interval, zero_or_unit_interval
 from spiral.engines.registry import known_engine, known_sampler_engine
 from spiral.games.registry import known_game_ids
 from spiral.prompts.invalid import InvalidPolicyName
 
 ConfigError = UsageError
+
+
+def schedule_in(bounds: list[float], what: str) -> Callable[[Any, str], None]:
+    """A validator: every value of a schedule field lies in [low, high)."""
+    low, high = bounds
+
+    def check(obj: Any, attr: str) -> None:
+        value = getattr(obj, attr)
+        if any(not low <= v < high for v in value.values):
+            raise ConfigError(f"{attr.removeprefix('X_')} must stay in {what}, got {value}")
+
+    return check
+
+
+def non_negative_schedule(obj: Any, attr: str) -> None:
+    value = getattr(obj, attr)
+    if any(v < 0 for v in value.values):
+        raise ConfigError(f"{attr.removeprefix('X_')} must stay >= 0, got {value}")
+
+
+def positive_schedule(obj: Any, attr: str) -> None:
+    """A learning rate: > 0 where it starts, never below 0 (a schedule may end at 0)."""
+    value = getattr(obj, attr)
+    if value.start <= 0 or any(v < 0 for v in value.values):
+        raise ConfigError(f"{attr.removeprefix('X_')} must start > 0 and stay >= 0, got {value}")
 
 
 @chz.chz
@@ -82,19 +112,15 @@ class LearningConfig:
         "list them (KuhnPokerSingle-v0: the 6 deals); unbiased, less card-luck variance",
     )
     filter_zero_adv: bool = chz.field(default=False, doc="drop turns whose advantage is exactly 0")
-    private_centering: float = chz.field(
-        default=0.0,
+    private_centering: Schedule = chz.field(
+        default=schedule.constant(0.0),
+        blueprint_cast=schedule.parse,
         doc="in [0, 1): scale the policy gradient's part shared by the private informations "
         "of one public state (Kuhn's three cards at one betting history) by 1 - x, keeping "
         "what differs between them; a preconditioner for games with hidden information "
-        "(spiral/algo/private_centering.py). 0 = off",
-        validator=non_negative,
-    )
-    private_centering_final: float | None = chz.field(
-        default=None,
-        doc="if set, private_centering moves linearly to this value over the run (strong "
-        "early to leave a card-blind plateau, weaker late so the shared part of the "
-        "update can settle)",
+        "(spiral/algo/private_centering.py); 0 = off. A schedule moves it over the run "
+        "(0.95->0.5: strong early to leave a card-blind plateau, weaker late)",
+        validator=schedule_in([0.0, 1.0], "[0, 1) (0 = off)"),
     )
     filter_draw: bool = chz.field(default=False, doc="re-play drawn games (up to max_draw_retries)")
     max_draw_retries: int = chz.field(
@@ -115,10 +141,6 @@ class LearningConfig:
     )
 
     def validate(self) -> None:
-        for key in ("private_centering", "private_centering_final"):
-            value = getattr(self, key)
-            if value is not None and not 0.0 <= value < 1.0:
-                raise ConfigError(f"{key} must be in [0, 1) (0 = off), got {value}")
         if not 0.0 < self.role_baseline_ema_gamma < 1.0:
             raise ConfigError("role_baseline_ema_gamma must be in (0, 1)")
         if not 0.0 <= self.weight_ema_decay < 1.0:
@@ -132,27 +154,20 @@ class LearningConfig:
 class RegularizerConfig:
     """An entropy bonus and a KL towards a magnet (spiral/algo/regularizers.py)."""
 
-    entropy_coef: float = chz.field(
-        default=0.0,
+    entropy_coef: Schedule = chz.field(
+        default=schedule.constant(0.0),
+        blueprint_cast=schedule.parse,
         doc="entropy bonus at every trained token (over the legal moves when answers are "
-        "constrained)",
-        validator=non_negative,
+        "constrained); a schedule moves it over the run (0.3->0.1: a strong bonus early "
+        "keeps the policy stochastic, a small one late lets it near Nash)",
+        validator=non_negative_schedule,
     )
-    entropy_coef_final: float | None = chz.field(
-        default=None,
-        doc="if set, entropy_coef moves linearly to this value over the run (a strong "
-        "bonus early keeps the policy stochastic, a small one late lets it near Nash)",
-    )
-    kl_coef: float = chz.field(
-        default=0.0,
-        doc="KL(policy || kl_reference) penalty at every trained token",
-        validator=non_negative,
-    )
-    kl_coef_final: float | None = chz.field(
-        default=None,
-        doc="if set, kl_coef moves linearly to this value over the run (e.g. 0 -> 0.1 with "
-        "a KL to uniform: free to leave a plateau early, kept off the simplex "
-        "corners late)",
+    kl_coef: Schedule = chz.field(
+        default=schedule.constant(0.0),
+        blueprint_cast=schedule.parse,
+        doc="KL(policy || kl_reference) penalty at every trained token; a schedule moves it "
+        "over the run (0->0.6: free to leave a plateau early, held near the magnet late)",
+        validator=non_negative_schedule,
     )
     kl_reference: KlReference = chz.field(
         default="reference",
@@ -173,21 +188,16 @@ class RegularizerConfig:
                 "kl_reference=snapshot needs kl_magnet_interval > 0, the steps between "
                 "refreshes of the magnet (e.g. kl_magnet_interval=10)"
             )
-        for key in ("entropy_coef_final", "kl_coef_final"):
-            value = getattr(self, key)
-            if value is not None and value < 0:
-                raise ConfigError(f"{key} must be >= 0, got {value}")
 
 
 @chz.chz
 class PopulationConfig:
-    """Population play: fictitious self-play against past snapshots (spiral/train/population.py)."""
+    """Population play: fictitious self-play against a pool of past snapshots of the policy
+    (LoRA: adapters over one model; full fine-tuning: weight files, see
+    fsp_max_loaded_members). Exists when on: `fsp_enabled=true` creates it."""
 
-    fsp_enabled: bool = chz.field(
-        default=False,
-        doc="play against a pool of past snapshots of the policy (LoRA: adapters over one "
-        "model; full fine-tuning: weight files, see fsp_max_loaded_members)",
-    )
+    SWITCH: ClassVar[str] = "fsp_enabled"  # the key that creates this group
+
     fsp_pool_size: int = chz.field(default=25, doc="pool members kept (FIFO)", validator=positive)
     fsp_update_interval: int = chz.field(
         default=5,
@@ -233,13 +243,12 @@ class PopulationConfig:
 
 @chz.chz
 class AsyncConfig:
-    """The asynchronous actor-learner on Ray (spiral/train/async_collector.py)."""
+    """The asynchronous actor-learner: actors (Ray) play games with the newest weights they
+    have while the learner learns; needs the ray extra. Exists when on:
+    `use_async_actor_learner=true` creates it; off, the sync loop plays, then learns."""
 
-    use_async_actor_learner: bool = chz.field(
-        default=False,
-        doc="actors (Ray) play games with the newest weights they have while the learner "
-        "learns; needs the ray extra. Default: the sync loop (play, then learn)",
-    )
+    SWITCH: ClassVar[str] = "use_async_actor_learner"  # the key that creates this group
+
     num_actors: int = chz.field(
         default=1, doc="Ray actors playing games, each with its own model copy", validator=positive
     )

@@ -49,7 +49,7 @@ def check_config(cfg: TrainConfig, ranks: Ranks) -> None:
                 "... fsdp=true (or leave fsdp off)"
             )
         return
-    if cfg.actors.use_async_actor_learner:
+    if cfg.actors is not None:
         raise ConfigError(
             f"use_async_actor_learner=true cannot run under torchrun ({ranks.world} ranks): "
             "the async actor-learner scales by adding Ray actors (num_actors) instead"
@@ -73,7 +73,7 @@ def _check_fsdp(cfg: TrainConfig) -> None:
     """What an FSDP learner cannot do yet (spiral/engines/parallel/sharded.py), refused."""
     swaps = {
         "fsp_enabled=true (population play keeps pool members over one whole model)": (
-            cfg.population.fsp_enabled
+            cfg.population is not None
         ),
         f"weight_ema_decay={cfg.learning.weight_ema_decay} (the average swaps whole weights in)": (
             cfg.learning.weight_ema_decay > 0

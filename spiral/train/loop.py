@@ -74,7 +74,7 @@ def open_collector(
 
         yield functools.partial(collect, cfg, setup, play=sharded_play(ranks))
         return
-    if not cfg.actors.use_async_actor_learner:
+    if cfg.actors is None:
         yield functools.partial(collect, cfg, setup)
         return
     from spiral.train.async_collector import AsyncCollector  # Ray is an optional extra
@@ -179,7 +179,7 @@ def _population(
 ) -> Population | None:
     """Population play's state (fsp_enabled): the pool's members come back from the run
     folder the checkpoint was written in."""
-    if not cfg.population.fsp_enabled:
+    if cfg.population is None:
         return None
     population = Population.restore(cfg, source, learner, extra)
     population.run_dir = run_dir

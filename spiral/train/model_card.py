@@ -30,7 +30,7 @@ TRAINING_KEYS = (
     "prompt_style",
     "max_tokens",
     "entropy_coef",
-    "kl_coef_final",
+    "kl_coef",
     "weight_ema_decay",
     "fsp_enabled",
     "seed",

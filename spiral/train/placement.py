@@ -83,7 +83,8 @@ def visible_gpus() -> list[int]:
 
 
 def local_placement(cfg: Any, log: Callable[[str], None]) -> Placement:
-    """The placement of `cfg`'s actors (a TrainConfig) on this machine, printed."""
+    """The placement of `cfg`'s actors (a TrainConfig whose actors are on) on this
+    machine, printed."""
     from spiral.engines.loading import resolve_device
 
     device = resolve_device(cfg.device)

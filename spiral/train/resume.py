@@ -29,8 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from spiral.args import flat_json
 from spiral.engines.base import Learner
 from spiral.engines.manifest import DamagedCheckpointError
+from spiral.train import legacy_keys
 from spiral.train.checkpoint import LoopState, complete_checkpoints, verified_loop_state
 from spiral.train.config import (
     EXACT_KEYS,
@@ -40,6 +42,7 @@ from spiral.train.config import (
     TrainConfig,
     retired_option,
 )
+from spiral.train.config_groups import AsyncConfig, PopulationConfig
 
 SHAPE_KEYS = ("model_name", "lora_rank", "lora_alpha")
 SAFE_KEYS = frozenset(
@@ -66,7 +69,7 @@ SAFE_KEYS = frozenset(
         "gradient_checkpointing",
         "prefix_cache_mb",
         "temperature",
-        "preset",
+        "recipe",
     }
 )
 
@@ -90,7 +93,7 @@ def check_resume_config(saved: dict[str, Any], new: dict[str, Any], same_run: bo
     A key missing from `saved` (added to Spiral after the run) counts as its default."""
     retired = retired_option(saved)
     saved = {k: v for k, v in saved.items() if k not in RETIRED_KEYS and k not in EXACT_KEYS}
-    saved = {**TrainConfig().to_json(), **saved}
+    saved = _with_defaults(legacy_keys.fold(saved))
     if retired and same_run:
         raise ConfigError(
             f"cannot resume this run folder: it was trained with {retired}, an option this "
@@ -124,6 +127,16 @@ def check_resume_config(saved: dict[str, Any], new: dict[str, Any], same_run: bo
                 f"the change; pass {key}={_cli(saved.get(key))} to continue, or start a new "
                 "run (another log_path, optionally load_checkpoint_path=<this checkpoint>)"
             )
+
+
+def _with_defaults(saved: dict[str, Any]) -> dict[str, Any]:
+    """`saved` with every key it lacks at its default: the run's, and those of a mode it
+    had on (a key added to Spiral after the run was saved)."""
+    out = {**TrainConfig().to_json(), **saved}
+    for group in (PopulationConfig, AsyncConfig):
+        if out.get(group.SWITCH) is True:
+            out = {**flat_json(group()), **out}
+    return out
 
 
 def _cli(value: Any) -> str:

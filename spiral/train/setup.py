@@ -28,6 +28,7 @@ from spiral.report.sinks import MetricsSink, TensorBoardSink, WandbSink, missing
 from spiral.report.writable import check_run_files, check_writable_folder
 from spiral.train.averaging import WeightAverage
 from spiral.train.config import ConfigError, TrainConfig
+from spiral.train.config_groups import PopulationConfig
 from spiral.train.population import Population
 from spiral.train.run_lock import LOCK
 
@@ -57,7 +58,7 @@ def default_run_name(cfg: TrainConfig) -> str:
     """Like the original: model short name, games, batch, lr, time."""
     model = Path(cfg.model_name.rstrip("/")).name or "model"
     envs = "+".join(e.rsplit("-v", 1)[0] for e in cfg.env_ids)
-    return f"{model}-{envs}-{cfg.batch_size}batch-{cfg.learning_rate:g}lr-{time.strftime('%Y%m%d-%H%M%S')}"
+    return f"{model}-{envs}-{cfg.batch_size}batch-{cfg.learning_rate.start:g}lr-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
 def build_setup(cfg: TrainConfig) -> RunSetup:
@@ -144,7 +145,7 @@ def make_learner_factory(
 
     def build() -> Learner:
         from spiral.engines import registry
-        from spiral.engines.loading import ModelConfig, exact_shortcuts
+        from spiral.engines.loading import ModelConfig
 
         model_cfg = ModelConfig(
             model=cfg.model_name,
@@ -160,11 +161,8 @@ def make_learner_factory(
             model_cfg,
             micro_batch_tokens=cfg.compute.micro_batch_tokens,
             max_grad_norm=cfg.learning.max_grad_norm,
-            max_loaded_members=cfg.population.fsp_max_loaded_members,
+            max_loaded_members=(cfg.population or PopulationConfig()).fsp_max_loaded_members,
             prefix_cache_mb=cfg.compute.prefix_cache_mb,
-            share_prefix=exact_shortcuts(),
-            merge_lora=exact_shortcuts(),
-            packed_decode=exact_shortcuts(),
             trained=not sampling_only,
         )
         if cfg.compute.sampler_engine and cfg.compute.sampler_engine != cfg.compute.engine:
@@ -176,7 +174,7 @@ def make_learner_factory(
                 max_model_len=cfg.compute.vllm_max_model_len,
                 gpu_memory=cfg.compute.vllm_gpu_memory,
                 # the policy, the KL's snapshot magnet and every pool member as adapters
-                max_loras=2 + (cfg.population.fsp_pool_size if cfg.population.fsp_enabled else 0),
+                max_loras=2 + (cfg.population.fsp_pool_size if cfg.population else 0),
             )
         if ranks is not None and ranks.world > 1:
             from spiral.engines.parallel import on_ranks

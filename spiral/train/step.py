@@ -144,7 +144,7 @@ def learn(
         use_baseline=cfg.learning.use_role_baseline,
         trained_agents={POLICY},  # never train on turns sampled by frozen opponents
     )
-    centering = cfg.private_centering_at(step)
+    centering = cfg.at(cfg.learning.private_centering, step)
     datums, assemble_metrics = assemble(
         episodes,
         advantages,
@@ -153,7 +153,7 @@ def learn(
         private_centering=centering,
     )
     datums, merge_metrics = merge_identical(datums)  # exact: identical rows trained once
-    if cfg.learning.private_centering or cfg.learning.private_centering_final is not None:
+    if not cfg.learning.private_centering.is_off:
         merge_metrics["private_centering"] = centering  # its value this step (scheduled)
     t1 = time.perf_counter()
     train_metrics = update(cfg, learner, datums, step, average)
@@ -178,7 +178,8 @@ def update(
     since the rows were played (`kl_lr_scale`). Every step taken (not skipped for NaN)
     is folded into `average`, the run's weight average."""
     loss_fn = functools.partial(get_loss(cfg.loss_fn), clip=cfg.learning.ppo_clip)
-    entropy_coef, kl_coef = cfg.entropy_coef_at(step), cfg.kl_coef_at(step)
+    entropy_coef = cfg.at(cfg.regularizer.entropy_coef, step)
+    kl_coef = cfg.at(cfg.regularizer.kl_coef, step)
     reg = Regularizer(entropy_coef, kl_coef, cfg.regularizer.kl_reference)
     minibatches = split_minibatches(
         datums, cfg.learning.num_substeps, derive_seed(cfg.seed, step, 2)
@@ -187,7 +188,7 @@ def update(
     for minibatch in minibatches:
         metrics = forward_backward_by_staleness(learner, minibatch, loss_fn, reg)
         scale = lr_scale(cfg, metrics)
-        metrics.update(learner.optim_step(cfg.learning_rate_at(step) * scale))
+        metrics.update(learner.optim_step(cfg.at(cfg.learning_rate, step) * scale))
         if average is not None and not metrics.get("skipped_nonfinite"):
             average.update(learner.trained_state())
         per_substep.append(metrics)
@@ -280,7 +281,7 @@ def train_step(
     metrics: dict[str, float] = {
         "progress/step": float(step),
         "progress/done_frac": (step + 1) / cfg.num_steps,
-        "optim/lr": cfg.learning_rate_at(step),
+        "optim/lr": cfg.at(cfg.learning_rate, step),
         "perf/games_per_s": len(episodes) / max(total_s, 1e-9),
         "perf/sample_tokens_per_s": sampled / max(play_s, 1e-9),
         "perf/prompt_tokens_per_s": prompt_tokens / max(play_s, 1e-9),

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
+import chz
 import pytest
 
+from spiral.algo import schedule
 from spiral.cli import main as cli_main
-from spiral.train.config import PRESETS, ConfigError, parse_config
+from spiral.train.config import ConfigError, parse_config
+from spiral.train.recipes import RECIPES, words
 
 
 def test_original_style_command_line() -> None:
@@ -28,12 +30,12 @@ def test_original_style_command_line() -> None:
 def test_preset_then_explicit_keys_win() -> None:
     cfg = parse_config(["preset=embedded-tictactoe", "batch_size=8"])
     assert cfg.batch_size == 8
-    assert cfg.max_tokens == int(PRESETS["embedded-tictactoe"]["max_tokens"])
+    assert cfg.max_tokens == RECIPES["embedded-tictactoe"]().max_tokens
 
 
 def test_last_preset_wins() -> None:
     cfg = parse_config(["preset=embedded-kuhn", "preset=embedded-tictactoe"])
-    assert cfg.env_ids == ("TicTacToe-v0",) and cfg.preset == "embedded-tictactoe"
+    assert cfg.env_ids == ("TicTacToe-v0",) and cfg.recipe == "embedded-tictactoe"
 
 
 def test_make_train_uses_a_known_preset() -> None:
@@ -41,8 +43,8 @@ def test_make_train_uses_a_known_preset() -> None:
     from pathlib import Path
 
     makefile = (Path(__file__).parents[2] / "Makefile").read_text()
-    presets = re.findall(r"spiral train preset=(\S+)", makefile)
-    assert presets and all(p in PRESETS for p in presets)
+    presets = re.findall(r"spiral train recipe=(\S+)", makefile)
+    assert presets and all(p in RECIPES for p in presets)
     for name in presets:
         parse_config([f"preset={name}"])  # every preset is a valid config
 
@@ -55,6 +57,10 @@ def test_make_train_uses_a_known_preset() -> None:
         (["batch_size=3"], "even"),
         (["role_baseline_ema_gamma=1.0"], "(0, 1)"),
         (["preset=nope"], "embedded-tictactoe"),
+        (["recipe=nope"], "unknown recipe"),
+        (["fsp_pool_size=3"], "needs fsp_enabled=true"),
+        (["learning_rate=1e-3->"], "not a schedule"),
+        (["private_centering=0.5->1"], "must stay in"),
         (["lora_rank"], "key=value"),
         (["use_llm_obs_wrappers=True,False"], "one per env"),
         (["lr_staleness=inverse"], "lr_staleness=inverse: retired"),  # did not help
@@ -77,7 +83,7 @@ def test_unknown_game_lists_known_ids() -> None:
 def test_cli_reports_config_errors(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(["train", "invalid_move_policy=lenient"]) == 2
     assert "strict" in capsys.readouterr().err
-    assert cli_main(["train", "--help"]) == 0
+    assert cli_main(["train", "--help", "all"]) == 0
     assert "role_baseline_ema_gamma" in capsys.readouterr().out
 
 
@@ -94,84 +100,89 @@ def test_regularised_learning_keys_parse_and_validate() -> None:
             "prompt_style=focused",
         ]
     )
-    assert cfg.entropy_coef_at(0) == pytest.approx(0.3)
-    assert cfg.entropy_coef_at(5) == pytest.approx(0.175)
-    assert cfg.entropy_coef_at(10) == pytest.approx(0.05)
-    assert parse_config(["entropy_coef=0.2"]).entropy_coef_at(7) == 0.2  # constant
+
+    def at(value: schedule.Schedule, steps: tuple[int, ...], c=cfg) -> list[float]:
+        return [c.at(value, s) for s in steps]
+
+    assert at(cfg.regularizer.entropy_coef, (0, 5, 10)) == pytest.approx([0.3, 0.175, 0.05])
+    constant = parse_config(["entropy_coef=0.2"])
+    assert constant.at(constant.regularizer.entropy_coef, 7) == 0.2
     ramp = parse_config(["kl_coef=0", "kl_coef_final=0.1", "max_steps=11"])
-    assert [ramp.kl_coef_at(s) for s in (0, 5, 10, 20)] == pytest.approx([0, 0.05, 0.1, 0.1])
-    assert cfg.kl_coef_at(9) == pytest.approx(0.1)  # constant without kl_coef_final
+    assert at(ramp.regularizer.kl_coef, (0, 5, 10, 20), ramp) == pytest.approx([0, 0.05, 0.1, 0.1])
+    assert ramp.regularizer.kl_coef == parse_config(["kl_coef=0->0.1"]).regularizer.kl_coef
+    assert at(cfg.regularizer.kl_coef, (9,)) == pytest.approx([0.1])  # constant
     fading = parse_config(
         ["private_centering=0.95", "private_centering_final=0.45", "max_steps=11"]
     )
-    assert [fading.private_centering_at(s) for s in (0, 5, 10)] == pytest.approx([0.95, 0.7, 0.45])
-    assert parse_config(["private_centering=0.8"]).private_centering_at(50) == 0.8
+    assert at(fading.learning.private_centering, (0, 5, 10), fading) == pytest.approx(
+        [0.95, 0.7, 0.45]
+    )
     for bad, hint in (
         ("kl_reference=base", "reference, uniform"),
         ("prompt_style=short", "original, focused, brief"),
         ("num_substeps=0", "> 0"),
         ("entropy_coef=-1", ">= 0"),
         ("entropy_coef_final=-0.1", ">= 0"),
-        ("kl_coef_final=-0.1", "kl_coef_final must be >= 0"),
+        ("kl_coef_final=-0.1", "kl_coef must stay >= 0"),
+        ("kl_coef_final=nan", "kl_coef_final='nan' is not valid"),
     ):
         with pytest.raises(ConfigError, match=hint):
             parse_config([bad])
 
 
 def test_learning_rate_schedules() -> None:
-    base = ["learning_rate=1e-3", "max_steps=10"]
-    assert parse_config(base).learning_rate_at(9) == pytest.approx(1e-3)
-    linear = parse_config([*base, "lr_schedule=linear"])
-    assert [linear.learning_rate_at(s) for s in (0, 5)] == pytest.approx([1e-3, 5e-4])
-    cosine = parse_config([*base, "lr_schedule=cosine"])
-    assert [cosine.learning_rate_at(s) for s in (0, 5)] == pytest.approx([1e-3, 5e-4])
-    assert cosine.learning_rate_at(9) == pytest.approx(1e-3 * 0.5 * (1 + math.cos(0.9 * math.pi)))
-    step = parse_config([*base, "lr_schedule=step", "lr_step_at=4", "lr_step_factor=0.1"])
-    assert [step.learning_rate_at(s) for s in (0, 3, 4, 9)] == pytest.approx(
-        [1e-3, 1e-3, 1e-4, 1e-4]
-    )
+    def lr(words: list[str], steps: tuple[int, ...]) -> list[float]:
+        cfg = parse_config(["max_steps=11", *words])
+        return [cfg.at(cfg.learning_rate, s) for s in steps]
+
+    assert lr(["learning_rate=1e-3"], (0, 10)) == pytest.approx([1e-3, 1e-3])
+    assert lr(["learning_rate=1e-3->0"], (0, 5, 10)) == pytest.approx([1e-3, 5e-4, 0])
+    assert lr(["learning_rate=cosine:1e-3->0"], (0, 5, 10)) == pytest.approx([1e-3, 5e-4, 0])
+    assert lr(["learning_rate=1e-3*0.1@4"], (0, 3, 4, 9)) == pytest.approx([1e-3, 1e-3, 1e-4, 1e-4])
+    # Spiral's earlier keys still parse, into the same schedules
+    earlier = ["learning_rate=1e-3", "lr_schedule=step", "lr_step_at=4", "lr_step_factor=0.1"]
+    assert lr(earlier, (0, 3, 4, 9)) == lr(["learning_rate=1e-3*0.1@4"], (0, 3, 4, 9))
+    assert lr(["learning_rate=1e-3", "lr_schedule=linear"], (5,)) == pytest.approx([5e-4])
     with pytest.raises(ConfigError, match="lr_step_at > 0"):
-        parse_config([*base, "lr_schedule=step"])
+        parse_config(["learning_rate=1e-3", "lr_schedule=step"])
     with pytest.raises(ConfigError, match="constant, linear, cosine, step"):
         parse_config(["lr_schedule=staircase"])
 
 
-def test_the_exact_shortcuts_are_on_and_one_switch_turns_them_off(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_exact_shortcuts_are_always_on_in_a_run(tmp_path: Path) -> None:
+    """A shared prefix, sampling with the adapter merged in and the packed decode step give
+    the plain path's numbers (tested where each is built) and a run has no way to turn
+    them off; the engine's constructor flags do, for tests and benchmarks."""
     from spiral.testing import make_tiny_model
     from spiral.train.setup import make_learner_factory
 
     tiny_llama = make_tiny_model(tmp_path / "llama", arch="llama")
     cfg = parse_config([f"model_name={tiny_llama}", "lora_rank=4"])
-    for switch, expected in ((None, True), ("0", False)):
-        if switch is not None:
-            monkeypatch.setenv("SPIRAL_EXACT_SHORTCUTS", switch)
-        learner = make_learner_factory(cfg)()
-        assert learner.share_prefix is expected
-        assert learner.sampler().prefix_reuse is expected
-        assert learner.sampler().merge_lora is expected
-        assert learner.sampler().packed_decode is expected
+    learner = make_learner_factory(cfg)()
+    sampler = learner.sampler()
+    assert learner.share_prefix and sampler.prefix_reuse
+    assert sampler.merge_lora and sampler.packed_decode
+    with pytest.raises(ConfigError, match="share_prefix=false: always on now"):
+        parse_config(["share_prefix=false"])
 
 
-@pytest.mark.parametrize("name", sorted(PRESETS))
-def test_every_preset_is_a_valid_config(name: str) -> None:
-    cfg = parse_config([f"preset={name}"])
-    assert cfg.preset == name
-    typed = parse_config([f"{k}={v}" for k, v in PRESETS[name].items()]).to_json()
-    for key in PRESETS[name]:  # each of its values applied as if typed on the command line
-        assert cfg.to_json()[key] == typed[key], key
+@pytest.mark.parametrize("name", sorted(RECIPES))
+def test_every_recipe_is_its_words_on_the_command_line(name: str) -> None:
+    cfg = parse_config([f"recipe={name}"])
+    assert cfg.recipe == name and parse_config([f"preset={name}"]) == cfg
+    typed = parse_config([f"{k}={v}" for k, v in words(name).items()])
+    assert chz.replace(typed, recipe=name) == cfg  # its values typed as words: the same
+    assert cfg == chz.replace(RECIPES[name](), recipe=name)  # the recipe's own code
 
 
 def test_the_papers_preset_is_the_papers_setting() -> None:
-    cfg = parse_config(["preset=qwen3-4b-spiral"])
+    cfg = parse_config(["recipe=qwen3-4b-spiral"])
     assert cfg.model_name == "Qwen/Qwen3-4B-Base"
     assert cfg.env_ids == ("TicTacToe-v0", "KuhnPoker-v1", "SimpleNegotiation-v1")
     assert (cfg.template, cfg.answer_format) == ("qwen3", "boxed")
     assert cfg.games_per_step == 64 and cfg.num_steps == 400
-    assert (
-        cfg.regularizer.entropy_coef == 0.0 and cfg.regularizer.kl_coef == 0.0
-    )  # the original had no regulariser
+    assert cfg.regularizer.entropy_coef.is_off and cfg.regularizer.kl_coef.is_off
+    # the original had no regulariser
 
 
 def test_the_async_loop_defaults_to_a_kl_trust_region() -> None:

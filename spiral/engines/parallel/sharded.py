@@ -11,7 +11,7 @@ What that asks of the loop, and how this learner gives it:
 - **Every rank makes the same calls.** Gathering a layer and reducing its gradient are
   collectives, so the ranks must make them in step although each trains its own share of
   the rows (`datums[rank::world]`, the whole batch's normaliser, as `DataParallelLearner`).
-  Two ways, chosen by the learner's `share_prefix` (on; `SPIRAL_EXACT_SHORTCUTS=0` off):
+  Two ways, chosen by the learner's `share_prefix` (on in every run; off only through the engine's constructor):
   - shared prefixes (the default): the learner's shared-prefix forwards make the number
     of forwards depend on the rows, so the weights stay whole through the learning step
     (gathered once), the rank's micro-batches run with no collective and their gradients

@@ -17,7 +17,7 @@ Choices:
   the per-row computation (tested); the saving is the prefix times (rows - 1). Measured
   ~3.5x faster training steps on single-hand Kuhn poker (docs/results.md). On an H100 at
   16 rows it ran twice the kernels for 0.92x of the unshared speed (the step was bound
-  by kernel launches): `share_prefix=False` (`SPIRAL_EXACT_SHORTCUTS=0` for a run).
+  by kernel launches): `share_prefix=False` (the constructor's flag; a run always shares).
 - The loss returned by `loss_fn` is a SUM over tokens; each micro-batch's sum is divided
   by the normaliser (`normalize="datums"`: the summed `weight` of the datums in the
   forward_backward call, i.e. the number of sampled rows they stand for; "none": 1,
@@ -140,7 +140,7 @@ class TorchLearner(LogProbs):
         self.frozen = TorchFrozenCopies(self)  # pool members, the KL's snapshot magnet
         # The magnet's distributions at constrained answers, kept while it stays the same
         # (magnet_memo.py); an exact shortcut, so off with prefix sharing (checkpointing,
-        # SPIRAL_EXACT_SHORTCUTS=0; benchmarks turn it off with `keep_magnet`).
+        # share_prefix=False; benchmarks turn it off with `keep_magnet`).
         self._magnet_memo = MagnetMemo()
         self.keep_magnet = True
 

@@ -1,0 +1,94 @@
+"""Spiral's earlier names for settings that are one key now, read wherever they appear: on
+a command line (`entropy_coef_final=0.1`, `lr_schedule=step lr_step_at=30`, `preset=`)
+and in a run folder's config.json written before (so old folders resume and old commands
+run). `fold` turns them into today's keys; nothing else reads them.
+
+- `learning_rate` with `lr_schedule` (constant | linear | cosine | step), `lr_step_at`
+  and `lr_step_factor` -> one schedule: `step` as `LR*FACTOR@AT`; `linear` and `cosine`
+  as `LR->0` and `cosine:LR->0` (these now reach 0 at the run's last step, where they
+  reached it one step after: the last steps' rates differ by LR/steps at most).
+- `X` with `X_final` (entropy_coef, kl_coef, private_centering) -> `X=START->FINAL`.
+- `preset` -> `recipe`.
+- A mode's keys beside its switch set off (`fsp_enabled=false fsp_pool_size=25`, as every
+  config.json wrote them before the modes became optional groups) are dropped.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import chz
+
+from spiral.algo import schedule
+from spiral.errors import UsageError
+from spiral.train.config_groups import AsyncConfig, PopulationConfig
+
+LR_KEYS = ("lr_schedule", "lr_step_at", "lr_step_factor")
+FINAL_KEYS = ("entropy_coef", "kl_coef", "private_centering")
+NAMES = frozenset({*LR_KEYS, *(f"{k}_final" for k in FINAL_KEYS), "preset"})
+
+
+def fold(values: dict[str, Any]) -> dict[str, Any]:
+    """`values` (key -> a command-line word or a config.json value) with the earlier names
+    folded into today's; keys of neither kind pass through unchanged."""
+    out = dict(values)
+    if "preset" in out:
+        preset = out.pop("preset")
+        out.setdefault("recipe", preset)
+    for group in (PopulationConfig, AsyncConfig):  # a mode set off: its keys say nothing
+        if group.SWITCH in out and str(out[group.SWITCH]).lower() in ("false", "0"):
+            for key in chz.chz_fields(group):
+                out.pop(key, None)
+    if any(k in out for k in LR_KEYS):
+        out["learning_rate"] = _learning_rate(out).to_json()
+        for key in LR_KEYS:
+            out.pop(key, None)
+    for key in FINAL_KEYS:
+        final = out.pop(f"{key}_final", None)
+        if final is None or str(final) in ("None", ""):
+            continue
+        start = _schedule(key, out.get(key, 0.0)).start
+        out[key] = schedule.linear(start, _number(f"{key}_final", final)).to_json()
+    return out
+
+
+def _learning_rate(values: dict[str, Any]) -> schedule.Schedule:
+    now = _schedule("learning_rate", values.get("learning_rate", 1e-4))
+    lr, (at, factor) = now.start, (now.drops[0] if now.drops else (0, 0.1))
+    kind = str(values.get("lr_schedule", "step" if now.kind == "steps" else "constant"))
+    if kind == "step":
+        at = int(_number("lr_step_at", values.get("lr_step_at", at)))
+        if at <= 0:
+            raise UsageError(
+                "lr_schedule=step needs lr_step_at > 0, the first step at the lower rate "
+                "(today's form: learning_rate=1e-3*0.1@60)"
+            )
+        factor = _number("lr_step_factor", values.get("lr_step_factor", factor))
+        return schedule.Schedule("steps", lr, drops=((at, factor),))
+    if kind == "linear":
+        return schedule.linear(lr, 0.0)
+    if kind == "cosine":
+        return schedule.Schedule("cosine", lr, 0.0)
+    if kind == "constant":
+        return schedule.constant(lr)
+    raise UsageError(
+        f"lr_schedule={kind!r} is not valid: expected one of constant, linear, cosine, step"
+    )
+
+
+def _schedule(key: str, value: Any) -> schedule.Schedule:
+    try:
+        return schedule.parse(str(value))
+    except UsageError as err:
+        raise UsageError(f"{key}={err}") from None
+
+
+def _number(key: str, value: Any) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if not math.isfinite(number):
+        raise UsageError(f"{key}={value!r} is not valid: expected a finite number")
+    return number

@@ -1,0 +1,78 @@
+"""Run folders written before recipes, schedules and optional modes still resume.
+
+The files under tests/data/configs-before-recipes/ are the config.json that the version of
+Spiral before them wrote for `preset=embedded-kuhn`, `preset=embedded-tictactoe` and an
+async run with a linear learning rate and a fading KL (flat keys, `lr_schedule`,
+`*_final`, `fsp_enabled=false` beside every population key). Resume compares such a file
+with today's config of the same run; it must find them the same, and still refuse a change.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from spiral.train.config import ConfigError, parse_config
+from spiral.train.resume import check_resume_config
+
+DATA = Path(__file__).parents[1] / "data" / "configs-before-recipes"
+TODAY = {
+    "embedded-kuhn": ["recipe=embedded-kuhn"],
+    "embedded-tictactoe": ["recipe=embedded-tictactoe"],
+    "async-linear-lr": [
+        "use_async_actor_learner=true",
+        "num_actors=2",
+        "learning_rate=3e-4->0",
+        "max_steps=50",
+        "kl_coef=0.1->0",
+    ],
+}
+
+
+def _saved(name: str) -> dict[str, object]:
+    return json.loads((DATA / f"{name}.json").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("name", sorted(TODAY))
+def test_a_run_folder_from_before_resumes_with_todays_keys(name: str) -> None:
+    saved = _saved(name)
+    assert "lr_schedule" in saved and "fsp_pool_size" in saved  # the earlier vocabulary
+    check_resume_config(saved, parse_config(TODAY[name]).to_json(), same_run=True)
+
+
+@pytest.mark.parametrize(
+    ("name", "change", "key"),
+    [
+        ("embedded-kuhn", "entropy_coef=0.3->0.2", "entropy_coef"),
+        ("embedded-kuhn", "learning_rate=1e-3*0.3@40", "learning_rate"),
+        ("embedded-kuhn", "fsp_enabled=true", "fsp_enabled"),
+        ("embedded-tictactoe", "fsp_pool_size=3", "fsp_pool_size"),
+        ("async-linear-lr", "num_actors=3", "num_actors"),
+    ],
+)
+def test_a_changed_run_is_still_refused(name: str, change: str, key: str) -> None:
+    new = parse_config([*TODAY[name], change]).to_json()
+    with pytest.raises(ConfigError, match=f"cannot resume this run folder with {key}="):
+        check_resume_config(_saved(name), new, same_run=True)
+
+
+def test_the_earlier_command_lines_give_todays_configs() -> None:
+    """The earlier keys, typed as before, parse to the same config as today's words."""
+    for name, earlier in (
+        ("embedded-kuhn", ["preset=embedded-kuhn"]),
+        (
+            "async-linear-lr",
+            [
+                "use_async_actor_learner=true",
+                "num_actors=2",
+                "lr_schedule=linear",
+                "learning_rate=3e-4",
+                "max_steps=50",
+                "kl_coef=0.1",
+                "kl_coef_final=0.0",
+            ],
+        ),
+    ):
+        assert parse_config(earlier) == parse_config(TODAY[name])
