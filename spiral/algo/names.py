@@ -15,4 +15,3 @@ LOSS_NAMES: tuple[str, ...] = get_args(LossName)
 KlReference = Literal["reference", "uniform", "snapshot"]
 KL_REFERENCES: tuple[str, ...] = get_args(KlReference)
 # How population play draws past members (spiral.algo.opponents).
-OpponentWeighting = Literal["uniform", "variance"]

@@ -11,7 +11,7 @@ import chz
 
 from spiral.agents.registry import known_opponents
 from spiral.algo import schedule
-from spiral.algo.names import KlReference, OpponentWeighting
+from spiral.algo.names import KlReference
 from spiral.algo.schedule import Schedule
 from spiral.args import UsageError, non_negative, positive, unit_interval, zero_or_unit_interval
 from spiral.engines.registry import known_engine, known_sampler_engine
@@ -215,12 +215,6 @@ class PopulationConfig:
         default=None,
         doc="share of self-play games; None: the current policy is one more uniform "
         "choice beside the members (the original)",
-    )
-    fsp_weighting: OpponentWeighting = chz.field(
-        default="uniform",
-        doc="how members are drawn: uniform (the original) | variance (prioritised FSP: in "
-        "proportion to x(1-x), x the policy's smoothed win rate against the member, so "
-        "even opponents are met most and unmet ones first)",
     )
     fsp_max_loaded_members: int = chz.field(
         default=2,

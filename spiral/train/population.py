@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 from spiral.agents.base import Agent
-from spiral.algo.opponents import summed, variance_weight
 from spiral.engines.base import FrozenCopies, Learner
 from spiral.engines.manifest import (
     COMPLETE,
@@ -115,13 +114,12 @@ def choose_opponents(
     rng: random.Random,
     include_current: bool,
     current_fraction: float | None,
-    weight: Callable[[str], float] | None = None,
 ) -> list[str]:
     """One opponent label per game: a candidate, or SELF for a plain self-play game."""
     options = list(candidates)
     if not options:
         return [SELF] * n_games
-    weights = [weight(c) for c in options] if weight is not None else [1.0] * len(options)
+    weights = [1.0] * len(options)
     if current_fraction is None and include_current:
         options.append(SELF)
         weights.append(sum(weights) / len(weights))  # the current policy as one more member
@@ -139,20 +137,17 @@ def confine(
     members: Sequence[str],
     k: int,
     rng: random.Random,
-    weight: Callable[[str], float] | None = None,
 ) -> list[str]:
     """The step's opponents when at most `k` members fit in memory (full fine-tuning):
-    `k` members are drawn without replacement in proportion to `weight`
-    (Efraimidis-Spirakis keys u^(1/w)), and every game drawn against a member is given
-    one of them instead, by the same weights. The shares of member, fixed and self-play
-    games stay as drawn, and with uniform weights each member is still met with the
-    same probability per game."""
+    `k` members are drawn uniformly without replacement, and every game drawn against a
+    member is given one of them instead, uniformly. The shares of member, fixed and
+    self-play games stay as drawn, and each member is still met with the same
+    probability per game."""
     if len(set(members) & set(opponents)) <= k:
         return list(opponents)
-    w = weight if weight is not None else (lambda _: 1.0)
-    keys = {m: rng.random() ** (1.0 / w(m)) for m in members}
+    keys = {m: rng.random() for m in members}
     met = sorted(members, key=lambda m: keys[m], reverse=True)[:k]
-    weights = [w(m) for m in met]
+    weights = [1.0] * len(met)
     pool = set(members)
     return [rng.choices(met, weights=weights)[0] if o in pool else o for o in opponents]
 
@@ -281,7 +276,6 @@ class Population:
         """The step's games with opponents and seats; also the opponent of each game."""
         cfg = self.cfg
         rng = step_rng(cfg.seed, step)
-        weight = self._weight(policy)
         candidates = [*self.pool.names, *cfg.population.fsp_fixed_opponents]
         opponents = choose_opponents(
             len(specs),
@@ -289,33 +283,16 @@ class Population:
             rng,
             cfg.population.fsp_include_current,
             cfg.population.fsp_current_fraction,
-            weight,
         )
         if cfg.lora_rank == 0:  # full fine-tuning: no more members than fit in memory
             k = cfg.population.fsp_max_loaded_members
-            opponents = confine(opponents, self.pool.names, k, rng, weight)
+            opponents = confine(opponents, self.pool.names, k, rng)
         seats = balanced_seats(len(specs), rng)
         labelled = population_specs(specs, opponents, seats, policy, fixed_label)
         return labelled, [
             o if o == SELF else fixed_label(o, s.game_id)
             for o, s in zip(opponents, specs, strict=True)
         ]
-
-    def _weight(self, policy: str) -> Callable[[str], float] | None:
-        """How a candidate opponent is weighted: None (uniform, the original's rule), or
-        x(1-x) of the policy's win rate against it (`fsp_weighting=variance`), from the
-        league's head-to-head records (a fixed opponent's records summed over its
-        per-game labels)."""
-        if self.cfg.population.fsp_weighting == "uniform":
-            return None
-        league = self.league
-        met = [name for pair in league.head_to_head for name in pair]
-
-        def weight(candidate: str) -> float:
-            labels = {n for n in met if n == candidate or n.startswith(f"{candidate}@")}
-            return variance_weight(summed(league.versus(policy, n) for n in labels))
-
-        return weight
 
     def players(
         self,

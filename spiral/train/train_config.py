@@ -62,6 +62,7 @@ RETIRED_KEYS: dict[str, Any] = {
     "rae_baseline": "ema",
     "lr_warmup_steps": 0,
     "step_kl_max": 0.0,
+    "fsp_weighting": "uniform",
 }
 RETIRED_VALUES: dict[str, tuple[Any, ...]] = {"loss_fn": ("truncated_importance_sampling",)}
 # Exact shortcuts, always on now (the torch engine's constructor flags turn them off).
@@ -80,6 +81,7 @@ def retired_option(config: dict[str, Any]) -> str | None:
         "kl_direction": not config.get("kl_coef") and not config.get("kl_coef_final"),
         "rae_baseline": config.get("use_role_baseline") is False,
         "fsp_sampling": not config.get("fsp_enabled"),
+        "fsp_weighting": not config.get("fsp_enabled"),
         "async_lockstep_steps": not config.get("use_async_actor_learner"),
     }
     for key, kept in RETIRED_KEYS.items():

@@ -13,7 +13,7 @@ import pytest
 from spiral.report.sinks import read_jsonl
 from spiral.rollout.play import GameSpec
 from spiral.train.checkpoint import latest_checkpoint, load_loop_state
-from spiral.train.config import parse_config
+from spiral.train.config import ConfigError, parse_config
 from spiral.train.loop import POLICY, train
 from spiral.train.population import (
     SELF,
@@ -63,46 +63,8 @@ def test_opponents_uniform_and_current_fraction() -> None:
     assert abs(picks[SELF] / 6000 - 0.5) < 0.03
     assert SELF not in choose_opponents(100, ["a"], random.Random(2), False, None)
     assert choose_opponents(3, [], random.Random(3), True, None) == [SELF] * 3  # empty pool
-    # Weighted (the seam for a prioritised choice): a heavier member is met more often.
-    weight = {"strong": 0.64, "weak": 0.01}
-    picks = Counter(
-        choose_opponents(5000, ["strong", "weak"], random.Random(4), False, None, weight.get)
-    )
-    assert picks["strong"] > 10 * picks["weak"]
-
-
-def test_prioritised_opponents_meet_even_members_most(tmp_path: Path) -> None:
-    from spiral.evaluation.league import League, pair_key
-    from spiral.train.population import Population
-
-    def h2h(records: dict[str, tuple[int, int, int]]) -> League:
-        """A league from the policy's (wins, draws, losses) against each opponent."""
-        out = {}
-        for other, (w, d, lo) in records.items():
-            out[pair_key(POLICY, other)] = (w, d, lo) if other >= POLICY else (lo, d, w)
-        return League({}, out)
-
-    league = h2h({"step_000001": (20, 0, 0), "step_000002": (10, 0, 10),
-                  "random@KuhnPokerSingle-v0": (6, 0, 0), "random@TicTacToe-v0": (2, 0, 0)})  # fmt: skip
-    pool = Pool((("step_000001", 1), ("step_000002", 2), ("step_000003", 3)))
-    args = ["model_name=x", "env_ids=KuhnPokerSingle-v0", "fsp_enabled=true",
-            "fsp_fixed_opponents=random"]  # fmt: skip
-    uniform = Population(parse_config(args), tmp_path, pool, league, {})
-    assert uniform._weight(POLICY) is None  # the original's rule
-    prioritised = Population(
-        parse_config([*args, "fsp_weighting=variance"]), tmp_path, pool, league, {}
-    )
-    weight = prioritised._weight(POLICY)
-    assert weight is not None
-    assert weight("step_000001") == pytest.approx((21 / 22) * (1 / 22))  # always beaten
-    assert weight("step_000002") == 0.25  # even
-    assert weight("step_000003") == 0.25  # not met yet: tried first
-    assert weight("random") == pytest.approx(0.9 * 0.1)  # 8-0 over both games' labels
-    specs = [GameSpec("KuhnPokerSingle-v0", i, (POLICY, POLICY)) for i in range(3000)]
-    _, opponents = prioritised.matchups(specs, 5, POLICY)
-    met = Counter(opponents)
-    assert met["step_000002"] > 4 * met["step_000001"]
-    assert met[SELF] > 0  # the current policy still plays (one more member, mean weight)
+    with pytest.raises(ConfigError, match="fsp_weighting=variance: retired"):
+        parse_config(["fsp_enabled=true", "fsp_weighting=variance"])
 
 
 def test_full_fine_tuning_steps_meet_no_more_members_than_fit() -> None:
