@@ -53,6 +53,24 @@ class RunSetup:
     invalid_policy: InvalidMovePolicy
     game_params: dict[str, dict[str, Any]]
 
+    def policy(
+        self,
+        sampler: Any,
+        params: SamplingParams,
+        name: str,
+        members: dict[str, str] | None = None,
+    ) -> LLMPolicy:
+        """The run's language-model agent over `sampler`: its prompt per game, `params`,
+        and (population play) the members it answers for as one joint agent."""
+        return LLMPolicy(
+            sampler,
+            self.prompt_spec,
+            params,
+            name=name,
+            spec_by_game=self.spec_by_game,
+            members=members,
+        )
+
 
 def default_run_name(cfg: TrainConfig) -> str:
     """Like the original: model short name, games, batch, lr, time."""
@@ -221,13 +239,7 @@ def make_eval_fn(cfg: TrainConfig, setup: RunSetup) -> Callable[..., dict[str, f
         )
 
         def policy() -> LLMPolicy:  # over the weights the learner holds right now
-            return LLMPolicy(
-                learner.sampler(),
-                setup.prompt_spec,
-                params,
-                name="policy",
-                spec_by_game=setup.spec_by_game,
-            )
+            return setup.policy(learner.sampler(), params, "policy")
 
         candidate = policy()
         metrics: dict[str, float] = {}
@@ -255,13 +267,7 @@ def make_eval_fn(cfg: TrainConfig, setup: RunSetup) -> Callable[..., dict[str, f
             if population is not None and population.pool.members:
 
                 def member(sampler: Any, name: str) -> LLMPolicy:
-                    return LLMPolicy(
-                        sampler,
-                        setup.prompt_spec,
-                        params,
-                        name=name,
-                        spec_by_game=setup.spec_by_game,
-                    )
+                    return setup.policy(sampler, params, name)
 
                 metrics.update(population.average_metrics(learner, member))
         metrics["time/eval"] = time.perf_counter() - t0

@@ -95,14 +95,7 @@ def collect(
     )
 
     def make_policy(sampler: Any, name: str, members: dict[str, str] | None = None) -> LLMPolicy:
-        return LLMPolicy(
-            sampler,
-            setup.prompt_spec,
-            params,
-            name=name,
-            spec_by_game=setup.spec_by_game,
-            members=members,
-        )
+        return setup.policy(sampler, params, name, members)
 
     specs = step_specs(cfg, step, setup.game_params, games)
     players: dict[str, Agent] = {POLICY: make_policy(learner.sampler(), POLICY)}
