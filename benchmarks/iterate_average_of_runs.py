@@ -4,7 +4,7 @@
 
 For each run: the exact exploitability of its live policy and of its averaged weights at
 the last evaluation, and of the average of the policies it was evaluated at (every
-evaluation, and the later half; `spiral/evaluation/iterate_average.py`); then mean ±
+evaluation, and the later half; `spiral/analysis/iterate_average.py`); then mean ±
 sample std and range over the runs. Writes OUT_DIR/table.md and OUT_DIR/runs.jsonl.
 """
 
@@ -15,8 +15,8 @@ import statistics
 import sys
 from pathlib import Path
 
-from spiral.evaluation.exploitability import KUHN_GAME_ID
-from spiral.evaluation.iterate_average import iterate_average_metrics, logged_tables
+from spiral.analysis.exploitability import KUHN_GAME_ID
+from spiral.analysis.iterate_average import iterate_average_metrics, logged_tables
 from spiral.report.sinks import read_jsonl
 
 P = f"eval/{KUHN_GAME_ID}"

@@ -20,8 +20,8 @@ import json
 import sys
 from pathlib import Path
 
-from spiral.evaluation.exploitability import kuhn_exploitability
-from spiral.evaluation.iterate_average import logged_tables, table_policy
+from spiral.analysis.exploitability import kuhn_exploitability
+from spiral.analysis.iterate_average import logged_tables, table_policy
 from spiral.report.sinks import read_jsonl
 
 STATES = ("J", "Q", "K", "Jp", "Qp", "Kp", "Jb", "Qb", "Kb", "Jpb", "Qpb", "Kpb")

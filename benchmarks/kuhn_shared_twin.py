@@ -33,8 +33,8 @@ from pathlib import Path
 import numpy as np
 from kuhn_tabular_twin import DEALS, HISTORIES, _index, _payoff0, _softmax, write_table
 
-from spiral.evaluation.exploitability import KUHN_CARDS, kuhn_exploitability
-from spiral.evaluation.iterate_average import table_policy
+from spiral.analysis.exploitability import KUHN_CARDS, kuhn_exploitability
+from spiral.analysis.iterate_average import table_policy
 
 TERMINAL = ("pp", "bp", "bb", "pbp", "pbb")
 STEPS, EVERY, MAGNET_EVERY, DIM = 400, 10, 20, 32

@@ -12,7 +12,7 @@ of the table, refreshed every `interval` updates, or ("converged") when the KL t
 stopped moving: its relative change over the last `WINDOW` updates below `TOL`, the
 inner regularised game solved. Exploitability is OpenSpiel's, exact; the average policy
 is the reach-weighted mixture of the tables seen in the second half
-(`spiral/evaluation/iterate_average.py`).
+(`spiral/analysis/iterate_average.py`).
 
 Writes OUT_DIR/runs.jsonl (one row per setting: final exploitability of the last
 iterate and of the second-half average, refreshes), OUT_DIR/table.md and
@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from spiral.evaluation.exploitability import KUHN_CARDS, kuhn_exploitability
-from spiral.evaluation.iterate_average import average_report, table_policy
+from spiral.analysis.exploitability import KUHN_CARDS, kuhn_exploitability
+from spiral.analysis.iterate_average import average_report, table_policy
 
 HISTORIES = ("", "p", "b", "pb")  # decision points; seat = len(history) % 2
 DEALS = [(a, b) for a in range(3) for b in range(3) if a != b]

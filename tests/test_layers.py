@@ -20,6 +20,7 @@ RANK = {
     "games": 1,
     "prompts": 2,
     "algo": 2,
+    "analysis": 2,  # game theory on policy tables: imports games and types only
     "report": 2,
     "engines": 3,
     "agents": 4,

@@ -16,7 +16,7 @@ this regularised objective has a unique fixed point, a quantal-response-like equ
 is close to a Nash equilibrium for small coefficients, and that the LAST iterate converges
 to it instead of cycling around the equilibrium as unregularised self-play does. The
 entropy bonus is the uniform magnet (KL(pi || uniform) = log n - H(pi)).
-`spiral.evaluation.qre` computes that fixed point for Kuhn poker and its exploitability
+`spiral.analysis.qre` computes that fixed point for Kuhn poker and its exploitability
 for given coefficients, so a run can be compared with where it should converge.
 
 The KL is the reverse one, KL(pi || magnet), magnetic mirror descent's. (The forward

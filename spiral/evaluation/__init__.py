@@ -5,7 +5,7 @@ Import-light on purpose: nothing here imports OpenSpiel or torch at package impo
 `exploitability` loads OpenSpiel only when a function needs it.
 """
 
-from spiral.evaluation.exploitability import (
+from spiral.analysis.exploitability import (
     kuhn_exploitability,
     kuhn_info_states,
     kuhn_nash_policy,
@@ -15,8 +15,8 @@ from spiral.evaluation.exploitability import (
     tabular_exploitability,
     tabular_policy,
 )
+from spiral.analysis.move_distribution import move_distribution, sampled_frequencies
 from spiral.evaluation.intervals import Rate, mean_ci, wilson_interval
-from spiral.evaluation.move_distribution import move_distribution, sampled_frequencies
 
 __all__ = [
     "Rate",

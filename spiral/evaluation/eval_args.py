@@ -16,6 +16,7 @@ from spiral import agents
 from spiral.agents.model_agent import resolve_source
 from spiral.agents.registry import known_opponents
 from spiral.agents.scripted import optimal_game_ids
+from spiral.analysis.exploitability import INSTALL_HINT
 from spiral.args import (
     UsageError,
     device_name,
@@ -26,7 +27,6 @@ from spiral.args import (
 )
 from spiral.args import help_text as command_help
 from spiral.engines.registry import known_engine
-from spiral.evaluation.exploitability import INSTALL_HINT
 from spiral.evaluation.mathbench.data import math_source_problem
 from spiral.evaluation.model_policy import EXACT_EXPLOITABILITY
 from spiral.games.registry import known_game_ids

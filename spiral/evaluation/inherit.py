@@ -33,8 +33,8 @@ from typing import Any
 import chz
 
 from spiral.agents.model_agent import SPEC_KEYS, checkpoint_config, resolve_source
+from spiral.analysis.exploitability import INSTALL_HINT, KUHN_GAME_ID
 from spiral.evaluation.eval_args import DEFAULT_GAMES, EvalArgs, parse_eval_args
-from spiral.evaluation.exploitability import INSTALL_HINT, KUHN_GAME_ID
 
 DEFAULT_ENV_IDS = ("TicTacToe-v0",)
 DEFAULT_OPPONENTS = ("random",)

@@ -23,7 +23,7 @@ from spiral.types import Seat
 TICTACTOE_GAME_ID = "TicTacToe-v0"
 
 if TYPE_CHECKING:
-    from spiral.evaluation.move_distribution import Normalisation, ScoreFn
+    from spiral.analysis.move_distribution import Normalisation, ScoreFn
 
 
 def _answer_ids(prompt: str, answer: str, tokenizer: Any) -> tuple[int, ...]:
@@ -66,7 +66,7 @@ def model_move_distributions(
     """Exact P(move) of `policy` at each (state, seat to move), sampled at `temperature`:
     every legal answer of every position in one batched score call (the sampler runs
     each position's prompt once)."""
-    from spiral.evaluation.move_distribution import move_distribution
+    from spiral.analysis.move_distribution import move_distribution
 
     requests = [_answer_request(policy, state, seat) for state, seat in positions]
     prompts = [prompt for prompt, pairs, _ in requests for _ in pairs]
@@ -100,7 +100,7 @@ def model_move_distribution(
 def model_kuhn_exploitability(policy: LLMPolicy, temperature: float = 1.0) -> dict[str, Any]:
     """Exact exploitability of the model's Kuhn policy sampled at `temperature`, plus
     its 12-state table."""
-    from spiral.evaluation.exploitability import kuhn_exploitability, kuhn_info_states
+    from spiral.analysis.exploitability import kuhn_exploitability, kuhn_info_states
 
     states = kuhn_info_states()
     found = model_move_distributions(
@@ -116,7 +116,7 @@ def model_tictactoe_exploitability(policy: LLMPolicy, temperature: float = 1.0) 
     """Exact exploitability of the model's TicTacToe policy sampled at `temperature`: its
     move distribution at every position (4,520 with the default latest-board prompts, one
     batched score call), then a best-response search (`perfect_info`)."""
-    from spiral.evaluation.perfect_info import exploitability
+    from spiral.analysis.perfect_info import exploitability
     from spiral.games import make
 
     def dists(positions: Sequence[tuple[State, Seat]]) -> list[dict[str, float]]:

@@ -350,8 +350,8 @@ class Population:
         single-hand Kuhn: the reach-weighted mixture of the members' strategies, which is
         the policy fictitious play makes converge. Each member's 12-state table is
         computed once (members do not change)."""
-        from spiral.evaluation.average_policy import average_policy_report
-        from spiral.evaluation.exploitability import KUHN_GAME_ID, kuhn_tabular_policy
+        from spiral.analysis.average_policy import average_policy_report
+        from spiral.analysis.exploitability import KUHN_GAME_ID, kuhn_tabular_policy
         from spiral.evaluation.model_policy import model_kuhn_exploitability
 
         tables = []

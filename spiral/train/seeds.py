@@ -94,7 +94,7 @@ def final_values(rows: Sequence[dict[str, Any]], patterns: Sequence[str]) -> dic
     """The last value of every metric matching `patterns`, with its step; with them the
     average of the run's evaluated Kuhn policies (`iterate_average.py`), read from the
     same rows."""
-    from spiral.evaluation.iterate_average import logged_tables, tables_metrics
+    from spiral.analysis.iterate_average import logged_tables, tables_metrics
 
     tables = logged_tables(rows)
     averages = {"step": tables[-1][0], **tables_metrics([t for _, t in tables])} if tables else {}

@@ -17,9 +17,9 @@ from typing import Any
 from spiral import games
 from spiral.agents import make as make_agent
 from spiral.agents.llm_policy import LLMPolicy
+from spiral.analysis.exploitability import KUHN_CARDS, KUHN_GAME_ID
 from spiral.engines.base import Learner, SamplingParams
 from spiral.engines.parallel.distributed import Ranks
-from spiral.evaluation.exploitability import KUHN_CARDS, KUHN_GAME_ID
 from spiral.evaluation.match import evaluate, results_metrics
 from spiral.evaluation.model_policy import model_kuhn_exploitability
 from spiral.prompts.invalid import InvalidMovePolicy, invalid_policy

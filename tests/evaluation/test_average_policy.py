@@ -22,8 +22,8 @@ from open_spiel.python.algorithms import (  # noqa: E402
 )
 from open_spiel.python.algorithms import exploitability as os_exploitability  # noqa: E402
 
-from spiral.evaluation.average_policy import average_policy, average_policy_report  # noqa: E402
-from spiral.evaluation.exploitability import (  # noqa: E402
+from spiral.analysis.average_policy import average_policy, average_policy_report  # noqa: E402
+from spiral.analysis.exploitability import (  # noqa: E402
     kuhn_moves,
     kuhn_nash_policy,
     kuhn_tabular_policy,

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from spiral.evaluation.exploitability import KUHN_CARDS, KUHN_GAME_ID, kuhn_exploitability
-from spiral.evaluation.iterate_average import (
+from spiral.analysis.exploitability import KUHN_CARDS, KUHN_GAME_ID, kuhn_exploitability
+from spiral.analysis.iterate_average import (
     average_report,
     iterate_average_metrics,
     logged_tables,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from spiral.agents.llm_policy import LLMPolicy
+from spiral.analysis.perfect_info import decisions, game_positions
 from spiral.engines.base import SamplingParams
 from spiral.engines.loading import ModelConfig
 from spiral.engines.torch.loading import load_model_and_tokenizer
@@ -15,7 +16,6 @@ from spiral.evaluation.model_policy import (
     model_move_distributions,
     tictactoe_key,
 )
-from spiral.evaluation.perfect_info import decisions, game_positions
 from spiral.games import make
 from spiral.games.base import State
 from spiral.prompts.spec import PromptSpec

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spiral.evaluation.move_distribution import ScoreFn, move_distribution, sampled_frequencies
+from spiral.analysis.move_distribution import ScoreFn, move_distribution, sampled_frequencies
 
 PROMPT = [1]
 OPEN, CHECK, BET, CLOSE, OTHER = 10, 20, 21, 30, 99

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import pytest
 
 from spiral.agents.minimax import optimal_cells
-from spiral.evaluation.perfect_info import (
+from spiral.analysis.perfect_info import (
     Position,
     decisions,
     exploitability,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from spiral.evaluation.exploitability import kuhn_moves, kuhn_nash_policy
-from spiral.evaluation.qre import action_values, regularized_equilibrium, regularized_response
+from spiral.analysis.exploitability import kuhn_moves, kuhn_nash_policy
+from spiral.analysis.qre import action_values, regularized_equilibrium, regularized_response
 
 INFOS = [f"{c}{h}" for h in ("", "pb", "p", "b") for c in range(3)]
 
@@ -28,7 +28,7 @@ def test_action_values_at_nash_make_mixed_states_indifferent() -> None:
 
 def test_equilibrium_is_a_fixed_point_and_nears_nash_as_coefficients_shrink() -> None:
     pytest.importorskip("pyspiel")
-    from spiral.evaluation.exploitability import kuhn_exploitability
+    from spiral.analysis.exploitability import kuhn_exploitability
 
     def exploitability(table: dict[str, float]) -> float:
         return kuhn_exploitability(

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from spiral.evaluation.exploitability import KUHN_DECISION_HISTORIES
+from spiral.analysis.exploitability import KUHN_DECISION_HISTORIES
 
 Table = dict[str, float]  # information state -> P(aggressive move: bet or call)
 _TERMINAL = ("pp", "pbp", "pbb", "bp", "bb")

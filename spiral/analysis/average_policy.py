@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from spiral.evaluation.exploitability import _game_and_template, policy_report
+from spiral.analysis.exploitability import _game_and_template, policy_report
 
 if TYPE_CHECKING:  # OpenSpiel stays an optional, lazily imported dependency
     from open_spiel.python.policy import TabularPolicy

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from spiral.evaluation.exploitability import (
+from spiral.analysis.exploitability import (
     KUHN_CARDS,
     KUHN_GAME_ID,
     KuhnPolicyFn,
@@ -61,7 +61,7 @@ def table_policy(table: dict[str, float]) -> KuhnPolicyFn:
 
 def average_report(tables: Sequence[dict[str, float]]) -> dict[str, float]:
     """Exact numbers (nash_conv, exploitability...) of the equal mixture of `tables`."""
-    from spiral.evaluation.average_policy import average_policy_report
+    from spiral.analysis.average_policy import average_policy_report
 
     members = [kuhn_tabular_policy(table_policy(t)) for t in tables]
     return average_policy_report("kuhn_poker", members)

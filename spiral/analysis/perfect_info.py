@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
-from spiral.evaluation.exploitability import checked_distribution
+from spiral.analysis.exploitability import checked_distribution
 from spiral.games.base import State
 from spiral.types import Move, Seat
 
