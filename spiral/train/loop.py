@@ -77,7 +77,7 @@ def open_collector(
     if cfg.actors is None:
         yield functools.partial(collect, cfg, setup)
         return
-    from spiral.train.async_collector import AsyncCollector  # Ray is an optional extra
+    from spiral.train.actors.collector import AsyncCollector  # Ray is an optional extra
 
     with AsyncCollector(cfg, setup, first_step, log) as collector:
         yield collector

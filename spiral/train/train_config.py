@@ -199,7 +199,7 @@ class TrainConfig:
     )
     actors: AsyncConfig | None = chz.field(
         default=None,
-        doc="the asynchronous actor-learner on Ray, when on (spiral/train/async_collector.py)",
+        doc="the asynchronous actor-learner on Ray, when on (spiral/train/actors/collector.py)",
     )
     compute: ComputeConfig = chz.field(default_factory=ComputeConfig, doc="engines and performance")
     evaluation: EvalConfig = chz.field(

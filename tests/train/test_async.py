@@ -16,7 +16,7 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from spiral.report.sinks import read_jsonl  # noqa: E402
-from spiral.train.async_collector import AsyncCollector  # noqa: E402
+from spiral.train.actors.collector import AsyncCollector  # noqa: E402
 from spiral.train.config import parse_config  # noqa: E402
 from spiral.train.loop import train  # noqa: E402
 from spiral.train.setup import build_setup, make_learner_factory  # noqa: E402
@@ -209,7 +209,7 @@ def test_an_actor_holds_only_what_it_samples_with(tiny_model: Path, tmp_path: Pa
     weights rounded to bf16."""
     import torch
 
-    from spiral.train.actors import RolloutWorker
+    from spiral.train.actors.worker import RolloutWorker
 
     args = [*async_args(tiny_model, tmp_path / "run", 2), "lora_rank=0", "dtype=bfloat16"]
     cfg = parse_config(args)

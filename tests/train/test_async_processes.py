@@ -18,9 +18,9 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from spiral.train.async_collector import ActorsFailedError, AsyncCollector  # noqa: E402
+from spiral.train.actors.collector import ActorsFailedError, AsyncCollector  # noqa: E402
+from spiral.train.actors.reaper import alive, ray_descendants  # noqa: E402
 from spiral.train.config import parse_config  # noqa: E402
-from spiral.train.reaper import alive, ray_descendants  # noqa: E402
 from spiral.train.setup import build_setup, make_learner_factory  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")

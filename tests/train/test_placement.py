@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from spiral.errors import UsageError
-from spiral.train.placement import plan_async
+from spiral.train.actors.placement import plan_async
 
 EIGHT = list(range(8))
 

@@ -10,7 +10,7 @@ import torch
 
 from spiral.algo.losses import get_loss
 from spiral.algo.regularizers import Regularizer
-from spiral.train.replay import ReplayBuffer, Tagged, episode_version
+from spiral.train.actors.replay import ReplayBuffer, Tagged, episode_version
 from spiral.train.step import forward_backward_by_staleness
 from spiral.types import Completion, Datum, Episode, Turn
 
@@ -156,7 +156,7 @@ def test_async_without_ray_says_how_to_get_it(monkeypatch: pytest.MonkeyPatch) -
     import sys
 
     from spiral.errors import SpiralError
-    from spiral.train.actors import ray_module
+    from spiral.train.actors.worker import ray_module
 
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray now raises ImportError
     with pytest.raises(SpiralError, match=r"pip install 'spiral-selfplay\[ray\]'"):

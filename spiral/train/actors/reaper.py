@@ -118,7 +118,7 @@ class Reaper:
     def start(self) -> Reaper:
         if sys.platform.startswith("linux"):
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "spiral.train.reaper", str(os.getpid())],
+                [sys.executable, "-m", "spiral.train.actors.reaper", str(os.getpid())],
                 stdin=subprocess.PIPE,
                 start_new_session=True,  # a Ctrl-C to the terminal does not reach it
             )

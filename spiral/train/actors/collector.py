@@ -55,13 +55,13 @@ from typing import Any
 
 from spiral.engines.base import Learner
 from spiral.errors import SpiralError
-from spiral.train.actors import RolloutWorker, ray_module, read_folder
+from spiral.train.actors.placement import local_placement, loopback_only, ray_sees
+from spiral.train.actors.reaper import Reaper
+from spiral.train.actors.replay import ReplayBuffer, Tagged, episode_version
+from spiral.train.actors.worker import RolloutWorker, ray_module, read_folder
 from spiral.train.config import TrainConfig
-from spiral.train.placement import local_placement, loopback_only, ray_sees
 from spiral.train.pool_files import POOL_DIR
 from spiral.train.population import SELF, Population
-from spiral.train.reaper import Reaper
-from spiral.train.replay import ReplayBuffer, Tagged, episode_version
 from spiral.train.setup import RunSetup
 from spiral.train.step import POLICY, mean_metrics
 from spiral.types import Episode
