@@ -158,7 +158,7 @@ CHECKPOINT_DAMAGE: dict[str, Callable[[Path], None]] = {
 
 
 def _rewrite(folder: Path) -> None:
-    from spiral.engines.manifest import write_manifest
+    from spiral.checkpoints.manifest import write_manifest
 
     write_manifest(folder)
 

@@ -17,6 +17,7 @@ RANK = {
     "errors": 0,
     "testing": 0,  # tiny models for tests and benchmarks: imports nothing of spiral
     "args": 1,
+    "checkpoints": 1,  # checkpoint integrity (manifests): imports errors only
     "games": 1,
     "prompts": 2,
     "algo": 2,

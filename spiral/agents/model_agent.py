@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from spiral.agents.llm_policy import LLMPolicy
+from spiral.checkpoints.manifest import in_checkpoints, verify_or_say
 from spiral.engines.base import SamplingParams
-from spiral.engines.manifest import in_checkpoints, verify_or_say
 from spiral.errors import SpiralError
 from spiral.prompts.spec import PromptSpec
 

@@ -98,7 +98,7 @@ def weights_readable(source: str) -> contextlib.AbstractContextManager[None]:
     """Around a `from_pretrained` of `source`: safetensors' traceback becomes one line
     naming the damaged file, the way resume reports a damaged checkpoint
     (`manifest.damaged_if_unreadable`), for train, eval, play and serve alike."""
-    from spiral.engines.manifest import damaged_if_unreadable
+    from spiral.checkpoints.manifest import damaged_if_unreadable
 
     return damaged_if_unreadable(Path(source), LOAD_FIX, DamagedModelFolder, also=())
 

@@ -28,7 +28,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from spiral.engines.manifest import COMPLETE, MANIFEST
+from spiral.checkpoints.manifest import COMPLETE, MANIFEST
 from spiral.errors import SpiralError
 
 RUN_FILE = "spiral_run.json"  # the same name as spiral.agents.model_agent.RUN_FILE

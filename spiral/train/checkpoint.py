@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from spiral.agents.model_agent import list_checkpoints
-from spiral.engines.manifest import (
+from spiral.checkpoints.manifest import (
     DamagedCheckpointError,
     in_checkpoints,
     seal,

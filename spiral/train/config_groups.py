@@ -330,7 +330,7 @@ class ComputeConfig:
         default=False,
         doc="under torchrun: shard the weights, gradients and optimizer state over the "
         "ranks (FSDP2) instead of keeping a whole copy on each; sampling gathers the whole "
-        "weights (spiral/engines/parallel/sharded.py)",
+        "weights (spiral/engines/torch/parallel/sharded.py)",
     )
     prefix_cache_mb: float = chz.field(
         default=1024.0,

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from spiral.agents.base import Agent
-from spiral.engines.parallel.distributed import Ranks
+from spiral.engines.torch.parallel.distributed import Ranks
 from spiral.prompts.invalid import InvalidMovePolicy
 from spiral.rollout.play import GameSpec, derive_seed, play_with_draw_retry
 from spiral.train.config import ConfigError, TrainConfig
@@ -70,7 +70,7 @@ def check_config(cfg: TrainConfig, ranks: Ranks) -> None:
 
 
 def _check_fsdp(cfg: TrainConfig) -> None:
-    """What an FSDP learner cannot do yet (spiral/engines/parallel/sharded.py), refused."""
+    """What an FSDP learner cannot do yet (spiral/engines/torch/parallel/sharded.py), refused."""
     swaps = {
         "fsp_enabled=true (population play keeps pool members over one whole model)": (
             cfg.population is not None

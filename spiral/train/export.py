@@ -35,7 +35,7 @@ from typing import Any, Literal
 import chz
 
 from spiral.args import help_text, parse_command, wants_help
-from spiral.engines.manifest import COMPLETE, seal, write_manifest
+from spiral.checkpoints.manifest import COMPLETE, seal, write_manifest
 from spiral.engines.model_folder import (
     RUN_FILE,
     SEALED,

@@ -26,7 +26,7 @@ from typing import Any
 
 from spiral.algo.rae import Baselines
 from spiral.engines.base import MAGNET, Learner
-from spiral.engines.parallel.distributed import Ranks
+from spiral.engines.torch.parallel.distributed import Ranks
 from spiral.errors import SpiralError
 from spiral.report.console import format_eval, format_progress
 from spiral.report.run_info import write_run_info

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from spiral.engines.manifest import DamagedCheckpointError, verify_manifest
+from spiral.checkpoints.manifest import DamagedCheckpointError, verify_manifest
 
 POOL_DIR = "pool"  # run_dir/pool/<member>/: each member's adapter, for resume
 

@@ -33,12 +33,12 @@ from pathlib import Path
 from typing import Any
 
 from spiral.agents.base import Agent
-from spiral.engines.base import FrozenCopies, Learner
-from spiral.engines.manifest import (
+from spiral.checkpoints.manifest import (
     COMPLETE,
     seal,
     write_manifest,
 )
+from spiral.engines.base import FrozenCopies, Learner
 from spiral.errors import UsageError
 from spiral.evaluation import league as league_lib
 from spiral.rollout.play import GameSpec, derive_seed

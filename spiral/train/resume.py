@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from spiral.args import flat_json
+from spiral.checkpoints.manifest import DamagedCheckpointError
 from spiral.engines.base import Learner
-from spiral.engines.manifest import DamagedCheckpointError
 from spiral.train import legacy_keys
 from spiral.train.checkpoint import LoopState, complete_checkpoints, verified_loop_state
 from spiral.train.config import (

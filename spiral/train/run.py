@@ -6,7 +6,7 @@ import contextlib
 import sys
 from collections.abc import Sequence
 
-from spiral.engines.parallel.distributed import join_from_env, leave, peers_watched
+from spiral.engines.torch.parallel.distributed import join_from_env, leave, peers_watched
 from spiral.report.console_log import kept_in
 from spiral.report.sinks import read_jsonl
 from spiral.report.summary import format_before_after

@@ -19,7 +19,7 @@ from spiral.agents import make as make_agent
 from spiral.agents.llm_policy import LLMPolicy
 from spiral.analysis.exploitability import KUHN_CARDS, KUHN_GAME_ID
 from spiral.engines.base import Learner, SamplingParams
-from spiral.engines.parallel.distributed import Ranks
+from spiral.engines.torch.parallel.distributed import Ranks
 from spiral.evaluation.match import evaluate, results_metrics
 from spiral.evaluation.model_policy import model_kuhn_exploitability
 from spiral.prompts.invalid import InvalidMovePolicy, invalid_policy
@@ -195,7 +195,7 @@ def make_learner_factory(
                 max_loras=2 + (cfg.population.fsp_pool_size if cfg.population else 0),
             )
         if ranks is not None and ranks.world > 1:
-            from spiral.engines.parallel import on_ranks
+            from spiral.engines.torch.parallel import on_ranks
 
             learner = on_ranks(learner, fsdp=cfg.compute.fsdp)
         return learner

@@ -56,7 +56,7 @@ REG = Regularizer(entropy_coef=0.1)
 def _rank(rank: int, world: int, model: str, init: str, out: str) -> None:
     import torch.distributed as dist
 
-    from spiral.engines.parallel.distributed import DataParallelLearner, Ranks, leave
+    from spiral.engines.torch.parallel.distributed import DataParallelLearner, Ranks, leave
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)

@@ -70,7 +70,7 @@ def _whole(learner, grad: bool = False) -> dict[str, torch.Tensor]:  # type: ign
     """The trained weights (or their gradients), gathered whole from FSDP's shards."""
     from torch.distributed.tensor import DTensor
 
-    from spiral.engines.parallel.sharded import FullyShardedLearner
+    from spiral.engines.torch.parallel.sharded import FullyShardedLearner
 
     if isinstance(learner, FullyShardedLearner):
         learner._release()  # the sharded parameters (not whole copies) hold the gradients
@@ -85,7 +85,7 @@ def _whole(learner, grad: bool = False) -> dict[str, torch.Tensor]:  # type: ign
 def _rank(rank: int, world: int, model: str, kind: str, init: str, out: str) -> None:
     import torch.distributed as dist
 
-    from spiral.engines.parallel.sharded import FullyShardedLearner
+    from spiral.engines.torch.parallel.sharded import FullyShardedLearner
 
     torch.set_num_threads(1)
     # A collective that one rank misses fails the test in two minutes, not gloo's 30.

@@ -237,7 +237,7 @@ def test_eval_refuses_a_checkpoint_whose_manifest_was_lost_in_one_line(
 ) -> None:
     """A flipped byte hidden by deleting or rewriting the manifest: the COMPLETE marker
     names the manifest it was written with, so eval refuses in one line."""
-    from spiral.engines.manifest import MANIFEST, write_manifest
+    from spiral.checkpoints.manifest import MANIFEST, write_manifest
 
     folder = write_checkpoint(tmp_path, step=2)
     adapter = folder / "learner" / "adapter_model.safetensors"
@@ -260,7 +260,7 @@ def test_a_resealed_checkpoint_whose_adapter_is_cut_short_is_one_line(
 ) -> None:
     """The adapter cut short and the checkpoint hashed and sealed again: the manifest no
     longer sees the damage, the loader does, and names the file."""
-    from spiral.engines.manifest import seal, write_manifest
+    from spiral.checkpoints.manifest import seal, write_manifest
 
     folder = write_checkpoint(tmp_path, step=2)
     adapter = folder / "learner" / "adapter_model.safetensors"
@@ -277,7 +277,7 @@ def test_a_resealed_checkpoint_whose_adapter_is_cut_short_is_one_line(
 def test_a_checkpoint_from_before_manifests_is_used_and_said_so(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from spiral.engines.manifest import MANIFEST
+    from spiral.checkpoints.manifest import MANIFEST
 
     folder = write_checkpoint(tmp_path, step=2)
     (folder / MANIFEST).unlink()

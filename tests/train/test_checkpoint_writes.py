@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from safetensors import SafetensorError
 
 import spiral.train.checkpoint as checkpoint
+from spiral.checkpoints.manifest import verify_manifest
 from spiral.cli import main as cli_main
-from spiral.engines.manifest import verify_manifest
 from spiral.report.sinks import read_jsonl
 from spiral.train.checkpoint import (
     REFUSED,

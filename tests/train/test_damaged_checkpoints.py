@@ -13,7 +13,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from spiral.engines.manifest import (
+from spiral.checkpoints.manifest import (
     DamagedCheckpointError,
     seal,
     verify_manifest,

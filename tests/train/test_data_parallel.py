@@ -19,7 +19,7 @@ import pytest
 import torch.multiprocessing as mp
 
 from spiral import agents
-from spiral.engines.parallel.distributed import Ranks
+from spiral.engines.torch.parallel.distributed import Ranks
 from spiral.prompts.invalid import invalid_policy
 from spiral.rollout.play import GameSpec, derive_seed, play_with_draw_retry
 from spiral.train.checkpoint import latest_checkpoint
@@ -286,7 +286,7 @@ def test_a_killed_rank_is_summarised_in_one_line_by_the_survivor(
 
 
 def test_peers_watched_names_a_lost_peer_and_passes_other_errors() -> None:
-    from spiral.engines.parallel.distributed import PeerLostError, peers_watched
+    from spiral.engines.torch.parallel.distributed import PeerLostError, peers_watched
 
     gloo = "[/src/gloo/transport/tcp/pair.cc:553] Connection closed by peer [1.2.3.4]:5. More."
     with (

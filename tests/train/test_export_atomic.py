@@ -19,8 +19,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from spiral.checkpoints.manifest import COMPLETE
 from spiral.cli import main as cli_main
-from spiral.engines.manifest import COMPLETE
 from spiral.engines.model_folder import (
     RUN_FILE,
     IncompleteModelFolder,

@@ -223,7 +223,7 @@ def _nan_member(folder: Path) -> None:
     import torch
     from safetensors.torch import load_file, save_file
 
-    from spiral.engines.manifest import seal, write_manifest
+    from spiral.checkpoints.manifest import seal, write_manifest
 
     path = next(folder.rglob("*.safetensors"))
     tensors = load_file(str(path))
@@ -251,7 +251,7 @@ MEMBER_DAMAGE = {
 def test_a_damaged_pool_member_is_refused_with_its_name(
     tiny_model: Path, tmp_path: Path, damage: str
 ) -> None:
-    from spiral.engines.manifest import DamagedCheckpointError
+    from spiral.checkpoints.manifest import DamagedCheckpointError
 
     run = tmp_path / "run"
     _run([*_fsp_args(tiny_model, run, 2)])

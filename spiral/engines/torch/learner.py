@@ -55,9 +55,9 @@ import spiral.engines.torch.checkpoint_io as checkpoint_io
 import spiral.engines.torch.snapshots as snapshots
 from spiral.algo.losses import combine_diagnostics
 from spiral.algo.regularizers import Regularizer, regularizer_from_terms
+from spiral.checkpoints.manifest import DamagedCheckpointError, damaged_if_unreadable
 from spiral.engines.base import LossFn
 from spiral.engines.loading import ModelConfig
-from spiral.engines.manifest import DamagedCheckpointError, damaged_if_unreadable
 from spiral.engines.torch.batching import micro_batches
 from spiral.engines.torch.decode import drop_sampling_weights
 from spiral.engines.torch.frozen import TorchFrozenCopies

@@ -12,9 +12,9 @@ def on_ranks(learner: Any, fsdp: bool = False) -> Any:
     (each rank trains its share of the rows, gradients summed), or with `fsdp` its
     weights, gradients and optimizer state sharded over the ranks."""
     if fsdp:
-        from spiral.engines.parallel.sharded import FullyShardedLearner
+        from spiral.engines.torch.parallel.sharded import FullyShardedLearner
 
         return FullyShardedLearner(learner)
-    from spiral.engines.parallel.distributed import DataParallelLearner
+    from spiral.engines.torch.parallel.distributed import DataParallelLearner
 
     return DataParallelLearner(learner)

@@ -68,8 +68,8 @@ import torch.distributed as dist
 from spiral.algo.losses import combine_diagnostics
 from spiral.algo.regularizers import Regularizer
 from spiral.engines.base import LossFn
-from spiral.engines.parallel.distributed import RankedLearner
 from spiral.engines.torch import checkpoint_io
+from spiral.engines.torch.parallel.distributed import RankedLearner
 from spiral.types import Datum
 
 
