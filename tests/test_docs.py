@@ -122,3 +122,26 @@ def test_the_project_speaks_only_of_itself(where: str) -> None:
             if MAKING.search(line):
                 found.append(f"{path.relative_to(ROOT)}:{line_no}: {line.strip()[:100]}")
     assert not found, "\n".join(found[:20])
+
+
+RUN_FOLDERS = ("eval", "learner", "averaged", "magnet", "step_NNNNNN", "pool", "checkpoints")
+
+
+def test_every_module_and_room_the_architecture_names_exists() -> None:
+    """docs/architecture.md names modules and rooms relative to the section they sit in
+    (`config.py`, `torch/parallel/sharded.py`, `actors/`): each must be a file or folder of
+    the package, wherever its path ends so."""
+    files = {p.relative_to(ROOT).as_posix() for p in (ROOT / "spiral").rglob("*.py")}
+    folders = {p.relative_to(ROOT).as_posix() + "/" for p in (ROOT / "spiral").rglob("*")}
+    folders = {f for f in folders if (ROOT / f).is_dir()}
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    missing = []
+    for token in re.findall(r"`([\w/]+(?:\.py|/))`", text):
+        if token.startswith(("docs/", "benchmarks/", "tests/", "examples/", "RUN/", "runs/")):
+            continue  # checked by the test above, or a run's folder
+        if token.split("/")[0] in RUN_FOLDERS:
+            continue  # a folder of a run or checkpoint, not of the package
+        found = files if token.endswith(".py") else folders
+        if not any(f == token or f.endswith("/" + token) for f in found):
+            missing.append(token)
+    assert not missing, f"docs/architecture.md names what spiral/ lacks: {sorted(set(missing))}"
