@@ -79,7 +79,7 @@ def _profile_learner(
     activities: list[Any],
     result: dict[str, Any],
 ) -> None:
-    from spiral.bench.engine import _benchmark_loss, _learner_datums
+    from spiral.engines.torch.measure import _benchmark_loss, _learner_datums
 
     device = learner.model.device
     datums = _learner_datums(prompts, learner.sampler().sample(prompts, params))

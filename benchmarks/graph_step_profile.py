@@ -10,7 +10,7 @@ For each batch of ROWS rows (default 16 and 128) of 256-token prompts: the stati
   (weight products, attention, norms and other elementwise work, reductions, copies and
   indexing, the rest), with the twelve largest kernels by name;
 - `bound_ms`: the step's bytes (weights once, the cache span read) over the measured
-  bandwidth (`spiral.bench.engine`).
+  bandwidth (`spiral.engines.torch.measure`).
 Graph time near the kernels' sum says the GPU is busy and the kernels themselves are
 what to shrink or fuse; graph time near the bound says nothing is left. On a machine
 without CUDA it runs the eager parts on the CPU (a dry run of the code; no graph, and
@@ -30,11 +30,11 @@ from typing import Any
 import torch
 from torch.autograd import DeviceType
 
-from spiral.bench.engine import decode_bytes_per_step, measure_memory_bandwidth
 from spiral.engines.loading import ModelConfig
 from spiral.engines.torch.decode import packed_weights
 from spiral.engines.torch.graphs import StaticDecoder, capacity_for
 from spiral.engines.torch.loading import load_model_and_tokenizer
+from spiral.engines.torch.measure import decode_bytes_per_step, measure_memory_bandwidth
 from spiral.engines.torch.prefill import prefill
 from spiral.engines.torch.sampler_rows import eval_mode
 from spiral.engines.torch.snapshots import TRAINED

@@ -30,11 +30,11 @@ from typing import Any
 import torch
 from ab_setup import report
 
-from spiral.bench.engine import sync_device
 from spiral.engines.base import SamplingParams
 from spiral.engines.loading import ModelConfig
 from spiral.engines.torch.decode import drop_sampling_weights
 from spiral.engines.torch.learner import TorchLearner
+from spiral.engines.torch.measure import sync_device
 from spiral.engines.torch.snapshots import take_snapshot
 
 MEMBERS, ROWS, PROMPT_TOKENS, NEW_TOKENS, REPS = 4, 64, 128, 64, 3

@@ -123,7 +123,7 @@ def check_dtypes_here(dtypes: list[str], full_fine_tuning: bool) -> None:
 def bench_engine(args: BenchArgs) -> dict[str, float]:
     """The engine benchmark per dtype (keys prefixed `<dtype>/` when more than one), and
     bf16-over-fp32 ratios of learner and decode tokens/s when both ran."""
-    from spiral.bench.engine import run_engine_benchmark
+    from spiral.engines.torch.measure import run_engine_benchmark
 
     dtypes = engine_dtypes(args.dtypes)
     check_dtypes_here(dtypes, full_fine_tuning=args.lora_rank == 0)

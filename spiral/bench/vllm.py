@@ -3,7 +3,8 @@ what=vllm`, in the venv that has vLLM: `make setup-vllm`).
 
 One LoRA learner of the preset's model; each repetition plays the preset's step of games
 (`collect`, the loop's own function) once with the learner's torch sampler and once with
-a vLLM engine sampling the same adapter (`VllmSampledLearner`), alternating so that both
+a vLLM engine sampling the same adapter (the registry's `sampled_by`, as `spiral
+train sampler_engine=vllm` builds it), alternating so that both
 see the same machine load. Reported per engine: seconds per step (median of the
 repetitions after one untimed warm-up each), games/s, sampled tokens/s, and the ratio
 vLLM / torch. The engine's start-up is reported apart (it is paid once per run).
@@ -24,9 +25,8 @@ from spiral.train.step import collect
 def run_vllm_benchmark(
     preset: str, reps: int = 3, games: int = 0, extra: tuple[str, ...] = ()
 ) -> dict[str, Any]:
+    from spiral.engines import registry
     from spiral.engines.loading import ModelConfig
-    from spiral.engines.vllm.engine import open_engine
-    from spiral.engines.vllm.learner import VllmSampledLearner
 
     with tempfile.TemporaryDirectory(prefix="spiral-bench-vllm-") as tmp:
         args = [f"preset={preset}", f"log_path={tmp}/run", *extra]
@@ -37,14 +37,14 @@ def run_vllm_benchmark(
         learner = make_learner_factory(cfg)()
         t0 = time.perf_counter()
         model = ModelConfig(cfg.model_name, lora_rank=cfg.lora_rank, dtype=cfg.dtype)
-        engine, _ = open_engine(
+        wrapped = registry.sampled_by(  # the engine seam the training setup uses
+            "vllm",
+            learner,
             model,
-            lora_rank=cfg.lora_rank,
             kv_cache_gb=cfg.compute.vllm_kv_cache_gb,
             max_model_len=cfg.compute.vllm_max_model_len,
         )
         startup = time.perf_counter() - t0
-        wrapped = VllmSampledLearner(learner, engine)
         sides: dict[str, Any] = {"torch": learner, "vllm": wrapped}
         times: dict[str, list[float]] = {name: [] for name in sides}
         tokens: dict[str, float] = {}
@@ -69,5 +69,4 @@ def run_vllm_benchmark(
             out[f"{name}/games_per_s"] = cfg.games_per_step / step_s
             out[f"{name}/sampled_tokens_per_s"] = tokens[name] / sum(times[name])
         out["vllm_over_torch/games_per_s"] = out["vllm/games_per_s"] / out["torch/games_per_s"]
-        engine.close()
         return out

@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from spiral.bench.engine import (
+from spiral.engines.loading import ModelConfig
+from spiral.engines.torch.loading import load_model_and_tokenizer
+from spiral.engines.torch.measure import (
     decode_bytes_per_step,
     decode_flops_per_step,
     run_engine_benchmark,
 )
-from spiral.engines.loading import ModelConfig
-from spiral.engines.torch.loading import load_model_and_tokenizer
 
 KEYS = (
     "machine/matmul_flops",
@@ -96,7 +96,7 @@ def test_a_dtype_this_cpu_would_emulate_is_refused_before_any_benchmark(
     def never(**_: object) -> dict[str, float]:
         raise AssertionError("a benchmark ran before the dtypes were checked")
 
-    monkeypatch.setattr("spiral.bench.engine.run_engine_benchmark", never)
+    monkeypatch.setattr("spiral.engines.torch.measure.run_engine_benchmark", never)
     args = bench_cli.BenchArgs(what="engine", dtypes="float32,bfloat16")
     with pytest.raises(UsageError, match="dtype=bfloat16: .*dtypes=float32"):
         bench_cli.bench_engine(args)

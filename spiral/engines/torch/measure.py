@@ -1,4 +1,7 @@
-"""Engine benchmark: sampling prefill/decode speed, prefix-reuse gain, learner throughput.
+"""The torch engine's own measurements (`spiral bench what=engine`): sampling
+prefill/decode speed, prefix-reuse gain, learner throughput. They live with the engine
+because they time its parts (the packed decode step's products, run-ahead, prefix reuse);
+`spiral bench` calls `run_engine_benchmark` and formats what it returns.
 
 `run_engine_benchmark()` returns one flat dict of floats (prints nothing; `spiral bench`
 formats it). Workload: `batch` prompts of `prompt_tokens` random ordinary tokens whose
