@@ -110,6 +110,23 @@ def refactor(row: Row) -> list[Check]:
     ]
 
 
+@claim("recipes, schedules, optional modes and new rooms changed no result")
+def recipes_refactor(row: Row) -> list[Check]:
+    folder = "docs/results/refactor-bit-identity"
+    before = row.metrics(f"{folder}/recipes-before.metrics.jsonl")
+    after = row.metrics(f"{folder}/recipes-after.metrics.jsonl")
+    keys, worst = differing(before, after)
+    steps = sorted({r["step"] for r in before})
+    compared = row.text(f"{folder}/compare-recipes.txt")
+    weights = re.findall(r"^step_000020/(\S+\.safetensors): (\w+)", compared, re.MULTILINE)
+    same = sum(verdict == "identical" for _, verdict in weights)
+    return [
+        Check("steps compared", f"first {len(steps)} steps", "metric"),
+        Check("keys that differ", "every metric equal" if not keys else f"{len(keys)} keys differ"),
+        Check("weights", f"{same} of {len(weights)} weight files byte for byte"),
+    ] + ([Check("their difference", f"differs by {worst:.1e}")] if keys else [])
+
+
 @claim("a baseline per identical full state")
 def state_baseline(row: Row) -> list[Check]:
     folder = "docs/results/state-baseline"

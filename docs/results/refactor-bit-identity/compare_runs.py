@@ -45,7 +45,12 @@ def _config_note(a: Path, b: Path) -> str:
         old, new = json.loads(a.read_text()), json.loads(b.read_text())
     except ValueError:
         return ""
-    if not (isinstance(old, dict) and isinstance(new, dict) and "config" in old):
+    if not (isinstance(old, dict) and isinstance(new, dict)):
+        return ""
+    if "target_modules" in old and "target_modules" in new:  # a set PEFT lists in hash order
+        as_sets = [{**d, "target_modules": sorted(d["target_modules"])} for d in (old, new)]
+        return "; the same adapter config, target_modules listed in another order" if as_sets[0] == as_sets[1] else ""
+    if "config" not in old:
         return ""
     rest = sorted(k for k in set(old) | set(new) if k != "config" and old.get(k) != new.get(k))
     saved: dict[str, Any] = fold(old["config"])
