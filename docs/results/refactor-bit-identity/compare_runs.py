@@ -23,8 +23,14 @@ VOLATILE = ("time", "perf/", "progress/")
 
 
 def metrics(before: Path, after: Path) -> int:
-    rows_a = [json.loads(line) for line in open(before / "metrics.jsonl", encoding="utf-8")]
-    rows_b = [json.loads(line) for line in open(after / "metrics.jsonl", encoding="utf-8")]
+    rows_a = [
+        json.loads(line)
+        for line in (before / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
+    rows_b = [
+        json.loads(line)
+        for line in (after / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
     differing = 0
     for a, b in zip(rows_a, rows_b, strict=False):
         keys = sorted(k for k in set(a) | set(b) if not k.startswith(VOLATILE))
@@ -49,7 +55,11 @@ def _config_note(a: Path, b: Path) -> str:
         return ""
     if "target_modules" in old and "target_modules" in new:  # a set PEFT lists in hash order
         as_sets = [{**d, "target_modules": sorted(d["target_modules"])} for d in (old, new)]
-        return "; the same adapter config, target_modules listed in another order" if as_sets[0] == as_sets[1] else ""
+        return (
+            "; the same adapter config, target_modules listed in another order"
+            if as_sets[0] == as_sets[1]
+            else ""
+        )
     if "config" not in old:
         return ""
     rest = sorted(k for k in set(old) | set(new) if k != "config" and old.get(k) != new.get(k))
