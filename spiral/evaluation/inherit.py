@@ -34,6 +34,7 @@ import chz
 
 from spiral.agents.model_agent import SPEC_KEYS, checkpoint_config, resolve_source
 from spiral.analysis.exploitability import INSTALL_HINT, KUHN_GAME_ID
+from spiral.analysis.leduc import LEDUC_GAME_ID
 from spiral.evaluation.eval_args import DEFAULT_GAMES, EvalArgs, parse_eval_args
 
 DEFAULT_ENV_IDS = ("TicTacToe-v0",)
@@ -110,7 +111,7 @@ def inherit(a: EvalArgs, config: Mapping[str, Any]) -> Inherited:
     exploitability = a.exploitability
     if exploitability is None:
         measured = bool(config.get("eval_exploitability")) and not a.league
-        exploitability = measured and KUHN_GAME_ID in env_ids
+        exploitability = measured and bool({KUHN_GAME_ID, LEDUC_GAME_ID} & set(env_ids))
         if exploitability and importlib.util.find_spec("pyspiel") is None:
             exploitability = False
             notes.append(f"exploitability off: it needs OpenSpiel ({INSTALL_HINT})")

@@ -112,6 +112,19 @@ def model_kuhn_exploitability(policy: LLMPolicy, temperature: float = 1.0) -> di
     return report
 
 
+def model_leduc_exploitability(policy: LLMPolicy, temperature: float = 1.0) -> dict[str, Any]:
+    """Exact exploitability of the model's Leduc policy sampled at `temperature`: its move
+    distribution at each of the 288 situations its prompts tell apart (OpenSpiel's 936
+    information states; one batched score call, prompts sharing their prefix), handed to
+    OpenSpiel (`analysis/leduc.py`)."""
+    from spiral.analysis.leduc import leduc_exploitability
+
+    def dists(positions: Sequence[tuple[Any, Seat]]) -> list[dict[str, float]]:
+        return model_move_distributions(policy, positions, temperature)
+
+    return leduc_exploitability(dists)
+
+
 def model_tictactoe_exploitability(policy: LLMPolicy, temperature: float = 1.0) -> dict[str, Any]:
     """Exact exploitability of the model's TicTacToe policy sampled at `temperature`: its
     move distribution at every position (4,520 with the default latest-board prompts, one
@@ -149,9 +162,11 @@ class ExactGame:
 
 
 # By game id. Uniform random: Kuhn 11/24 (hand-worked); TicTacToe 0.95983 (OpenSpiel's
-# exploitability of the uniform policy, which `perfect_info` reproduces; tested).
+# exploitability of the uniform policy, which `perfect_info` reproduces; tested); Leduc
+# 2.37361 (OpenSpiel's, which `analysis/leduc.py` reproduces; tested).
 EXACT_EXPLOITABILITY: dict[str, ExactGame] = {
     "KuhnPokerSingle-v0": ExactGame(model_kuhn_exploitability, 11 / 24, needs_openspiel=True),
+    "LeducPoker-v0": ExactGame(model_leduc_exploitability, 2.373611111111111, needs_openspiel=True),
     TICTACTOE_GAME_ID: ExactGame(
         model_tictactoe_exploitability, 0.9598296957671957, needs_openspiel=False
     ),

@@ -22,6 +22,7 @@ _NATIVE_MODULES = (
     "spiral.games.tictactoe",
     "spiral.games.connect_four",
     "spiral.games.kuhn_poker",
+    "spiral.games.leduc_poker",
     "spiral.games.liars_dice",
     "spiral.games.negotiation",
     "spiral.games.pig_dice",

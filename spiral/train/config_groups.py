@@ -357,7 +357,8 @@ class EvalConfig:
     )
     eval_exploitability: bool = chz.field(
         default=True,
-        doc="also compute exact exploitability where the game allows (KuhnPokerSingle-v0)",
+        doc="also compute exact exploitability where the game allows (KuhnPokerSingle-v0, "
+        "LeducPoker-v0)",
     )
     eval_temperature: float = chz.field(default=1.0, doc="sampling temperature in evaluation")
 

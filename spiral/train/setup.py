@@ -18,10 +18,11 @@ from spiral import games
 from spiral.agents import make as make_agent
 from spiral.agents.llm_policy import LLMPolicy
 from spiral.analysis.exploitability import KUHN_CARDS, KUHN_GAME_ID
+from spiral.analysis.leduc import LEDUC_GAME_ID
 from spiral.engines.base import Learner, SamplingParams
 from spiral.engines.torch.parallel.distributed import Ranks
 from spiral.evaluation.match import evaluate, results_metrics
-from spiral.evaluation.model_policy import model_kuhn_exploitability
+from spiral.evaluation.model_policy import model_kuhn_exploitability, model_leduc_exploitability
 from spiral.prompts.invalid import InvalidMovePolicy, invalid_policy
 from spiral.prompts.spec import PromptSpec
 from spiral.report.sinks import MetricsSink, TensorBoardSink, WandbSink, missing_sink_package
@@ -270,6 +271,11 @@ def make_eval_fn(cfg: TrainConfig, setup: RunSetup) -> Callable[..., dict[str, f
                     return setup.policy(sampler, params, name)
 
                 metrics.update(population.average_metrics(learner, member))
+        if cfg.evaluation.eval_exploitability and LEDUC_GAME_ID in env_ids:
+            metrics.update(leduc_exploitability_metrics(candidate))
+            if average is not None and average.count:
+                with average.swapped_into(learner):
+                    metrics.update(_averaged_keys(leduc_exploitability_metrics(policy())))
         metrics["time/eval"] = time.perf_counter() - t0
         return metrics
 
@@ -286,6 +292,19 @@ def _averaged_keys(metrics: dict[str, float]) -> dict[str, float]:
 
 
 _EXPLOITABILITY_KEYS = ("exploitability", "nash_conv", "value_vs_nash_seat0", "value_vs_nash_seat1")
+_LEDUC_KEYS = ("exploitability", "nash_conv", "br_value_seat0", "br_value_seat1")
+
+
+def leduc_exploitability_metrics(candidate: LLMPolicy) -> dict[str, float]:
+    """Exact exploitability of the policy's Leduc strategy (temperature 1, from log-probs)
+    as eval/ metrics, with each seat's best-response value (where a best responder gains);
+    empty, with a warning, without the openspiel extra."""
+    try:
+        report = model_leduc_exploitability(candidate, 1.0)
+    except ImportError as err:
+        warnings.warn(f"skipping Leduc exploitability: {err}", stacklevel=2)
+        return {}
+    return {f"eval/{LEDUC_GAME_ID}/{key}_t1": float(report[key]) for key in _LEDUC_KEYS}
 
 
 def kuhn_exploitability_metrics(
