@@ -27,6 +27,7 @@ _BUILTIN: dict[str, str] = {
     "KuhnPokerSingle-v0": "spiral.agents.kuhn_nash:make_kuhn_nash",
     "KuhnPoker-v1": "spiral.agents.kuhn_nash:make_kuhn_nash",
     "ConnectFour-v0": "spiral.agents.connect_four_search:make_connect_four_search",
+    "LeducPoker-v0": "spiral.agents.leduc_cfr:make_leduc_cfr",
 }
 _REGISTERED: dict[str, OptimalFactory] = {}
 
