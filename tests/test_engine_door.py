@@ -5,7 +5,7 @@ learner only through the `Learner` protocol (spiral/engines/base.py).
   wrapper (data-parallel ranks, vLLM samplers) offers exactly the protocol.
 - Nothing under spiral/train/ names a concrete engine class (a `...Learner`,
   `...Sampler`, `...Engine` or `...Copies` class that an engine defines): engines are
-  built by the registry and wrapped by functions with one job (`engines.parallel.on_ranks`).
+  built by the registry and wrapped by functions with one job (`engines.torch.parallel.on_ranks`).
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ with gloo).
   the rank's own sampler and seed), and every rank then holds the whole batch, in the
   one-process order (`sharded_play`).
 - Learning: every rank computes the same advantages from the same batch, trains its share
-  of the rows and the gradients are summed (`engines.parallel.on_ranks`), so the ranks apply
-  the same update and stay equal (checked at every checkpoint).
+  of the rows and the gradients are summed (`engines.torch.parallel.on_ranks`), so the
+  ranks apply the same update and stay equal (checked at every checkpoint).
 - Writing: rank 0 alone logs, evaluates and writes metrics, checkpoints, pool members
   and the league; the others wait for it at the next collective (a new pool member is
   read back from rank 0's folder by the others). Resume reads the checkpoint on every
