@@ -1,10 +1,19 @@
-"""Tiny real models for tests and benchmarks: a BPE tokenizer trained on game text plus a
-random-init LM. Not part of the public API: names here change with the tests' needs.
+"""Tiny real models for your own tests: a BPE tokenizer trained on game text plus a
+random-init LM, written as a Hugging Face folder in about a second, with no download.
+
+    from spiral.testing import make_tiny_model
+    model = make_tiny_model(tmp_path / "model")      # then model=... in any command
+
+The public makers are `make_tiny_model` and `make_shaped_model` (`__all__`); the rest is
+how they are built. The test suite's own fixtures (session-wide tiny models, CPU dtype
+settings, read-only folders) live in `tests/conftest.py`, not here.
 
 `make_tiny_model(path)` writes a genuine Hugging Face folder (config.json,
 model.safetensors, tokenizer.json, tokenizer_config.json with a ChatML chat template), so
 every code path that loads a hub model (`from_pretrained`, PEFT, our sampler and learner)
-runs unchanged on it, in a second, with no download.
+runs unchanged on it. `make_shaped_model(config_file, path)` gives a random-init model of
+a real architecture's shape (`benchmarks/model-shapes/*.json`) for throughput and memory
+where weights cannot be downloaded.
 
 Choices:
 - Byte-level BPE (like GPT-2/Llama-3/Qwen): any string round-trips, so tests may feed
@@ -14,6 +23,8 @@ Choices:
   `<|im_end|>` (eos, which ends an assistant turn).
 - Weights are random (seeded) with a wider init than usual (std 0.1 instead of 0.02) so
   next-token distributions are far from uniform and log-prob tests are not trivially met.
+- Nothing of spiral is imported (torch, transformers and tokenizers only, on call), so
+  a maker never changes with the product it tests.
 """
 
 from __future__ import annotations
@@ -21,6 +32,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Literal
+
+__all__ = ["make_shaped_model", "make_tiny_model"]
 
 CHATML_TEMPLATE = (
     "{% for message in messages %}"

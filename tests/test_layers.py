@@ -15,7 +15,7 @@ import pytest
 RANK = {
     "types": 0,
     "errors": 0,
-    "testing": 0,  # tiny models for tests and benchmarks: imports nothing of spiral
+    "testing": 0,  # public tiny-model makers for tests and benchmarks: imports nothing of spiral
     "args": 1,
     "checkpoints": 1,  # checkpoint integrity (manifests): imports errors only
     "games": 1,
@@ -141,3 +141,32 @@ def test_no_file_in_the_package_is_over_450_lines() -> None:
         if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
     }
     assert long == {}, f"split these by concern: {long}"
+
+
+def _testing_names_used(path: Path) -> set[str]:
+    """The names `path` takes from spiral.testing (`from spiral.testing import x`)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return {
+        a.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "spiral.testing"
+        for a in node.names
+    }
+
+
+def test_the_product_and_the_benchmarks_use_only_the_public_makers() -> None:
+    """spiral.testing is public for users' own tests: its makers are `__all__`. The package,
+    the benchmarks and the examples take nothing else from it; the test suite's own
+    fixtures live in tests/ and the makers import no test framework."""
+    import spiral.testing
+
+    public = set(spiral.testing.__all__)
+    repo = ROOT.parent
+    used = {
+        str(p.relative_to(repo)): names - public
+        for where in ("spiral", "benchmarks", "examples")
+        for p in (repo / where).rglob("*.py")
+        if (names := _testing_names_used(p))
+    }
+    assert {k: v for k, v in used.items() if v} == {}
+    assert not {"pytest", "hypothesis"} & set(_imports(ROOT / "testing.py"))
