@@ -97,9 +97,9 @@ class EvalArgs:
     exploitability: bool | None = chz.field(
         default=None,
         doc="exact exploitability of the model in each game of env_ids that allows it: "
-        "KuhnPokerSingle-v0 (OpenSpiel), TicTacToe-v0 (a best-response search over its 4,520 "
-        "positions; minutes on a CPU) (None: as the run measured it in training, i.e. on "
-        "KuhnPokerSingle-v0 when eval_exploitability was on)",
+        "KuhnPokerSingle-v0 and LeducPoker-v0 (OpenSpiel), TicTacToe-v0 (a best-response "
+        "search over its 4,520 positions; minutes on a CPU) (None: as the run measured it in "
+        "training, i.e. on KuhnPokerSingle-v0 and LeducPoker-v0 when eval_exploitability was on)",
     )
     math: tuple[str, ...] = chz.field(
         default=(), doc="math benchmarks, comma separated (math500, gsm8k, sample:gsm8k, a .jsonl)"

@@ -11,7 +11,7 @@ from spiral.report.console_log import kept_in
 from spiral.report.sinks import read_jsonl
 from spiral.report.summary import format_before_after
 from spiral.train.checkpoint import run_write_refused
-from spiral.train.config import ConfigError, help_text, parse_config
+from spiral.train.config import ConfigError, TrainConfig, help_text, parse_config
 from spiral.train.data_parallel import check_config, shared_setup
 from spiral.train.loop import train
 from spiral.train.setup import build_setup, check_run_folder, make_learner_factory
@@ -46,6 +46,7 @@ def main(argv: Sequence[str]) -> int:
                 f"run folder: {setup.run_dir}  ({cfg.num_steps} steps, "
                 f"{cfg.games_per_step} games/step{world}; console kept in console.log)"
             )
+            print(compute_line(cfg))
         try:
             result = train(cfg, setup, make_learner_factory(cfg, ranks), ranks=ranks)
         except OSError as err:  # a full disk or read-only folder under a run file
@@ -58,3 +59,20 @@ def main(argv: Sequence[str]) -> int:
             print(format_before_after(read_jsonl(metrics_path)))
     leave(ranks)
     return 130 if result.interrupted else 0
+
+
+def compute_line(cfg: TrainConfig) -> str:
+    """Where the run computes and in which dtype, `dtype=auto` resolved (on a CPU, with
+    what the probe found), so the console and console.log say what the run chose."""
+    if cfg.compute.engine != "torch":
+        return f"compute: engine {cfg.compute.engine}"
+    from spiral.engines.loading import resolve_device, resolve_dtype
+
+    device = resolve_device(cfg.device)
+    dtype = resolve_dtype(cfg.dtype, device, full_fine_tuning=cfg.lora_rank == 0)
+    line = f"compute: {device.type}, dtype={cfg.dtype} -> {str(dtype).removeprefix('torch.')}"
+    if device.type == "cpu":
+        from spiral.engines.torch.cpu import describe
+
+        line += f" ({describe()})"
+    return line

@@ -211,7 +211,7 @@ def test_select_every_kth_keeps_the_newest(tmp_path: Path) -> None:
         (["checkpoint=base", "invalid_policy=lenient"], "expected one of spiral, strict, loss"),
         (
             ["checkpoint=base", "env_ids=PigDice-v1", "exploitability=true"],
-            "games that do: KuhnPokerSingle-v0, TicTacToe-v0",
+            "games that do: KuhnPokerSingle-v0, LeducPoker-v0, TicTacToe-v0",
         ),
     ],
 )

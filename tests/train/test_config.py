@@ -193,3 +193,10 @@ def test_the_async_loop_defaults_to_a_kl_trust_region() -> None:
     preset = parse_config(["preset=embedded-kuhn", "use_async_actor_learner=true"])
     assert preset.learning.lr_kl_target == 0.05
     assert parse_config(["use_async_actor_learner=false"]).learning.lr_kl_target == 0.0
+
+
+def test_a_run_says_which_dtype_auto_chose() -> None:
+    from spiral.train.run import compute_line
+
+    line = compute_line(parse_config(["recipe=embedded-kuhn", "device=cpu"]))
+    assert line.startswith("compute: cpu, dtype=auto -> float32 (bf16 not native")
