@@ -41,7 +41,9 @@ def readme_items(readme: Path) -> list[str]:
     results = text.split("\n## Results\n", 1)[1].split("\n## ", 1)[0]
     bullets = [" ".join(b.split()) for b in re.split(r"\n- ", "\n" + results)[1:]]
     table = [
-        ln for ln in text.splitlines() if ln.startswith(("| exploitability", "| time, memory"))
+        ln
+        for ln in text.splitlines()
+        if ln.startswith(("| exploitability", "| time, memory", "| the run"))
     ]
     gpu = text.split("\n## Training a real model\n", 1)[1].split("\n## ", 1)[0]
     paragraphs = [" ".join(p.split()) for p in gpu.split("\n\n") if "Know before you start" in p]
@@ -77,7 +79,23 @@ def make_train_table(table: Table) -> list[Check]:
         Check("base model", f"the base model {span(start)}"),
         Check("last weights", f"{mean_sd(live)} ({f(min(live))} to {f(max(live))})"),
         Check("averaged weights", f"averaged weights {mean_sd(averaged)}"),
+        Check("seeds", f"over seeds {seed_span()}"),
     ]
+
+
+def seed_span() -> str:
+    """The seeds of the runs behind the headline, as the README writes them ("0-4")."""
+    seeds = sorted(int(m.split("seed")[1].split(".")[0]) for m in FADE)
+    return f"{seeds[0]}-{seeds[-1]}"
+
+
+@headline("the run")
+def make_train_steps(table: Table) -> list[Check]:
+    row = table.find(MAKE_TRAIN)
+    steps = {max(r["step"] for r in row.metrics(m)) for m in FADE}
+    if len(steps) != 1:
+        raise NoData(f"the runs behind the headline ended at different steps: {sorted(steps)}")
+    return [Check("steps", f"{steps.pop()} steps")]
 
 
 @headline("time, memory")
@@ -138,6 +156,7 @@ def population(table: Table) -> list[Check]:
     early_runs = [f"docs/results/kuhn-centering/fsp-fade/seed{s}.metrics.jsonl" for s in range(3)]
     alone = finals(table.find(MAKE_TRAIN), FADE[:3])
     return [
+        Check("seeds", f"(seeds 0-{len(runs) - 1}: live"),
         Check("live", f"live {f(statistics.fmean(finals(late, runs)))}"),
         Check("pool", f"average policy {f(statistics.fmean(finals(late, runs, POOL)))}"),
         Check("fade alone", f"against {f(statistics.fmean(alone))}"),
@@ -153,6 +172,7 @@ def tictactoe(table: Table) -> list[Check]:
         row.json(f"{folder}/{n}-greedy-200.json")["metrics"]
         for n in ("base", "sparring-step45", "sparring-step80")
     )
+    last = row.json(f"{folder}/sparring-step80-greedy-200.json")  # the checkpoint evaluated
     win = "eval/TicTacToe-v0/random/seat{}/win_rate"
     draws = [
         m[f"eval/TicTacToe-v0/optimal/seat{s}/draw_rate"] for m in (base, mid, end) for s in (0, 1)
@@ -163,6 +183,7 @@ def tictactoe(table: Table) -> list[Check]:
         ),
         Check("second mover", f"{base[win.format(1)]:.2f} -> {end[win.format(1)]:.2f} as second"),
         Check("draws", f"stay at {span(draws, 2)}"),
+        Check("steps", f"in {last['candidate']['step']} steps"),
     ]
 
 
