@@ -183,7 +183,8 @@ class _Switch:
     """The key that turns an optional group on (`fsp_enabled=true` creates `population`):
     shown and parsed like a bool field, stored as the group's presence."""
 
-    group: str
+    group: str  # the group's field name
+    group_type: Any  # its chz config class
     _doc: str
     final_type: type = bool
     _default: bool = False
@@ -204,7 +205,8 @@ def _paths(cls: Any, prefix: str = "") -> dict[str, tuple[str, Any]]:
         )
         if _optional(field):
             group = _group_type(field)
-            switch = _Switch(f"{prefix}{name}", f"on: {group.__doc__ or name}")
+            doc = " ".join((group.__doc__ or name).split())
+            switch = _Switch(name, group, f"on: {doc}")
             inner = {group.SWITCH: (f"{prefix}{name}", switch), **inner}
         for key, found in inner.items():
             if key in out:
@@ -237,24 +239,15 @@ def flat_json(obj: Any) -> dict[str, Any]:
     optional group that is off is its switch alone (`"fsp_enabled": false`)."""
     out: dict[str, Any] = {}
     for key, (path, field) in _paths(type(obj)).items():
-        value: Any = obj
-        for part in path.split("."):
-            value = getattr(value, part) if value is not None else None
+        *groups_on_path, name = path.split(".")
+        holder: Any = obj
+        for part in groups_on_path:
+            holder = getattr(holder, part)
         if isinstance(field, _Switch):
-            out[key] = value is not None
-        elif value is not None or not _under_optional(obj, path):
-            out[key] = _json_value(value)
+            out[key] = getattr(holder, name) is not None
+        elif holder is not None:  # a key of an optional group that is off says nothing
+            out[key] = _json_value(getattr(holder, name))
     return out
-
-
-def _under_optional(obj: Any, path: str) -> bool:
-    """Whether `path` lies inside an optional group that is off (None)."""
-    value: Any = obj
-    for part in path.split(".")[:-1]:
-        value = getattr(value, part)
-        if value is None:
-            return True
-    return False
 
 
 def _json_value(value: Any) -> Any:
@@ -306,9 +299,10 @@ def parse_command(
             else f"{missing[0]}= is required; see `spiral {command} --help`"
         )
     paths = _paths(cls)
-    switches = {p: k for k, (p, f) in paths.items() if isinstance(f, _Switch)}
+    switches = {k: f for k, (_, f) in paths.items() if isinstance(f, _Switch)}
     made: dict[str, Any] = {}
-    for path, switch in switches.items():
+    for switch, field in switches.items():
+        path = field.group
         mine = [(k, v) for k, v in given if paths[k][0].startswith(f"{path}.")]
         on = [v in ("true", "True", "1") for k, v in given if k == switch]
         if mine and not on:
@@ -317,8 +311,7 @@ def parse_command(
                 "or drop the key"
             )
         if on and on[-1]:
-            group = _group_type(chz.chz_fields(cls)[path.rpartition(".")[2]])
-            made[path] = _make(group, [(paths[k][0], v) for k, v in mine], command, path)
+            made[path] = _make(field.group_type, [(paths[k][0], v) for k, v in mine], command, path)
         given = [(k, v) for k, v in given if k != switch and (k, v) not in mine]
     obj = _make(cls, [(paths[k][0], v) for k, v in given], command)
     if made:
@@ -355,9 +348,10 @@ def help_text(
     fields = _fields(cls)
     lines = [(cls.__doc__ or f"usage: spiral {command} key=value ...").strip(), ""]
     lines.append("keys (default, or `set: VALUE` where given here; type) description:")
-    for group, doc, keys in groups(cls):
+    found = groups(cls)
+    for group, doc, keys in found:
         if group and core_only:
-            if group == groups(cls)[1][0]:
+            if group == found[1][0]:
                 lines += ["", f"more keys, by group (spiral {command} --help all):"]
             set_here = sum(k in given for k in keys)
             note = f"; {set_here} set here" if set_here else ""

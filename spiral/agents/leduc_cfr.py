@@ -14,9 +14,7 @@ import functools
 import json
 import random
 import sys
-import typing
 from pathlib import Path
-from typing import Any
 
 from spiral.agents.base import Agent
 from spiral.games.base import State
@@ -71,28 +69,17 @@ def solve(iterations: int = ITERATIONS) -> dict[str, dict[str, float]]:
     """The CFR average policy over every state of our game where someone moves."""
     import pyspiel
 
+    from spiral.analysis.leduc import twin_states
+
     game = pyspiel.load_game("leduc_poker")
     solver = pyspiel.CFRSolver(game)
     for _ in range(iterations):
         solver.evaluate_and_update_policy()
     average = solver.average_policy()
     out: dict[str, dict[str, float]] = {}
-
-    def walk(ours: LeducPoker, theirs: Any) -> None:
-        if ours.is_terminal():
-            return
+    for ours, theirs in twin_states(game):
         probs = dict(average.action_probabilities(theirs))
         out.setdefault(key(ours), {m: probs[OPENSPIEL_ACTION[m]] for m in ours.legal_actions()})
-        for move in ours.legal_actions():
-            nxt, after = typing.cast(LeducPoker, ours.clone()), theirs.child(OPENSPIEL_ACTION[move])
-            nxt.apply_action(move)
-            if after.is_chance_node():
-                after = after.child(nxt.cards[2])
-            walk(nxt, after)
-
-    for deal in LeducPoker.chance_outcomes() or ():
-        cards = typing.cast(tuple[int, int, int], deal["cards"])
-        walk(LeducPoker(cards=cards), game.new_initial_state().child(cards[0]).child(cards[1]))
     return out
 
 

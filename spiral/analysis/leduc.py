@@ -16,12 +16,13 @@ rank look alike): `leduc_exploitability` asks `dists` once per distinct situatio
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+import typing
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from spiral.analysis.exploitability import INSTALL_HINT, checked_distribution, policy_report
 from spiral.analysis.exploitability import tabular_policy as _tabular_policy
-from spiral.games.leduc_poker import BET, CALL, CHECK, FOLD, RAISE, LeducPoker
+from spiral.games.leduc_poker import BET, CALL, CHECK, FOLD, OPENSPIEL_ACTION, RAISE, LeducPoker
 from spiral.types import Move, Seat
 
 LEDUC_GAME_ID = "LeducPoker-v0"
@@ -35,49 +36,42 @@ MOVES: dict[bool, dict[str, Move]] = {
 DistFn = Callable[[Sequence[tuple[LeducPoker, Seat]]], list[dict[str, float]]]
 
 
-def _build(cards: tuple[int, int, int], actions: tuple[int, ...], seat: Seat) -> LeducPoker:
-    state = LeducPoker(cards=cards)
-    for action in actions:
-        facing = state.legal_actions()[0] == FOLD
-        names = {0: "Fold", 1: "Call", 2: "Raise"}
-        state.apply_action(MOVES[facing][names[action]])
-    if state.current_player() != seat:
-        raise RuntimeError(
-            f"{LEDUC_GAME_ID} disagrees with OpenSpiel leduc_poker after {actions}: seat "
-            f"{state.current_player()} to act, not {seat}; fix the game or this mapping"
-        )
-    return state
-
-
 @functools.cache
 def leduc_info_states() -> list[tuple[str, Seat, Callable[[], LeducPoker]]]:
     """Every OpenSpiel `leduc_poker` information state as (its string, the seat to act, a
-    builder of our state where that seat sees it)."""
+    builder of our state where that seat sees it: the first of `twin_states` with it)."""
     try:
         import pyspiel
     except ImportError as err:
         raise ImportError(f"Leduc exploitability needs OpenSpiel: {INSTALL_HINT}") from err
-    game = pyspiel.load_game(OPENSPIEL_NAME)
     found: dict[str, tuple[Seat, Callable[[], LeducPoker]]] = {}
-
-    def walk(state: Any, cards: list[int], actions: list[int]) -> None:
-        if state.is_terminal():
-            return
-        if state.is_chance_node():
-            for card, _ in state.chance_outcomes():
-                walk(state.child(card), [*cards, card], actions)
-            return
-        seat = state.current_player()
-        key = state.information_state_string(seat)
-        if key not in found:
-            public = cards[2] if len(cards) == 3 else min(set(range(6)) - set(cards))
-            deal = (cards[0], cards[1], public)
-            found[key] = (seat, functools.partial(_build, deal, tuple(actions), seat))
-        for action in state.legal_actions():
-            walk(state.child(action), cards, [*actions, action])
-
-    walk(game.new_initial_state(), [], [])
+    for ours, theirs in twin_states(pyspiel.load_game(OPENSPIEL_NAME)):
+        seat = ours.current_player()
+        found.setdefault(theirs.information_state_string(seat), (seat, ours.clone))  # type: ignore[arg-type]
     return [(key, seat, build) for key, (seat, build) in found.items()]
+
+
+def twin_states(game: Any) -> Iterator[tuple[LeducPoker, Any]]:
+    """Every state of our game where someone moves, beside OpenSpiel's same state in
+    `game` (a loaded `leduc_poker`), over all 120 deals: for reading an OpenSpiel policy
+    off at our states, or writing one of ours into an OpenSpiel table."""
+    for deal in LeducPoker.chance_outcomes() or ():
+        cards = typing.cast(tuple[int, int, int], deal["cards"])
+        stack = [
+            (LeducPoker(cards=cards), game.new_initial_state().child(cards[0]).child(cards[1]))
+        ]
+        while stack:
+            ours, theirs = stack.pop()
+            if ours.is_terminal():
+                continue
+            yield ours, theirs
+            for move in ours.legal_actions():
+                nxt = typing.cast(LeducPoker, ours.clone())
+                nxt.apply_action(move)
+                after = theirs.child(OPENSPIEL_ACTION[move])
+                if after.is_chance_node():  # the round closed: the deal's public card
+                    after = after.child(nxt.cards[2])
+                stack.append((nxt, after))
 
 
 def leduc_exploitability(dists: DistFn) -> dict[str, Any]:
