@@ -107,6 +107,8 @@ def parse(text: str) -> Schedule:
                 drops.append((int(first), _number(factor)))
             return _checked(Schedule("steps", _number(head), drops=tuple(drops)))
         return constant(_number(word))
+    except UsageError:
+        raise
     except (ValueError, TypeError) as err:
         raise UsageError(f"{word!r} is not a schedule: expected {SYNTAX}") from err
 
@@ -119,7 +121,13 @@ def _number(text: str) -> float:
 
 
 def _checked(schedule: Schedule) -> Schedule:
+    """A schedule whose drops stand at increasing steps > 0 and whose every value is
+    finite (a chain of drops can overflow), or `UsageError` naming which."""
     steps = [first for first, _ in schedule.drops]
     if any(first <= 0 for first in steps) or steps != sorted(set(steps)):
-        raise ValueError("drops must be at increasing steps > 0")
+        raise UsageError(
+            f"{str(schedule)!r} is not a schedule: drops must be at increasing steps > 0"
+        )
+    if not all(math.isfinite(v) for v in schedule.values):
+        raise UsageError(f"{str(schedule)!r} is not a schedule: its values must stay finite")
     return schedule

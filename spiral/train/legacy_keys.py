@@ -48,13 +48,24 @@ def fold(values: dict[str, Any]) -> dict[str, Any]:
         final = out.pop(f"{key}_final", None)
         if final is None or str(final) in ("None", ""):
             continue
-        start = _schedule(key, out.get(key, 0.0)).start
+        now = _schedule(key, out.get(key, 0.0))
+        if now.kind not in ("constant", "linear"):
+            raise UsageError(
+                f"{key}_final={final} cannot end {key}={now}, which is not linear; give the "
+                f"schedule alone (e.g. {key}={now.start!r}->{final})"
+            )
+        start = now.start
         out[key] = schedule.linear(start, _number(f"{key}_final", final)).to_json()
     return out
 
 
 def _learning_rate(values: dict[str, Any]) -> schedule.Schedule:
     now = _schedule("learning_rate", values.get("learning_rate", 1e-4))
+    if len(now.drops) > 1 or now.kind in ("linear", "cosine"):
+        raise UsageError(
+            f"learning_rate={now} is a schedule the older lr_schedule, lr_step_at and "
+            "lr_step_factor keys cannot change; give the schedule alone"
+        )
     lr, (at, factor) = now.start, (now.drops[0] if now.drops else (0, 0.1))
     kind = str(values.get("lr_schedule", "step" if now.kind == "steps" else "constant"))
     if kind == "step":

@@ -59,7 +59,20 @@ def test_drops_multiply_from_their_step_on() -> None:
     ],
 )
 def test_a_word_that_is_no_schedule_is_one_line(word: str) -> None:
-    with pytest.raises(UsageError, match="is not a schedule: expected a number or a schedule"):
+    with pytest.raises(UsageError, match="is not a schedule: "):
+        schedule.parse(word)
+
+
+@pytest.mark.parametrize(
+    ("word", "reason"),
+    [
+        ("1e308*10@5", "its values must stay finite"),
+        ("1e-3*0.3@60*0.1@30", "drops must be at increasing steps > 0"),
+        ("1e-3*0.3@0", "drops must be at increasing steps > 0"),
+    ],
+)
+def test_a_schedule_that_breaks_a_rule_says_which(word: str, reason: str) -> None:
+    with pytest.raises(UsageError, match=reason):
         schedule.parse(word)
 
 

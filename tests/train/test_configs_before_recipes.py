@@ -76,3 +76,23 @@ def test_the_earlier_command_lines_give_todays_configs() -> None:
         ),
     ):
         assert parse_config(earlier) == parse_config(TODAY[name])
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        ["learning_rate=cosine:1e-3->1e-5", "lr_step_at=50"],
+        ["learning_rate=1e-3*0.3@30*0.1@60", "lr_schedule=step"],
+        ["learning_rate=cosine:1e-3->1e-5", "lr_schedule=linear"],
+        ["entropy_coef=cosine:0.3->0.2", "entropy_coef_final=0.1"],
+    ],
+)
+def test_an_earlier_key_never_rewrites_a_schedule_it_cannot_express(words: list[str]) -> None:
+    with pytest.raises(ConfigError, match="give the schedule alone"):
+        parse_config(words)
+    # where it can, it still folds: the recipe's one drop moved, its linear fade ended lower
+    cfg = parse_config(["recipe=embedded-kuhn", "lr_step_at=40", "entropy_coef_final=0.05"])
+    assert (str(cfg.learning_rate), str(cfg.regularizer.entropy_coef)) == (
+        "0.001*0.3@40",
+        "0.3->0.05",
+    )
