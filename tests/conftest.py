@@ -1,8 +1,10 @@
 """Suite-wide settings and fixtures. The exactness checks (log-prob agreement to 1e-4,
-bit-exact resume) are stated for fp32, so the suite runs as on a CPU without bf16
-(`SPIRAL_CPU_BF16=0`) here and in every subprocess: `dtype=auto` is fp32. The tests that
-ask for bfloat16 or float16 by name use the `half_precision` fixture, which lets a half
-dtype run on any CPU: through oneDNN's kernels where it takes them, emulated by torch
+bit-exact resume) are stated for fp32, so the suite runs as on a CPU without bf16, where
+`dtype=auto` is fp32: here through the probe's `ASSUME = False`, in every subprocess
+through oneDNN's own cap (`ONEDNN_MAX_CPU_ISA=AVX2`, set after this process's oneDNN has
+seen the real CPU, so the tests here still reach its half-precision kernels). The tests
+that ask for bfloat16 or float16 by name use the `half_precision` fixture, which lets a
+half dtype run on any CPU: through oneDNN's kernels where it takes them, emulated by torch
 elsewhere (exact, and fast enough for tiny models). The tiny models are built once per
 session."""
 
@@ -13,17 +15,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torch
 
-from spiral.engines.torch.cpu import CPU_BF16_ENV
+from spiral.engines.torch import cpu
 from spiral.testing import make_tiny_model
 
-os.environ[CPU_BF16_ENV] = "0"
+cpu.prepacks(torch.bfloat16)  # oneDNN meets this CPU before the cap below
+os.environ.setdefault("ONEDNN_MAX_CPU_ISA", "AVX2")
+cpu.ASSUME = False
 
 
 @pytest.fixture
 def half_precision(monkeypatch: pytest.MonkeyPatch) -> None:
-    """bf16 and fp16 asked for by name run on this CPU whatever it has (`SPIRAL_CPU_BF16=1`)."""
-    monkeypatch.setenv(CPU_BF16_ENV, "1")
+    """bf16 and fp16 asked for by name run on this CPU whatever it has (`cpu.ASSUME = True`)."""
+    monkeypatch.setattr(cpu, "ASSUME", True)
 
 
 @pytest.fixture(scope="session")

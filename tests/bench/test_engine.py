@@ -88,10 +88,10 @@ def test_a_dtype_this_cpu_would_emulate_is_refused_before_any_benchmark(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from spiral.bench import cli as bench_cli
-    from spiral.engines.torch.cpu import CPU_BF16_ENV
+    from spiral.engines.torch import cpu
     from spiral.errors import UsageError
 
-    monkeypatch.setenv(CPU_BF16_ENV, "0")  # a CPU without bf16 kernels
+    monkeypatch.setattr(cpu, "ASSUME", False)  # a CPU without bf16 kernels
 
     def never(**_: object) -> dict[str, float]:
         raise AssertionError("a benchmark ran before the dtypes were checked")

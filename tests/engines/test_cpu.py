@@ -1,5 +1,5 @@
-"""The CPU probe (`engines/torch/cpu.py`): its answers are torch's own, the switch forces
-them off, a half dtype this CPU would only emulate is refused in one line, and the packed
+"""The CPU probe (`engines/torch/cpu.py`): its answers are torch's own, `ASSUME` forces
+them off for tests, a half dtype this CPU would only emulate is refused in one line, and the packed
 decode step takes oneDNN's prepacked linear only where oneDNN takes the dtype, with the
 model's own logits either way."""
 
@@ -12,14 +12,13 @@ import torch
 
 from spiral.engines.loading import DeviceError, resolve_dtype
 from spiral.engines.torch import cpu
-from spiral.engines.torch.cpu import CPU_BF16_ENV
 from spiral.engines.torch.decode import _packer
 
 CPU = torch.device("cpu")
 
 
 def _unforced(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(CPU_BF16_ENV, raising=False)
+    monkeypatch.setattr(cpu, "ASSUME", None)
 
 
 def test_the_probe_agrees_with_torchs_own_checks(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -42,7 +41,7 @@ def test_the_probe_agrees_with_torchs_own_checks(monkeypatch: pytest.MonkeyPatch
 def test_switched_off_this_is_a_cpu_without_half_precision(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv(CPU_BF16_ENV, "0")
+    monkeypatch.setattr(cpu, "ASSUME", False)
     assert not cpu.native_bf16()
     assert not cpu.prepacks(torch.bfloat16) and not cpu.prepacks(torch.float16)
     assert cpu.prepacks(torch.float32) == torch.backends.mkldnn.is_available()
@@ -52,14 +51,14 @@ def test_switched_off_this_is_a_cpu_without_half_precision(
             resolve_dtype(name, CPU)
         message = str(refused.value)
         assert "\n" not in message
-        assert f"dtype={name}" in message and "float32" in message and "=1" in message
+        assert f"dtype={name}" in message and "float32" in message
     assert resolve_dtype("float32", CPU) == torch.float32
 
 
 def test_switched_on_half_dtypes_run_and_auto_still_follows_the_cpu(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv(CPU_BF16_ENV, "1")
+    monkeypatch.setattr(cpu, "ASSUME", True)
     # "1" lets a half dtype asked for by name run emulated; auto never picks an emulated one.
     native = cpu._native_bf16()
     assert cpu.native_bf16() == native
@@ -72,7 +71,7 @@ def test_switched_on_half_dtypes_run_and_auto_still_follows_the_cpu(
 
 
 def test_a_cuda_dtype_is_never_refused_by_the_cpu_probe(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(CPU_BF16_ENV, "0")
+    monkeypatch.setattr(cpu, "ASSUME", False)
     assert resolve_dtype("bfloat16", torch.device("cuda")) == torch.bfloat16
     assert resolve_dtype("auto", torch.device("cuda")) == torch.bfloat16
 
@@ -88,8 +87,8 @@ def test_the_packer_prepacks_only_what_onednn_takes(
     weight = torch.randn(24, 16, generator=torch.Generator().manual_seed(1)).to(dtype)
     x = torch.randn(3, 16, generator=torch.Generator().manual_seed(2)).to(dtype)
     want = torch.nn.functional.linear(x.float(), weight.float())
-    for switch in ("1", "0"):
-        monkeypatch.setenv(CPU_BF16_ENV, switch)
+    for assumed in (True, False):
+        monkeypatch.setattr(cpu, "ASSUME", assumed)
         linear = _packer(CPU, dtype, rows=3)(weight, None)
         assert _kind(linear) == ("prepacked" if cpu.prepacks(dtype) else "plain")
         tol = 1e-4 if dtype == torch.float32 else 0.1
@@ -99,7 +98,7 @@ def test_the_packer_prepacks_only_what_onednn_takes(
 
 
 @pytest.mark.skipif(
-    os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() != "AVX2",
+    os.environ.get("ATEN_CPU_CAPABILITY", "").upper() != "AVX2",
     reason="checks the capped pass (make test-capped) only",
 )
 def test_the_cap_makes_this_a_cpu_without_bf16() -> None:
@@ -111,26 +110,12 @@ def test_the_cap_makes_this_a_cpu_without_bf16() -> None:
     assert not cpu.native_bf16()
 
 
-@pytest.mark.parametrize("value", ["yes", "on", "true", "no", "off", "false", " 0 ", ""])
-def test_the_switch_takes_the_words_it_names(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
-    monkeypatch.setenv(CPU_BF16_ENV, value)
-    want = {"yes": True, "on": True, "true": True, "": None}.get(value.strip(), False)
-    assert cpu._forced() is want
-
-
-@pytest.mark.parametrize("value", ["2", "O", "disable", "none", "bf16"])
-def test_any_other_switch_value_is_one_line(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
-    monkeypatch.setenv(CPU_BF16_ENV, value)
-    with pytest.raises(DeviceError, match=f"{CPU_BF16_ENV}=.* is not valid: use 0"):
-        resolve_dtype("bfloat16", CPU)
-
-
 def test_a_run_trained_in_a_dtype_this_cpu_emulates_loads_in_fp32(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from spiral.agents.model_agent import inherited_dtype
 
-    monkeypatch.setenv(CPU_BF16_ENV, "0")  # a CPU without bf16 kernels
+    monkeypatch.setattr(cpu, "ASSUME", False)  # a CPU without bf16 kernels
     assert inherited_dtype("bfloat16", "cpu") == "float32"
     assert "loading it in float32" in capsys.readouterr().err
     assert inherited_dtype("float32", "cpu") == "float32"

@@ -12,7 +12,7 @@ import torch
 
 from spiral.engines.base import SamplingParams
 from spiral.engines.loading import ModelConfig
-from spiral.engines.torch.cpu import CPU_BF16_ENV
+from spiral.engines.torch import cpu
 from spiral.engines.torch.decode import (
     _SLOT,
     MIN_ROOM_TO_PACK,
@@ -102,9 +102,9 @@ def test_the_fallback_decode_step_is_the_models_forward_in_bf16(
 ) -> None:
     """With the probe switched off after loading, the packed step's bf16 linears are plain
     `F.linear`s, and the step is the model's forward bit for bit, on any CPU."""
-    monkeypatch.setenv(CPU_BF16_ENV, "1")
+    monkeypatch.setattr(cpu, "ASSUME", True)
     model, tok = loaded({"llama": tiny_llama, "qwen3": tiny_qwen3}[arch], "bfloat16")
-    monkeypatch.setenv(CPU_BF16_ENV, "0")  # the packing happens at the first step
+    monkeypatch.setattr(cpu, "ASSUME", False)  # the packing happens at the first step
     pairs = run_both(model, tok)
     assert pairs
     for a, b in pairs:

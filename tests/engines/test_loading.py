@@ -81,10 +81,9 @@ def test_auto_dtype_is_bf16_for_lora_on_a_cpu_with_native_bf16(
 ) -> None:
     from spiral.engines.loading import resolve_dtype
     from spiral.engines.torch import cpu as probe
-    from spiral.engines.torch.cpu import CPU_BF16_ENV
 
     cpu = torch.device("cpu")
-    monkeypatch.setenv(CPU_BF16_ENV, "1")  # bf16 by name runs whatever this CPU has
+    monkeypatch.setattr(probe, "ASSUME", True)  # bf16 by name runs whatever this CPU has
     monkeypatch.setattr(probe, "_native_bf16", lambda: True)  # a CPU with native bf16
     assert resolve_dtype("auto", cpu) == torch.bfloat16
     assert resolve_dtype("auto", cpu, full_fine_tuning=True) == torch.float32  # master weights
@@ -93,7 +92,7 @@ def test_auto_dtype_is_bf16_for_lora_on_a_cpu_with_native_bf16(
     # The frozen base in bf16, the trained adapter (and so its optimizer state) in fp32.
     assert {p.dtype for p in lora.parameters() if not p.requires_grad} == {torch.bfloat16}
     assert {p.dtype for p in lora.parameters() if p.requires_grad} == {torch.float32}
-    monkeypatch.setenv(CPU_BF16_ENV, "0")
+    monkeypatch.setattr(probe, "ASSUME", False)
     assert resolve_dtype("auto", cpu) == torch.float32
     with pytest.raises(ValueError, match="dtype must be"):
         resolve_dtype("fp8", cpu)

@@ -13,45 +13,32 @@ Two questions decide every CPU choice the engine makes about bf16 and fp16:
   the BF16 extension on Arm, which oneDNN needs for bf16 there)? Only then does
   `dtype=auto` choose bf16 (for LoRA).
 
-`SPIRAL_CPU_BF16` overrides the answers: `0` makes this CPU one without bf16 (no bf16 or
-fp16 prepacking, `auto` is fp32, an explicit half dtype refused), so any machine can run
-as the commonest CPUs do; `1` makes `auto` choose bf16 and lets an explicit half dtype run
-where torch emulates it. Prepacking is never forced on: it is what oneDNN takes.
+To run any machine as the commonest CPUs do (AVX2, no bf16 kernels), cap torch and oneDNN
+with their own settings, `ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2`: both
+questions are asked of torch, so they answer as the capped CPU (`make test-capped`).
+
+`ASSUME` is for tests in one process: `False` answers as a CPU without half-precision
+kernels whatever this one has (no bf16 or fp16 prepacking, `auto` is fp32, an explicit half
+dtype refused); `True` lets an explicit half dtype run where torch emulates it (exact, and
+fast enough for tiny models), `auto` still following the CPU. Prepacking is never forced
+on: it is what oneDNN takes.
 """
 
 from __future__ import annotations
 
 import functools
-import os
 import platform
 from typing import Any
 
-CPU_BF16_ENV = "SPIRAL_CPU_BF16"  # "0" / "1": override the probe (see the module's text)
-
-
-_OFF, _ON = ("0", "false", "no", "off"), ("1", "true", "yes", "on")
-
-
-def _forced() -> bool | None:
-    value = os.environ.get(CPU_BF16_ENV)
-    if value is None or not value.strip():
-        return None
-    word = value.strip().lower()
-    if word not in _OFF + _ON:
-        from spiral.engines.loading import DeviceError
-
-        raise DeviceError(
-            f"{CPU_BF16_ENV}={value!r} is not valid: use 0 (no bf16) or 1, or unset it"
-        )
-    return word in _ON
+ASSUME: bool | None = None  # tests only: see the module's text; None asks this CPU
 
 
 def prepacks(dtype: Any) -> bool:
     """Whether oneDNN's prepacked linear takes `dtype` weights on this CPU (a half dtype:
-    never where `SPIRAL_CPU_BF16=0`)."""
+    never where `ASSUME` is False)."""
     import torch
 
-    if dtype in (torch.bfloat16, torch.float16) and _forced() is False:
+    if dtype in (torch.bfloat16, torch.float16) and ASSUME is False:
         return False
     return _oneDNN_takes(dtype)
 
@@ -80,9 +67,9 @@ def _oneDNN_takes(dtype: Any) -> bool:
 
 def native_bf16() -> bool:
     """Whether bf16 products are faster than fp32 on this CPU (see the module's text).
-    `SPIRAL_CPU_BF16=1` lets an explicit half dtype run emulated; it never makes `auto`
-    pick one the CPU would emulate."""
-    if _forced() is False:
+    `ASSUME = True` lets an explicit half dtype run emulated; it never makes `auto` pick
+    one the CPU would emulate."""
+    if ASSUME is False:
         return False
     return _native_bf16()
 
@@ -102,10 +89,10 @@ def _native_bf16() -> bool:
 
 def emulated(dtype: Any) -> bool:
     """Whether torch would emulate `dtype`'s products on this CPU (a half dtype that
-    oneDNN does not take), unless `SPIRAL_CPU_BF16=1` asks to run it anyway."""
+    oneDNN does not take), unless `ASSUME` is True (tests)."""
     import torch
 
-    if dtype not in (torch.bfloat16, torch.float16) or _forced() is True:
+    if dtype not in (torch.bfloat16, torch.float16) or ASSUME is True:
         return False
     return not prepacks(dtype)
 
@@ -119,13 +106,13 @@ _NEEDS = {
 def emulated_message(name: str) -> str:
     """The one line that refuses `dtype=name` where `emulated` says so."""
     why = (
-        f"{CPU_BF16_ENV}={os.environ.get(CPU_BF16_ENV, '').strip()} makes this a CPU without half-precision kernels"
-        if _forced() is False
+        "this CPU runs as one without half-precision kernels"
+        if ASSUME is False
         else f"this CPU has no {name} matrix kernels (oneDNN needs {_NEEDS[name]})"
     )
     return (
         f"dtype={name}: {why}, so torch would emulate it ~100x slower than float32; use "
-        f"dtype=auto or float32 ({CPU_BF16_ENV}=1 runs it emulated anyway)"
+        "dtype=auto or float32"
     )
 
 
@@ -133,12 +120,11 @@ def describe() -> str:
     """One line on what the probe found, for logs and `spiral bench`."""
     import torch
 
-    forced = _forced()
     parts = [
         f"bf16 {'native' if native_bf16() else 'not native'}",
         f"oneDNN takes bf16 {'yes' if prepacks(torch.bfloat16) else 'no'}",
         f"fp16 {'yes' if prepacks(torch.float16) else 'no'}",
     ]
-    if forced is not None:
-        parts.append(f"{CPU_BF16_ENV}={os.environ.get(CPU_BF16_ENV)}")
+    if ASSUME is not None:
+        parts.append(f"assumed {'emulated half dtypes allowed' if ASSUME else 'no half kernels'}")
     return ", ".join(parts)
