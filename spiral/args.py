@@ -259,6 +259,26 @@ def _json_value(value: Any) -> Any:
     return to_json() if callable(to_json) else value
 
 
+def checked_value(field: Any, key: str, value: str) -> str:
+    """`value` for the chz field `field` as its parser takes it (a true/false word in any
+    case as `true`/`false`), or one line naming what `key` expects."""
+    tp = field.final_type
+    if tp is bool and value.lower() in ("true", "false", "1", "0"):
+        return "true" if value.lower() in ("true", "1") else "false"
+    cast = getattr(field, "_blueprint_cast", None)
+    if cast is not None:  # a value written as one word (a schedule): its own parser
+        try:
+            cast(value)
+        except UsageError as err:
+            raise UsageError(f"{key}={err}") from None
+    elif not _fits(tp, value):
+        expected = describe_type(tp)
+        if _too_large(value):
+            expected += f" (of at most {len(str(2**63 - 1))} digits)"
+        raise UsageError(f"{key}={value!r} is not valid: expected {expected}")
+    return value
+
+
 def parse_command(
     cls: type[T],
     argv: Sequence[str],
@@ -276,19 +296,7 @@ def parse_command(
             )
         if key not in fields:
             raise UsageError(f"unknown key {key!r}; {did_you_mean(key, names, '=')}")
-        tp = fields[key].final_type
-        cast = getattr(fields[key], "_blueprint_cast", None)
-        if cast is not None:  # a value written as one word (a schedule): its own parser
-            try:
-                cast(value)
-            except UsageError as err:
-                raise UsageError(f"{key}={err}") from None
-        elif not _fits(tp, value):
-            expected = describe_type(tp)
-            if _too_large(value):
-                expected += f" (of at most {len(str(2**63 - 1))} digits)"
-            raise UsageError(f"{key}={value!r} is not valid: expected {expected}")
-        given.append((key, value))
+        given.append((key, checked_value(fields[key], key, value)))
     missing = [n for n, f in fields.items() if _shown_default(f) == "required"]
     missing = [n for n in missing if n not in {k for k, _ in given}]
     if missing:
@@ -304,7 +312,7 @@ def parse_command(
     for switch, field in switches.items():
         path = field.group
         mine = [(k, v) for k, v in given if paths[k][0].startswith(f"{path}.")]
-        on = [v in ("true", "True", "1") for k, v in given if k == switch]
+        on = [v == "true" for k, v in given if k == switch]
         if mine and not on:
             raise UsageError(
                 f"{mine[0][0]}={mine[0][1]} needs {switch}=true (the mode is off); add it, "

@@ -204,12 +204,12 @@ def test_hub_ids_and_paths_are_told_apart(name: str, hub: bool) -> None:
 
 
 def test_help_shows_what_the_parser_would_use(capsys: pytest.CaptureFixture[str]) -> None:
-    """The keys given win over the preset, wherever they stand; the last preset wins."""
-    argv = ["train", "lora_rank=8", "preset=embedded-kuhn", "preset=embedded-tictactoe", "--help"]
+    """The keys given win over the recipe, wherever they stand."""
+    argv = ["train", "lora_rank=8", "preset=embedded-tictactoe", "--help"]
     assert cli.main(argv) == 0
     text = capsys.readouterr().out
     assert "  lora_rank (set: 8; an integer)" in text
-    assert '  env_ids ("TicTacToe-v0"; ' in text  # not the first preset's Kuhn
-    assert "  prompt_style (set: brief; " in text  # the last preset's
+    assert '  env_ids ("TicTacToe-v0"; ' in text
+    assert "  prompt_style (set: brief; " in text  # the recipe's
     assert cli.main([*argv, "all"]) == 0
-    assert "  balanced_chance (False; " in capsys.readouterr().out  # only the first set it
+    assert "  balanced_chance (False; " in capsys.readouterr().out  # only embedded-kuhn sets it

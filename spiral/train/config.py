@@ -52,23 +52,33 @@ def expanded(argv: Sequence[str]) -> dict[str, str]:
     them, earlier names folded into today's (`legacy_keys`), then the defaults that other
     keys' values call for (`recipes.FOLLOWING`). Words without `=` are left to the parser."""
     pairs = [(k, v) for k, sep, v in (w.partition("=") for w in argv) if sep]
-    names = [v for k, v in pairs if k in ("recipe", "preset")]
-    name = names[-1] if names else ""  # the last of recipe= and preset= wins
-    if name and name not in RECIPES:
-        raise ConfigError(f"unknown recipe {name!r}; {did_you_mean(name, sorted(RECIPES))}")
+    name = recipe_name(pairs)
     given = {("recipe" if k == "preset" else k): v for k, v in pairs}
     merged = legacy_keys.fold({**(words(name) if name else {}), **given})
     return {**merged, **dict(following_defaults(list(merged.items())))}
+
+
+def recipe_name(pairs: Sequence[tuple[str, str]]) -> str:
+    """The recipe that `recipe=` (or the original's `preset=`) names, "" for none; two
+    different names, or one that is no recipe, are one line."""
+    names = {v for k, v in pairs if k in ("recipe", "preset")}
+    if len(names) > 1:
+        raise ConfigError(f"recipe= and preset= name {' and '.join(sorted(names))}: give one")
+    name = names.pop() if names else ""
+    if name and name not in RECIPES:
+        raise ConfigError(f"unknown recipe {name!r}; {did_you_mean(name, sorted(RECIPES))}")
+    return name
 
 
 def help_text(argv: Sequence[str] = ()) -> str:
     """`spiral train [recipe=NAME key=value ...] --help`: the core keys, showing the values
     that the recipe and the other keys given set in place of the defaults, and the recipes;
     `--help all` every key."""
+    recipe_name([(k, v) for k, sep, v in (w.partition("=") for w in argv) if sep])
     try:
         given = expanded(argv)
     except UsageError:
-        given = {}  # an unknown recipe: parsing says so; help shows what it can
+        given = {}  # a value parsing refuses: it says so; help shows what it can
     recipes = [f"  {name}: {summary(name)}" for name in RECIPES]
     epilog = "\n".join(
         ["recipes (spiral/train/recipes/; recipe=NAME, keys given override):", *recipes]

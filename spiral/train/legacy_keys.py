@@ -21,6 +21,7 @@ from typing import Any
 import chz
 
 from spiral.algo import schedule
+from spiral.args import checked_value
 from spiral.errors import UsageError
 from spiral.train.config_groups import AsyncConfig, PopulationConfig
 
@@ -38,8 +39,9 @@ def fold(values: dict[str, Any]) -> dict[str, Any]:
         out.setdefault("recipe", preset)
     for group in (PopulationConfig, AsyncConfig):  # a mode set off: its keys say nothing
         if group.SWITCH in out and str(out[group.SWITCH]).lower() in ("false", "0"):
-            for key in chz.chz_fields(group):
-                out.pop(key, None)
+            for key, field in chz.chz_fields(group).items():
+                if key in out:  # still a value its key takes, or one line
+                    checked_value(field, key, cli_word(out.pop(key)))
     if any(k in out for k in LR_KEYS):
         out["learning_rate"] = _learning_rate(out).to_json()
         for key in LR_KEYS:
@@ -67,9 +69,11 @@ def _learning_rate(values: dict[str, Any]) -> schedule.Schedule:
             "lr_step_factor keys cannot change; give the schedule alone"
         )
     lr, (at, factor) = now.start, (now.drops[0] if now.drops else (0, 0.1))
+    if "lr_step_at" in values:  # an integer even where the schedule does not read it
+        _integer("lr_step_at", values["lr_step_at"])
     kind = str(values.get("lr_schedule", "step" if now.kind == "steps" else "constant"))
     if kind == "step":
-        at = int(_number("lr_step_at", values.get("lr_step_at", at)))
+        at = _integer("lr_step_at", values.get("lr_step_at", at))
         if at <= 0:
             raise UsageError(
                 "lr_schedule=step needs lr_step_at > 0, the first step at the lower rate "
@@ -103,3 +107,20 @@ def _number(key: str, value: Any) -> float:
     if not math.isfinite(number):
         raise UsageError(f"{key}={value!r} is not valid: expected a finite number")
     return number
+
+
+def _integer(key: str, value: Any) -> int:
+    number = _number(key, value)
+    if number != int(number):
+        raise UsageError(f"{key}={value!r} is not valid: expected an integer")
+    return int(number)
+
+
+def cli_word(value: Any) -> str:
+    """A config.json value as the command line writes it (a list comma-separated, true
+    and false in lower case)."""
+    if isinstance(value, list | tuple):
+        return ",".join(str(v) for v in value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

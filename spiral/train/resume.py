@@ -104,8 +104,8 @@ def check_resume_config(saved: dict[str, Any], new: dict[str, Any], same_run: bo
     for key in SHAPE_KEYS:
         if key in saved and saved[key] != new.get(key):
             raise ConfigError(
-                f"cannot resume: {key}={new.get(key)!r} but the checkpoint was trained with "
-                f"{key}={saved[key]!r} (its weights have that shape); put {key} back, or "
+                f"cannot resume: {key}={legacy_keys.cli_word(new.get(key))} but the checkpoint was trained with "
+                f"{key}={legacy_keys.cli_word(saved[key])} (its weights have that shape); put {key} back, or "
                 "start a new run with another log_path"
             )
     if not same_run:
@@ -122,9 +122,9 @@ def check_resume_config(saved: dict[str, Any], new: dict[str, Any], same_run: bo
             )
         if was != new.get(key):
             raise ConfigError(
-                f"cannot resume this run folder with {key}={new.get(key)!r}: it was trained "
-                f"with {key}={saved.get(key)!r}, and mixing both in one metrics.jsonl hides "
-                f"the change; pass {key}={_cli(saved.get(key))} to continue, or start a new "
+                f"cannot resume this run folder with {key}={legacy_keys.cli_word(new.get(key))}: it was trained "
+                f"with {key}={legacy_keys.cli_word(saved.get(key))}, and mixing both in one metrics.jsonl hides "
+                f"the change; pass {key}={legacy_keys.cli_word(saved.get(key))} to continue, or start a new "
                 "run (another log_path, optionally load_checkpoint_path=<this checkpoint>)"
             )
 
@@ -137,14 +137,6 @@ def _with_defaults(saved: dict[str, Any]) -> dict[str, Any]:
         if out.get(group.SWITCH) is True:
             out = {**flat_json(group()), **out}
     return out
-
-
-def _cli(value: Any) -> str:
-    if isinstance(value, list | tuple):
-        return ",".join(str(v) for v in value)
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 @dataclass

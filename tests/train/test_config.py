@@ -33,9 +33,44 @@ def test_preset_then_explicit_keys_win() -> None:
     assert cfg.max_tokens == RECIPES["embedded-tictactoe"]().max_tokens
 
 
-def test_last_preset_wins() -> None:
-    cfg = parse_config(["preset=embedded-kuhn", "preset=embedded-tictactoe"])
+def test_two_recipes_are_one_line_and_one_named_twice_is_one() -> None:
+    """A recipe sets many keys at once, so two of them (by `recipe=`, the original's
+    `preset=`, or both) is a question, not an override; the same one twice is fine."""
+    for first, second in (("preset", "preset"), ("recipe", "preset"), ("preset", "recipe")):
+        with pytest.raises(ConfigError, match="embedded-kuhn and embedded-tictactoe: give one"):
+            parse_config([f"{first}=embedded-kuhn", f"{second}=embedded-tictactoe"])
+    cfg = parse_config(["recipe=embedded-tictactoe", "preset=embedded-tictactoe"])
     assert cfg.env_ids == ("TicTacToe-v0",) and cfg.recipe == "embedded-tictactoe"
+
+
+def test_help_for_an_unknown_recipe_is_its_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["train", "recipe=nope", "--help"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown recipe 'nope'" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("word", ["TRUE", "True", "true", "1", "FALSE", "False", "0"])
+def test_a_switch_takes_true_and_false_in_any_case(word: str) -> None:
+    cfg = parse_config([f"fsp_enabled={word}"])
+    assert (cfg.population is not None) == (word.lower() in ("true", "1"))
+
+
+def test_a_mode_set_off_still_checks_its_keys_values() -> None:
+    """The original's configs carry every mode's keys beside a switch set off; they are
+    dropped, but a value its key could never take is still one line."""
+    assert parse_config(["fsp_enabled=false", "fsp_pool_size=5"]).population is None
+    with pytest.raises(ConfigError, match="fsp_pool_size='abc' is not valid: expected an int"):
+        parse_config(["fsp_enabled=false", "fsp_pool_size=abc"])
+    with pytest.raises(ConfigError, match="replay_buffer_max_staleness=.x."):
+        parse_config(["use_async_actor_learner=0", "replay_buffer_max_staleness=x"])
+
+
+@pytest.mark.parametrize("schedule_kind", ["step", "constant"])
+def test_a_fractional_step_is_refused_not_truncated(schedule_kind: str) -> None:
+    with pytest.raises(ConfigError, match="lr_step_at='2.7' is not valid: expected an integer"):
+        parse_config([f"lr_schedule={schedule_kind}", "lr_step_at=2.7"])
+    cfg = parse_config(["learning_rate=1e-3", "lr_schedule=step", "lr_step_at=30.0"])
+    assert cfg.learning_rate.drops == ((30, 0.1),)
 
 
 def test_make_train_uses_a_known_preset() -> None:

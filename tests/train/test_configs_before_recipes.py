@@ -96,3 +96,21 @@ def test_an_earlier_key_never_rewrites_a_schedule_it_cannot_express(words: list[
         "0.001*0.3@40",
         "0.3->0.05",
     )
+
+
+def test_a_refused_resume_writes_values_as_the_command_line_does() -> None:
+    """What to pass back is written as it would be typed: lists comma-separated, true and
+    false in lower case, no Python quotes."""
+    from spiral.args import flat_json
+
+    saved = flat_json(parse_config(["env_ids=KuhnPoker-v1,TicTacToe-v0", "balanced_chance=true"]))
+    for words, want in (
+        (["env_ids=KuhnPoker-v1", "balanced_chance=true"], "env_ids=KuhnPoker-v1,TicTacToe-v0"),
+        (["env_ids=KuhnPoker-v1,TicTacToe-v0"], "balanced_chance=true"),
+    ):
+        new = flat_json(parse_config(words))
+        with pytest.raises(ConfigError) as refused:
+            check_resume_config(saved, new, same_run=True)
+        message = str(refused.value)
+        assert f"pass {want} to continue" in message
+        assert "'" not in message and "True" not in message and "[" not in message
