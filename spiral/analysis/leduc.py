@@ -22,6 +22,7 @@ from typing import Any
 
 from spiral.analysis.exploitability import INSTALL_HINT, checked_distribution, policy_report
 from spiral.analysis.exploitability import tabular_policy as _tabular_policy
+from spiral.analysis.gains import best_response_gains
 from spiral.games.leduc_poker import BET, CALL, CHECK, FOLD, OPENSPIEL_ACTION, RAISE, LeducPoker
 from spiral.types import Move, Seat
 
@@ -78,7 +79,8 @@ def leduc_exploitability(dists: DistFn) -> dict[str, Any]:
     """Exact Leduc numbers of a policy over our states: `dists(positions)` gives the move
     distribution at each (state, seat to act), asked once per distinct situation. The
     report has OpenSpiel's NashConv and exploitability, each seat's self-play and
-    best-response values, and the distributions by situation."""
+    best-response values, what a best responder gains in each seat and betting round
+    (`round_gains`), and the distributions by situation."""
     states = leduc_info_states()
     by_key = {key: (seat, build) for key, seat, build in states}
     distinct: dict[tuple[object, ...], LeducPoker] = {}
@@ -100,12 +102,30 @@ def leduc_exploitability(dists: DistFn) -> dict[str, Any]:
         probs = checked_distribution(table[key_of[key]], ours, f"{LEDUC_GAME_ID} {key!r}")
         return dict(zip(legal, probs, strict=True))
 
-    report: dict[str, Any] = dict(
-        policy_report(OPENSPIEL_NAME, _tabular_policy(OPENSPIEL_NAME, policy_fn))
-    )
+    policy = _tabular_policy(OPENSPIEL_NAME, policy_fn)
+    report: dict[str, Any] = dict(policy_report(OPENSPIEL_NAME, policy))
+    report.update(round_gains(policy))
     report["situations"] = len(situations)
     report["distributions"] = {repr(s): d for s, d in table.items()}
     return report
+
+
+def round_gains(policy: Any) -> dict[str, float]:
+    """What a best responder gains in each seat and betting round against `policy` (an
+    OpenSpiel table of `leduc_poker`), as `br_gain_seat{S}_round{R}`: each seat's two
+    rounds sum to its `br_value - value_selfplay` (`analysis/gains.py`)."""
+    import pyspiel
+
+    def betting_round(info: str) -> str:
+        return "2" if "[Round 2]" in info else "1"
+
+    game = pyspiel.load_game(OPENSPIEL_NAME)
+    gains = best_response_gains(game, policy, betting_round)
+    return {
+        f"br_gain_seat{seat}_round{r}": float(by_round.get(r, 0.0))
+        for seat, by_round in gains.items()
+        for r in ("1", "2")
+    }
 
 
 def uniform_dists(positions: Sequence[tuple[LeducPoker, Seat]]) -> list[dict[str, float]]:

@@ -21,6 +21,8 @@ from spiral.prompts.render import build_prompt, constraint_for, encode, prefix_f
 from spiral.types import Seat
 
 TICTACTOE_GAME_ID = "TicTacToe-v0"
+SLICE = 32  # positions per score call: a progress line after each
+Progress = Callable[[int, int], None]  # (positions done, positions in all)
 
 if TYPE_CHECKING:
     from spiral.analysis.move_distribution import Normalisation, ScoreFn
@@ -61,22 +63,33 @@ def _answer_request(
 
 
 def model_move_distributions(
-    policy: LLMPolicy, positions: Sequence[tuple[State, Seat]], temperature: float = 1.0
+    policy: LLMPolicy,
+    positions: Sequence[tuple[State, Seat]],
+    temperature: float = 1.0,
+    progress: Progress | None = None,
 ) -> list[dict[str, float]]:
     """Exact P(move) of `policy` at each (state, seat to move), sampled at `temperature`:
-    every legal answer of every position in one batched score call (the sampler runs
-    each position's prompt once)."""
+    every legal answer of the positions batched into score calls, the positions sorted by
+    prompt so neighbours share their prefix (the sampler runs each prompt once), `SLICE`
+    positions a call, with `progress(done, total)` after each."""
     from spiral.analysis.move_distribution import move_distribution
 
     requests = [_answer_request(policy, state, seat) for state, seat in positions]
-    prompts = [prompt for prompt, pairs, _ in requests for _ in pairs]
-    answers = [ids for _, pairs, _ in requests for _, ids in pairs]
-    scored = policy.sampler.score(prompts, answers, temperature=temperature)
-    out, start = [], 0
-    for prompt_ids, pairs, normalisation in requests:
-        rows = scored[start : start + len(pairs)]
-        start += len(pairs)
-        out.append(move_distribution(_scored(rows), prompt_ids, pairs, normalisation))
+    order = sorted(range(len(requests)), key=lambda i: requests[i][0])
+    out: list[dict[str, float]] = [{} for _ in requests]
+    for begin in range(0, len(order), SLICE):
+        part = order[begin : begin + SLICE]
+        prompts = [requests[i][0] for i in part for _ in requests[i][1]]
+        answers = [ids for i in part for _, ids in requests[i][1]]
+        scored = policy.sampler.score(prompts, answers, temperature=temperature)
+        start = 0
+        for i in part:
+            prompt_ids, pairs, normalisation = requests[i]
+            rows = scored[start : start + len(pairs)]
+            start += len(pairs)
+            out[i] = move_distribution(_scored(rows), prompt_ids, pairs, normalisation)
+        if progress is not None:
+            progress(begin + len(part), len(order))
     return out
 
 
@@ -97,14 +110,16 @@ def model_move_distribution(
     return model_move_distributions(policy, [(state, seat)], temperature)[0]
 
 
-def model_kuhn_exploitability(policy: LLMPolicy, temperature: float = 1.0) -> dict[str, Any]:
+def model_kuhn_exploitability(
+    policy: LLMPolicy, temperature: float = 1.0, progress: Progress | None = None
+) -> dict[str, Any]:
     """Exact exploitability of the model's Kuhn policy sampled at `temperature`, plus
     its 12-state table."""
     from spiral.analysis.exploitability import kuhn_exploitability, kuhn_info_states
 
     states = kuhn_info_states()
     found = model_move_distributions(
-        policy, [(build(), seat) for _, seat, build in states], temperature
+        policy, [(build(), seat) for _, seat, build in states], temperature, progress
     )
     table = {key: dist for (key, _, _), dist in zip(states, found, strict=True)}
     report: dict[str, Any] = dict(kuhn_exploitability(lambda info, seat: table[info]))
@@ -112,7 +127,9 @@ def model_kuhn_exploitability(policy: LLMPolicy, temperature: float = 1.0) -> di
     return report
 
 
-def model_leduc_exploitability(policy: LLMPolicy, temperature: float = 1.0) -> dict[str, Any]:
+def model_leduc_exploitability(
+    policy: LLMPolicy, temperature: float = 1.0, progress: Progress | None = None
+) -> dict[str, Any]:
     """Exact exploitability of the model's Leduc policy sampled at `temperature`: its move
     distribution at each of the 288 situations its prompts tell apart (OpenSpiel's 936
     information states; one batched score call, prompts sharing their prefix), handed to
@@ -120,12 +137,14 @@ def model_leduc_exploitability(policy: LLMPolicy, temperature: float = 1.0) -> d
     from spiral.analysis.leduc import leduc_exploitability
 
     def dists(positions: Sequence[tuple[Any, Seat]]) -> list[dict[str, float]]:
-        return model_move_distributions(policy, positions, temperature)
+        return model_move_distributions(policy, positions, temperature, progress)
 
     return leduc_exploitability(dists)
 
 
-def model_tictactoe_exploitability(policy: LLMPolicy, temperature: float = 1.0) -> dict[str, Any]:
+def model_tictactoe_exploitability(
+    policy: LLMPolicy, temperature: float = 1.0, progress: Progress | None = None
+) -> dict[str, Any]:
     """Exact exploitability of the model's TicTacToe policy sampled at `temperature`: its
     move distribution at every position (4,520 with the default latest-board prompts, one
     batched score call), then a best-response search (`perfect_info`)."""
@@ -133,7 +152,7 @@ def model_tictactoe_exploitability(policy: LLMPolicy, temperature: float = 1.0) 
     from spiral.games import make
 
     def dists(positions: Sequence[tuple[State, Seat]]) -> list[dict[str, float]]:
-        return model_move_distributions(policy, positions, temperature)
+        return model_move_distributions(policy, positions, temperature, progress)
 
     return exploitability(make(TICTACTOE_GAME_ID), tictactoe_key(policy), dists)
 
@@ -156,7 +175,8 @@ def tictactoe_key(policy: LLMPolicy) -> Callable[[State], tuple[Any, ...]]:
 class ExactGame:
     """A game in which a model's exploitability can be measured exactly."""
 
-    measure: Callable[[LLMPolicy, float], dict[str, Any]]  # (policy, temperature) -> report
+    # (policy, temperature, progress or None) -> report
+    measure: Callable[[LLMPolicy, float, Progress | None], dict[str, Any]]
     uniform: float  # the uniform random policy's exploitability, for scale
     needs_openspiel: bool  # the measure runs on OpenSpiel's game tree
 

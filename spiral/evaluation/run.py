@@ -34,6 +34,7 @@ Choices:
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
@@ -219,7 +220,14 @@ def _exact_reports(
     found = {}
     for game_id in (g for g in env_ids if g in EXACT_EXPLOITABILITY):
         progress(f"{candidate.name}: exact exploitability of {game_id} ...")
-        found[game_id] = {**EXACT_EXPLOITABILITY[game_id].measure(candidate, t), "temperature": t}
+        started = time.monotonic()
+
+        def scored(done: int, total: int, game_id: str = game_id, started: float = started) -> None:
+            took = time.monotonic() - started
+            progress(f"{candidate.name}: {game_id}: {done}/{total} positions scored ({took:.0f} s)")
+
+        report = EXACT_EXPLOITABILITY[game_id].measure(candidate, t, scored)
+        found[game_id] = {**report, "temperature": t, "seconds": time.monotonic() - started}
     return found
 
 
@@ -243,6 +251,12 @@ def format_report(report: Mapping[str, Any], results: Sequence[MatchResult]) -> 
             f"{e['temperature']:g} (NashConv {e['nash_conv']:.4f}; Nash = 0, uniform random = "
             f"{EXACT_EXPLOITABILITY[game_id].uniform:.4f})"
         )
+        gains = sorted(k for k in e if k.startswith("br_gain_"))
+        if gains:  # br_gain_seat0_round1 -> "seat 0 round 1 0.1234"
+            where = ", ".join(
+                "seat {} round {} ".format(*re.findall(r"\d+", k)) + f"{e[k]:.4f}" for k in gains
+            )
+            lines.append(f"  where a best responder gains: {where}")
     if report["math"]:
         lines += [f"{k}: {v:.4f}" for k, v in sorted(report["math"].items()) if "accuracy" in k]
     return "\n".join(lines)

@@ -292,12 +292,16 @@ def _averaged_keys(metrics: dict[str, float]) -> dict[str, float]:
 
 
 _EXPLOITABILITY_KEYS = ("exploitability", "nash_conv", "value_vs_nash_seat0", "value_vs_nash_seat1")
-_LEDUC_KEYS = ("exploitability", "nash_conv", "br_value_seat0", "br_value_seat1")
+_LEDUC_KEYS = (
+    "exploitability", "nash_conv", "br_value_seat0", "br_value_seat1",
+    *(f"br_gain_seat{s}_round{r}" for s in (0, 1) for r in (1, 2)),
+)  # fmt: skip
 
 
 def leduc_exploitability_metrics(candidate: LLMPolicy) -> dict[str, float]:
     """Exact exploitability of the policy's Leduc strategy (temperature 1, from log-probs)
-    as eval/ metrics, with each seat's best-response value (where a best responder gains);
+    as eval/ metrics, with each seat's best-response value and what a best responder
+    gains in each seat and betting round;
     empty, with a warning, without the openspiel extra."""
     try:
         report = model_leduc_exploitability(candidate, 1.0)

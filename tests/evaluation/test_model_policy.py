@@ -13,6 +13,7 @@ from spiral.engines.torch.loading import load_model_and_tokenizer
 from spiral.engines.torch.sampler import TorchSampler
 from spiral.evaluation.model_policy import (
     model_move_distribution,
+    SLICE,
     model_move_distributions,
     tictactoe_key,
 )
@@ -103,8 +104,16 @@ def test_a_models_leduc_exploitability_is_its_table_handed_to_openspiel(
     from spiral.evaluation.model_policy import model_leduc_exploitability
 
     policy = _policy(sampler, answer_format)
-    report = model_leduc_exploitability(policy)
+    seen: list[tuple[int, int]] = []
+    report = model_leduc_exploitability(policy, progress=lambda *done: seen.append(done))
     assert report["situations"] == 288 and 0.0 < report["exploitability"] < 13.0
+    # A progress line a slice, ending with every situation scored.
+    assert seen[-1] == (288, 288) and len(seen) == -(-288 // SLICE)
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen)
+    for seat in (0, 1):  # where a best responder gains, by round, adds up to what it gains
+        rounds = [report[f"br_gain_seat{seat}_round{r}"] for r in (1, 2)]
+        gained = report[f"br_value_seat{seat}"] - report[f"value_selfplay_seat{seat}"]
+        assert min(rounds) >= -1e-12 and sum(rounds) == pytest.approx(gained, abs=1e-9)
     one_by_one = leduc_exploitability(
         lambda positions: [model_move_distribution(policy, s, seat) for s, seat in positions]
     )
