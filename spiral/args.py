@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 import textwrap
 import types
 import typing
@@ -27,6 +28,7 @@ from spiral.errors import SpiralError, UsageError, did_you_mean
 T = TypeVar("T")
 HELP_WORDS = ("-h", "--help", "help")
 _TRUE_FALSE = ("true", "false", "True", "False", "1", "0")
+_INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
 def wants_help(argv: Sequence[str]) -> bool:
@@ -52,6 +54,12 @@ def positive_or_unset(obj: Any, attr: str) -> None:
 def non_negative(obj: Any, attr: str) -> None:
     if getattr(obj, attr) < 0:
         raise UsageError(f"{_name(attr)} must be >= 0, got {getattr(obj, attr)!r}")
+
+
+def non_negative_or_unset(obj: Any, attr: str) -> None:
+    """`non_negative` for a key whose None means "inherit it"."""
+    if getattr(obj, attr) is not None:
+        non_negative(obj, attr)
 
 
 def unit_interval(obj: Any, attr: str) -> None:
@@ -94,7 +102,7 @@ def port_number(obj: Any, attr: str) -> None:
 def device_name(obj: Any, attr: str) -> None:
     value = str(getattr(obj, attr))
     head, _, index = value.partition(":")
-    if not (value in ("auto", "cpu", "cuda") or (head == "cuda" and index.isdigit())):
+    if not (value in ("auto", "cpu", "cuda") or (head == "cuda" and _INTEGER.fullmatch(index))):
         raise UsageError(f"{_name(attr)}={value!r} is not valid; choose auto, cpu, cuda or cuda:N")
 
 
@@ -138,11 +146,8 @@ def _fits(tp: Any, text: str) -> bool:
         return all(_fits(args[0], part.strip()) for part in text.split(",") if part.strip())
     if tp is bool:
         return text in _TRUE_FALSE
-    if tp is int:
-        try:
-            return abs(int(text)) < 2**63  # larger would overflow every tensor and counter
-        except ValueError:
-            return False
+    if tp is int:  # ASCII digits only: int() also takes "1_000" and other scripts' digits
+        return _INTEGER.fullmatch(text) is not None and abs(int(text)) < 2**63
     if tp is float:
         try:
             return math.isfinite(float(text))  # nan and inf would only fail later, or never
@@ -265,6 +270,8 @@ def checked_value(field: Any, key: str, value: str) -> str:
     tp = field.final_type
     if tp is bool and value.lower() in ("true", "false", "1", "0"):
         return "true" if value.lower() in ("true", "1") else "false"
+    if get_origin(tp) is tuple:  # "a,,b," is a, b: an empty item (a stop string "") is none
+        value = ",".join(part for part in value.split(",") if part.strip())
     cast = getattr(field, "_blueprint_cast", None)
     if cast is not None:  # a value written as one word (a schedule): its own parser
         try:
@@ -355,7 +362,9 @@ def help_text(
     given = given or {}
     fields = _fields(cls)
     lines = [(cls.__doc__ or f"usage: spiral {command} key=value ...").strip(), ""]
-    lines.append("keys (default, or `set: VALUE` where given here; type) description:")
+    lines.append(
+        "keys (default, or `set: VALUE` where given; type) description (given twice: the last):"
+    )
     found = groups(cls)
     for group, doc, keys in found:
         if group and core_only:

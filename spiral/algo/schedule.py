@@ -16,6 +16,7 @@ its arguments; `str(schedule)` gives the word back, so a saved config reads as i
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
@@ -104,13 +105,21 @@ def parse(text: str) -> Schedule:
             drops = []
             for part in rest:
                 factor, first = part.split("@")
-                drops.append((int(first), _number(factor)))
+                drops.append((_step(first), _number(factor)))
             return _checked(Schedule("steps", _number(head), drops=tuple(drops)))
         return constant(_number(word))
     except UsageError:
         raise
     except (ValueError, TypeError) as err:
         raise UsageError(f"{word!r} is not a schedule: expected {SYNTAX}") from err
+
+
+def _step(text: str) -> int:
+    """A step number: ASCII digits, below 2**63 like every integer key."""
+    word = text.strip()
+    if not re.fullmatch(r"[0-9]+", word) or int(word) >= 2**63:
+        raise ValueError(text)
+    return int(word)
 
 
 def _number(text: str) -> float:

@@ -21,6 +21,7 @@ from spiral.args import (
     UsageError,
     device_name,
     non_negative,
+    non_negative_or_unset,
     parse_command,
     positive,
     positive_or_unset,
@@ -77,10 +78,14 @@ class EvalArgs:
     )
     seed: int = chz.field(default=0, doc="base seed: same seed, same deals and sampling")
     temperature: float | None = chz.field(
-        default=None, doc="sampling temperature (None: the run's eval_temperature)"
+        default=None,
+        doc="sampling temperature, 0 for greedy (None: the run's eval_temperature)",
+        validator=non_negative_or_unset,
     )
     max_tokens: int | None = chz.field(
-        default=None, doc="max new tokens per move (None: the run's max_tokens)"
+        default=None,
+        doc="max new tokens per move (None: the run's max_tokens)",
+        validator=positive_or_unset,
     )
     template: TemplateName | None = chz.field(
         default=None, doc="prompt template (None: the run's template)"

@@ -54,7 +54,7 @@ def expanded(argv: Sequence[str]) -> dict[str, str]:
     pairs = [(k, v) for k, sep, v in (w.partition("=") for w in argv) if sep]
     name = recipe_name(pairs)
     given = {("recipe" if k == "preset" else k): v for k, v in pairs}
-    merged = legacy_keys.fold({**(words(name) if name else {}), **given})
+    merged = legacy_keys.fold({**(words(name) if name else {}), **given}, typed=set(given))
     return {**merged, **dict(following_defaults(list(merged.items())))}
 
 

@@ -360,7 +360,9 @@ class EvalConfig:
         doc="also compute exact exploitability where the game allows (KuhnPokerSingle-v0, "
         "LeducPoker-v0)",
     )
-    eval_temperature: float = chz.field(default=1.0, doc="sampling temperature in evaluation")
+    eval_temperature: float = chz.field(
+        default=1.0, doc="sampling temperature in evaluation, 0 for greedy", validator=non_negative
+    )
 
 
 @chz.chz

@@ -16,6 +16,9 @@ run). `fold` turns them into today's keys; nothing else reads them.
 from __future__ import annotations
 
 import math
+import re
+import sys
+from collections.abc import Collection
 from typing import Any
 
 import chz
@@ -30,10 +33,13 @@ FINAL_KEYS = ("entropy_coef", "kl_coef", "private_centering")
 NAMES = frozenset({*LR_KEYS, *(f"{k}_final" for k in FINAL_KEYS), "preset"})
 
 
-def fold(values: dict[str, Any]) -> dict[str, Any]:
+def fold(values: dict[str, Any], typed: Collection[str] = ()) -> dict[str, Any]:
     """`values` (key -> a command-line word or a config.json value) with the earlier names
-    folded into today's; keys of neither kind pass through unchanged."""
+    folded into today's; keys of neither kind pass through unchanged. `typed` are the keys
+    the user wrote (not a recipe's): an earlier key may adjust a recipe's schedule, but
+    beside a schedule written out in full it is a contradiction, refused in one line."""
     out = dict(values)
+    _refuse_two_spellings(out, typed)
     if "preset" in out:
         preset = out.pop("preset")
         out.setdefault("recipe", preset)
@@ -42,6 +48,8 @@ def fold(values: dict[str, Any]) -> dict[str, Any]:
             for key, field in chz.chz_fields(group).items():
                 if key in out:  # still a value its key takes, or one line
                     checked_value(field, key, cli_word(out.pop(key)))
+                    if key in typed:
+                        note(f"{key} does nothing with {group.SWITCH}=false; dropped")
     if any(k in out for k in LR_KEYS):
         out["learning_rate"] = _learning_rate(out).to_json()
         for key in LR_KEYS:
@@ -61,6 +69,31 @@ def fold(values: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _refuse_two_spellings(values: dict[str, Any], typed: Collection[str]) -> None:
+    """A schedule typed in today's form beside an earlier key that would rewrite it."""
+    if "learning_rate" in typed and any(k in typed for k in LR_KEYS):
+        now = _schedule("learning_rate", values["learning_rate"])
+        if now.kind != "constant":
+            extra = next(k for k in LR_KEYS if k in typed)
+            raise UsageError(
+                f"learning_rate={now} is a schedule already; {extra}= would rewrite it: give "
+                "the schedule alone"
+            )
+    for key in FINAL_KEYS:
+        if key in typed and f"{key}_final" in typed:
+            now = _schedule(key, values[key])
+            if now.kind != "constant":
+                raise UsageError(
+                    f"{key}={now} has its end already; {key}_final= would rewrite it: give "
+                    "the schedule alone"
+                )
+
+
+def note(line: str) -> None:
+    """A one-line note on stderr: the command goes on."""
+    print(f"note: {line}", file=sys.stderr)
+
+
 def _learning_rate(values: dict[str, Any]) -> schedule.Schedule:
     now = _schedule("learning_rate", values.get("learning_rate", 1e-4))
     if len(now.drops) > 1 or now.kind in ("linear", "cosine"):
@@ -71,6 +104,13 @@ def _learning_rate(values: dict[str, Any]) -> schedule.Schedule:
     lr, (at, factor) = now.start, (now.drops[0] if now.drops else (0, 0.1))
     if "lr_step_at" in values:  # an integer even where the schedule does not read it
         _integer("lr_step_at", values["lr_step_at"])
+    if "lr_schedule" not in values and now.kind != "steps":
+        given = next(k for k in LR_KEYS if k in values)
+        raise UsageError(
+            f"{given}={values[given]} does nothing without lr_schedule=step; today's form is "
+            f"one key: learning_rate={now.start!r}*{values.get('lr_step_factor', 0.1)}"
+            f"@{values.get('lr_step_at', 'STEP')}"
+        )
     kind = str(values.get("lr_schedule", "step" if now.kind == "steps" else "constant"))
     if kind == "step":
         at = _integer("lr_step_at", values.get("lr_step_at", at))
@@ -110,10 +150,13 @@ def _number(key: str, value: Any) -> float:
 
 
 def _integer(key: str, value: Any) -> int:
-    number = _number(key, value)
-    if number != int(number):
+    """An integer written as one (`30`; config.json's 30 or 30.0), below 2**63."""
+    word = str(value).strip()
+    if isinstance(value, float) and value.is_integer():
+        word = str(int(value))
+    if not re.fullmatch(r"[+-]?[0-9]+", word) or abs(int(word)) >= 2**63:
         raise UsageError(f"{key}={value!r} is not valid: expected an integer")
-    return int(number)
+    return int(word)
 
 
 def cli_word(value: Any) -> str:

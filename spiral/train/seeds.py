@@ -41,6 +41,7 @@ import chz
 from spiral.args import UsageError, help_text, parse_command, wants_help
 from spiral.report.sinks import read_jsonl
 from spiral.report.writable import check_writable_file, check_writable_folder
+from spiral.train.config import parse_config
 
 DEFAULT_METRICS = (
     "eval/*/exploitability_t*,eval/*/averaged/exploitability_t*,"
@@ -232,6 +233,7 @@ def main(argv: Sequence[str]) -> int:
             raise UsageError(f"{word}: spiral seeds sets seed= and log_path= for each run")
     args = parse_command(SeedsArgs, own, "seeds")
     seeds = parse_seeds(args.seeds)
+    parse_config([*train_argv, f"seed={seeds[0]}"])  # the train keys, checked once up front
     command = "spiral seeds " + " ".join(argv)
     out = Path(args.out)
     check_writable_folder(out, "out")  # the runs' folders are checked as each starts

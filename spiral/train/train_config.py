@@ -230,6 +230,11 @@ class TrainConfig:
             )
         if not self.env_ids:
             raise ConfigError("env_ids is empty; e.g. env_ids=TicTacToe-v0,KuhnPoker-v1")
+        if self.num_steps <= 0:
+            raise ConfigError(
+                f"the run would have no steps: num_train_datapoints={self.num_train_datapoints} "
+                f"is less than batch_size={self.batch_size}; raise it, or set max_steps"
+            )
         wrappers = self.prompts.use_llm_obs_wrappers
         if wrappers and len(wrappers) != len(self.env_ids):
             raise ConfigError(

@@ -12,8 +12,8 @@ from spiral.engines.loading import ModelConfig
 from spiral.engines.torch.loading import load_model_and_tokenizer
 from spiral.engines.torch.sampler import TorchSampler
 from spiral.evaluation.model_policy import (
-    model_move_distribution,
     SLICE,
+    model_move_distribution,
     model_move_distributions,
     tictactoe_key,
 )

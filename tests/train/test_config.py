@@ -69,7 +69,7 @@ def test_a_mode_set_off_still_checks_its_keys_values() -> None:
 def test_a_fractional_step_is_refused_not_truncated(schedule_kind: str) -> None:
     with pytest.raises(ConfigError, match="lr_step_at='2.7' is not valid: expected an integer"):
         parse_config([f"lr_schedule={schedule_kind}", "lr_step_at=2.7"])
-    cfg = parse_config(["learning_rate=1e-3", "lr_schedule=step", "lr_step_at=30.0"])
+    cfg = parse_config(["learning_rate=1e-3", "lr_schedule=step", "lr_step_at=30"])
     assert cfg.learning_rate.drops == ((30, 0.1),)
 
 
@@ -235,3 +235,46 @@ def test_a_run_says_which_dtype_auto_chose() -> None:
 
     line = compute_line(parse_config(["recipe=embedded-kuhn", "device=cpu"]))
     assert line.startswith("compute: cpu, dtype=auto -> float32 (bf16 not native")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["batch_size=1_000"], "expected an integer"),
+        (["batch_size=٨"], "expected an integer"),
+        (["device=cuda:٣"], "cuda:N"),
+        (["num_train_datapoints=64"], "would have no steps"),
+        (["eval_temperature=-3"], "eval_temperature must be >= 0"),
+        (["lr_step_at=30", "lr_step_factor=0.1"], "does nothing without lr_schedule=step"),
+        (["lr_schedule=step", "lr_step_at=99999999999999999999999999"], "expected an integer"),
+        (["lr_schedule=step", "lr_step_at=3e1"], "expected an integer"),
+        (["learning_rate=1e-3*0.1@99999999999999999999999999"], "not a schedule"),
+        (["learning_rate=1e-3*0.1@10", "lr_step_factor=0.5"], "schedule already"),
+        (["entropy_coef=0.01->0.5", "entropy_coef_final=0"], "has its end already"),
+    ],
+)
+def test_what_a_stranger_tried_is_one_line(args: list[str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_config(args)
+
+
+def test_an_earlier_key_still_adjusts_a_recipes_schedule() -> None:
+    """A recipe's schedule is the user's to adjust with the original's keys."""
+    cfg = parse_config(["recipe=embedded-kuhn", "lr_schedule=step", "lr_step_at=40"])
+    assert cfg.learning_rate.drops == ((40, 0.3),)
+    cfg = parse_config(["recipe=embedded-kuhn", "entropy_coef_final=0.05"])
+    assert str(cfg.regularizer.entropy_coef) == "0.3->0.05"
+    assert (
+        str(parse_config(["entropy_coef=0.3", "entropy_coef_final=0.1"]).regularizer.entropy_coef)
+        == "0.3->0.1"
+    )
+
+
+def test_an_empty_item_in_a_list_is_none(capsys: pytest.CaptureFixture[str]) -> None:
+    """`stop=],` is the stop string "]" (an empty stop string would end every reply)."""
+    from spiral.args import flat_json
+
+    assert flat_json(parse_config(["stop=],"]))["stop"] == ["]"]
+    assert flat_json(parse_config(["stop=,,,"]))["stop"] == []
+    assert parse_config(["fsp_enabled=false", "fsp_pool_size=5"]).population is None
+    assert "fsp_pool_size does nothing with fsp_enabled=false" in capsys.readouterr().err
