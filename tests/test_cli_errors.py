@@ -213,3 +213,21 @@ def test_help_shows_what_the_parser_would_use(capsys: pytest.CaptureFixture[str]
     assert "  prompt_style (set: brief; " in text  # the recipe's
     assert cli.main([*argv, "all"]) == 0
     assert "  balanced_chance (False; " in capsys.readouterr().out  # only embedded-kuhn sets it
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["export", "checkpoint=", "out=/tmp/x"], "checkpoint= is empty"),
+        (["export", "checkpoint=runs/a", "out= "], "out= is empty"),
+        (["eval", "checkpoint=base", "temperature=-1"], "temperature must be >= 0"),
+        (["eval", "checkpoint=base", "max_tokens=0"], "max_tokens must be > 0"),
+        (["seeds", "seeds=0", "out=/nonexistent/s", "batch_siz=8"], "unknown key 'batch_siz'"),
+    ],
+)
+def test_other_commands_refuse_in_one_line(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1

@@ -72,6 +72,12 @@ class ExportArgs:
         doc="replace a non-empty out whole: the old folder is removed, never merged into",
     )
 
+    def validate(self) -> ExportArgs:
+        for key in ("checkpoint", "out"):
+            if not getattr(self, key).strip():
+                raise UsageError(f"{key}= is empty; give a folder (spiral export --help)")
+        return self
+
 
 # The file system's answers to a write, not bugs: the user frees space or picks a folder.
 REFUSED = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})
