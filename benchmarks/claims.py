@@ -30,6 +30,7 @@ from claim_checks import (  # noqa: E402,F401
     engine_more,
     kuhn,
     kuhn_levers,
+    leduc,
     misc,
 )
 from claim_checks.core import ROWS, Outcome, read_table, run_row  # noqa: E402
