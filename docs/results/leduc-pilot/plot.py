@@ -1,0 +1,51 @@
+"""Exact Leduc exploitability and where a best responder gains (by seat and betting round)
+over the steps of each pilot run in this folder (one subfolder per run, its
+metrics.jsonl), into curves.png.
+
+    python docs/results/leduc-pilot/plot.py
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+GAME = "eval/LeducPoker-v0/"
+
+
+def curves(metrics: Path) -> dict[str, list[tuple[int, float]]]:
+    found: dict[str, list[tuple[int, float]]] = {}
+    for line in metrics.read_text().splitlines():
+        row = json.loads(line)
+        for key, value in row.items():
+            if key.startswith(GAME) and ("exploitability_t1" in key or "br_gain" in key):
+                found.setdefault(key.removeprefix(GAME), []).append((row["step"], value))
+    return found
+
+
+def main() -> None:
+    runs = sorted(p.parent for p in HERE.glob("*/metrics.jsonl"))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for run in runs:
+        for key, points in sorted(curves(run / "metrics.jsonl").items()):
+            steps, values = zip(*points, strict=True)
+            ax = axes[0] if "exploitability" in key else axes[1]
+            label = f"{run.name}: {key.removesuffix('_t1')}"
+            ax.plot(steps, values, marker="o", label=label)
+    axes[0].axhline(2.3736, color="grey", linestyle=":", label="uniform policy")
+    axes[0].set(title="exact exploitability (chips)", xlabel="step")
+    axes[1].set(title="what a best responder gains, by seat and round", xlabel="step")
+    for ax in axes:
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(HERE / "curves.png", dpi=110)
+
+
+if __name__ == "__main__":
+    main()
