@@ -1,5 +1,6 @@
-"""Exact Leduc exploitability and where a best responder gains (by seat and betting round)
-over the steps of each pilot run in this folder (one subfolder per run, its
+"""Exact Leduc exploitability (live weights, and averaged ones where a run kept them) and
+where a best responder gains against the live weights (by seat and betting round) over the
+steps of each pilot run in this folder (one subfolder per run, its
 metrics.jsonl), into curves.png.
 
     python docs/results/leduc-pilot/plot.py
@@ -24,7 +25,10 @@ def curves(metrics: Path) -> dict[str, list[tuple[int, float]]]:
     for line in metrics.read_text().splitlines():
         row = json.loads(line)
         for key, value in row.items():
-            if key.startswith(GAME) and ("exploitability_t1" in key or "br_gain" in key):
+            wanted = key.endswith("exploitability_t1") or (
+                "br_gain" in key and "averaged" not in key  # the live weights' gains only
+            )
+            if key.startswith(GAME) and wanted:
                 found.setdefault(key.removeprefix(GAME), []).append((row["step"], value))
     return found
 
