@@ -31,6 +31,12 @@ _TRUE_FALSE = ("true", "false", "True", "False", "1", "0")
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
+def is_integer(text: str) -> bool:
+    """Whether `text` is an integer key's value: ASCII digits (int() also takes "1_000" and
+    other scripts' digits), below 2**63 (larger would overflow every tensor and counter)."""
+    return _INTEGER.fullmatch(text) is not None and abs(int(text)) < 2**63
+
+
 def wants_help(argv: Sequence[str]) -> bool:
     return any(word in HELP_WORDS for word in argv)
 
@@ -146,8 +152,8 @@ def _fits(tp: Any, text: str) -> bool:
         return all(_fits(args[0], part.strip()) for part in text.split(",") if part.strip())
     if tp is bool:
         return text in _TRUE_FALSE
-    if tp is int:  # ASCII digits only: int() also takes "1_000" and other scripts' digits
-        return _INTEGER.fullmatch(text) is not None and abs(int(text)) < 2**63
+    if tp is int:
+        return is_integer(text)
     if tp is float:
         try:
             return math.isfinite(float(text))  # nan and inf would only fail later, or never

@@ -70,15 +70,16 @@ def model_move_distributions(
 ) -> list[dict[str, float]]:
     """Exact P(move) of `policy` at each (state, seat to move), sampled at `temperature`:
     every legal answer of the positions batched into score calls, the positions sorted by
-    prompt so neighbours share their prefix (the sampler runs each prompt once), `SLICE`
-    positions a call, with `progress(done, total)` after each."""
+    prompt so neighbours share their prefix (the sampler runs each prompt once): one call,
+    or `SLICE` positions a call with `progress(done, total)` after each."""
     from spiral.analysis.move_distribution import move_distribution
 
     requests = [_answer_request(policy, state, seat) for state, seat in positions]
     order = sorted(range(len(requests)), key=lambda i: requests[i][0])
     out: list[dict[str, float]] = [{} for _ in requests]
-    for begin in range(0, len(order), SLICE):
-        part = order[begin : begin + SLICE]
+    size = SLICE if progress is not None else max(len(order), 1)  # one call unless watched
+    for begin in range(0, len(order), size):
+        part = order[begin : begin + size]
         prompts = [requests[i][0] for i in part for _ in requests[i][1]]
         answers = [ids for i in part for _, ids in requests[i][1]]
         scored = policy.sampler.score(prompts, answers, temperature=temperature)

@@ -16,7 +16,6 @@ run). `fold` turns them into today's keys; nothing else reads them.
 from __future__ import annotations
 
 import math
-import re
 import sys
 from collections.abc import Collection
 from typing import Any
@@ -24,7 +23,7 @@ from typing import Any
 import chz
 
 from spiral.algo import schedule
-from spiral.args import checked_value
+from spiral.args import checked_value, is_integer
 from spiral.errors import UsageError
 from spiral.train.config_groups import AsyncConfig, PopulationConfig
 
@@ -154,7 +153,7 @@ def _integer(key: str, value: Any) -> int:
     word = str(value).strip()
     if isinstance(value, float) and value.is_integer():
         word = str(int(value))
-    if not re.fullmatch(r"[+-]?[0-9]+", word) or abs(int(word)) >= 2**63:
+    if not is_integer(word):
         raise UsageError(f"{key}={value!r} is not valid: expected an integer")
     return int(word)
 

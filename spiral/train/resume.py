@@ -43,6 +43,7 @@ from spiral.train.config import (
     retired_option,
 )
 from spiral.train.config_groups import AsyncConfig, PopulationConfig
+from spiral.train.legacy_keys import cli_word
 
 SHAPE_KEYS = ("model_name", "lora_rank", "lora_alpha")
 SAFE_KEYS = frozenset(
@@ -104,9 +105,9 @@ def check_resume_config(saved: dict[str, Any], new: dict[str, Any], same_run: bo
     for key in SHAPE_KEYS:
         if key in saved and saved[key] != new.get(key):
             raise ConfigError(
-                f"cannot resume: {key}={legacy_keys.cli_word(new.get(key))} but the checkpoint was trained with "
-                f"{key}={legacy_keys.cli_word(saved[key])} (its weights have that shape); put {key} back, or "
-                "start a new run with another log_path"
+                f"cannot resume: {key}={cli_word(new.get(key))} but the checkpoint was trained "
+                f"with {key}={cli_word(saved[key])} (its weights have that shape); put {key} "
+                "back, or start a new run with another log_path"
             )
     if not same_run:
         return
@@ -122,9 +123,9 @@ def check_resume_config(saved: dict[str, Any], new: dict[str, Any], same_run: bo
             )
         if was != new.get(key):
             raise ConfigError(
-                f"cannot resume this run folder with {key}={legacy_keys.cli_word(new.get(key))}: it was trained "
-                f"with {key}={legacy_keys.cli_word(saved.get(key))}, and mixing both in one metrics.jsonl hides "
-                f"the change; pass {key}={legacy_keys.cli_word(saved.get(key))} to continue, or start a new "
+                f"cannot resume this run folder with {key}={cli_word(new.get(key))}: it was "
+                f"trained with {key}={cli_word(was)}, and mixing both in one metrics.jsonl "
+                f"hides the change; pass {key}={cli_word(was)} to continue, or start a new "
                 "run (another log_path, optionally load_checkpoint_path=<this checkpoint>)"
             )
 
