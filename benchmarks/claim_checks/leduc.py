@@ -1,9 +1,12 @@
-"""The Leduc Hold'em claims: the embedded model's exact exploitability before training, on
-the scale of the uniform policy and of the shipped CFR player (1,000 iterations)."""
+"""The Leduc Hold'em claims: the embedded model's exact exploitability before and after the
+embedded-leduc recipe, on the scale of the uniform policy and of the shipped CFR player
+(1,000 iterations)."""
 
 from __future__ import annotations
 
-from .core import Check, Row, claim
+import statistics
+
+from .core import Check, NoData, Row, claim, mean_sd, span
 
 FOLDER = "docs/results/leduc-base"
 
@@ -27,4 +30,72 @@ def leduc_base(row: Row) -> list[Check]:
         Check("uniform policy", f"{uniform:.4f}"),
         Check("CFR, 1,000 iterations", f"{solved['exploitability']:.4f}"),
         Check("share of the brief prompt's NashConv gained in round 2", f"{100 * second:.0f}%"),
+    ]
+
+
+RECIPE = "docs/results/leduc-recipe"
+GAME = "eval/LeducPoker-v0/"
+
+
+def recipe_runs(row: Row) -> dict[str, list[float]]:
+    """The recipe's seeds: exploitability at steps 0 and 10 (live, averaged), what a best
+    responder gains per round (both seats) at steps 0 and 10, and wall minutes."""
+    runs = row.glob(RECIPE, "seed*/metrics.jsonl")
+
+    def gains(m: str, step: int, rnd: int) -> float:
+        keys = [f"{GAME}br_gain_seat{s}_round{rnd}_t1" for s in (0, 1)]
+        return sum(row.evals(m, k)[step] for k in keys)
+
+    out = {
+        "live": [row.final(m, GAME + "exploitability_t1", step=10) for m in runs],
+        "averaged": [row.final(m, GAME + "averaged/exploitability_t1", step=10) for m in runs],
+        "start": [row.evals(m, GAME + "exploitability_t1")[0] for m in runs],
+        "wall": [
+            row.json(m.removesuffix("metrics.jsonl") + "seeds_wall_s.json")["wall_s"] / 60
+            for m in runs
+        ],
+        "seed": [
+            float(row.config(m.removesuffix("metrics.jsonl") + "config.json")["seed"]) for m in runs
+        ],
+    }
+    for rnd in (1, 2):
+        for step in (0, 10):
+            out[f"round{rnd}@{step}"] = [gains(m, step, rnd) for m in runs]
+    if any(a >= b for a, b in zip(out["live"], out["start"], strict=True)):
+        raise NoData("a seed ends no lower than it started")
+    return out
+
+
+def scale() -> tuple[float, float]:
+    """The uniform policy's and the shipped CFR player's exploitability."""
+    from spiral.agents.leduc_cfr import LeducCfrAgent
+    from spiral.analysis.leduc import leduc_exploitability, uniform_dists
+
+    cfr = LeducCfrAgent()
+    solved = leduc_exploitability(lambda ps: [cfr.action_probabilities(s) for s, _ in ps])
+    return leduc_exploitability(uniform_dists)["exploitability"], solved["exploitability"]
+
+
+@claim("the embedded-leduc recipe lowers")
+def leduc_recipe(row: Row) -> list[Check]:
+    r = recipe_runs(row)
+    mean = {k: statistics.fmean(v) for k, v in r.items()}
+    uniform, solved = scale()
+    return [
+        Check("step 0", f"step 0 {span(r['start'])}"),
+        Check("live: mean ± sd", mean_sd(r["live"])),
+        Check("live: range", span(r["live"])),
+        Check("averaged: mean ± sd", mean_sd(r["averaged"])),
+        Check("averaged: range", span(r["averaged"])),
+        Check("seeds", f"n = {len(r['live'])}"),
+        Check("wall time", f"{span(r['wall'], 0)} min a seed"),
+        *[
+            Check(
+                f"round-{k} gains",
+                f"round-{k} gains {mean[f'round{k}@0']:.2f} -> {mean[f'round{k}@10']:.2f}",
+            )
+            for k in (1, 2)
+        ],
+        Check("uniform", f"{uniform:.4f}"),
+        Check("CFR-1000", f"CFR-1000 {solved:.4f}"),
     ]

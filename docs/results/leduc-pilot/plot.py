@@ -1,14 +1,15 @@
 """Exact Leduc exploitability (live weights, and averaged ones where a run kept them) and
 where a best responder gains against the live weights (by seat and betting round) over the
-steps of each pilot run in this folder (one subfolder per run, its
-metrics.jsonl), into curves.png.
+steps of each run in a folder (one subfolder per run, its metrics.jsonl: this folder's
+pilots, or the seeds of `spiral seeds`), into FOLDER/leduc-curves.png.
 
-    python docs/results/leduc-pilot/plot.py
+    python docs/results/leduc-pilot/plot.py [FOLDER]
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import matplotlib
@@ -34,7 +35,8 @@ def curves(metrics: Path) -> dict[str, list[tuple[int, float]]]:
 
 
 def main() -> None:
-    runs = sorted(p.parent for p in HERE.glob("*/metrics.jsonl"))
+    folder = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE
+    runs = sorted(p.parent for p in folder.glob("*/metrics.jsonl"))
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for run in runs:
         for key, points in sorted(curves(run / "metrics.jsonl").items()):
@@ -48,7 +50,7 @@ def main() -> None:
     for ax in axes:
         ax.legend(fontsize=6)
     fig.tight_layout()
-    fig.savefig(HERE / "curves.png", dpi=110)
+    fig.savefig(folder / "leduc-curves.png", dpi=110)
 
 
 if __name__ == "__main__":

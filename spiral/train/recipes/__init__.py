@@ -18,12 +18,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from spiral.train.recipes.embedded_kuhn import config as embedded_kuhn
+from spiral.train.recipes.embedded_leduc import config as embedded_leduc
 from spiral.train.recipes.embedded_tictactoe import config as embedded_tictactoe
 from spiral.train.recipes.qwen3_4b_spiral import config as qwen3_4b_spiral
 from spiral.train.train_config import TrainConfig
 
 RECIPES: dict[str, Callable[[], TrainConfig]] = {
     "embedded-kuhn": embedded_kuhn,
+    "embedded-leduc": embedded_leduc,
     "embedded-tictactoe": embedded_tictactoe,
     "qwen3-4b-spiral": qwen3_4b_spiral,
 }
