@@ -11,6 +11,7 @@ async loop calls `learn` on games its actors collected with the same `collect`.
 from __future__ import annotations
 
 import functools
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -41,14 +42,30 @@ POLICY = "policy"
 Collector = Callable[[Learner, int, "Population | None"], tuple[list[Episode], dict[str, float]]]
 
 
+@functools.cache
+def spread(n: int, per_step: int) -> tuple[int, ...]:
+    """The order in which steps take n chance outcomes listed in order (Leduc's 120 deals,
+    sorted by the cards): k -> k * a mod n with a coprime to n and nearest n / golden
+    ratio, so that any run of consecutive entries draws from all over the list and a step
+    holding part of a cycle deals each card about equally often (Leduc at 64 hands a step:
+    every card of every seat 19-24 times, against 0-40 in the listed order). A step that
+    holds whole cycles is balanced in any order, and keeps the listed one."""
+    if per_step % n == 0:
+        return tuple(range(n))
+    golden = n * 2 / (1 + math.sqrt(5))
+    a = min((c for c in range(1, n) if math.gcd(c, n) == 1), key=lambda c: abs(c - golden))
+    return tuple(k * a % n for k in range(n))
+
+
 def step_specs(
     cfg: TrainConfig, step: int, game_params: dict[str, dict[str, Any]], n: int | None = None
 ) -> list[GameSpec]:
     """The games of one step: round-robin over env_ids, seeds from (seed, step, index).
 
     With `balanced_chance`, a game that lists its chance outcomes gets them in turn (the
-    k-th game of an id in the run deals outcome k mod n), so every deal appears equally
-    often in a batch, and over consecutive steps when the batch is not a multiple of n."""
+    k-th game of an id in the run deals the (k mod n)-th outcome of `spread(n)`), so every
+    deal appears equally often in a batch that is a multiple of n, and over consecutive
+    steps otherwise, each step's share spread over all the deals."""
     n = cfg.games_per_step if n is None else n
     specs = []
     seen: dict[str, int] = {}
@@ -60,7 +77,8 @@ def step_specs(
             per_step = sum(
                 1 for j in range(n) if cfg.env_ids[(step * n + j) % len(cfg.env_ids)] == gid
             )
-            params.update(outcomes[(step * per_step + seen.get(gid, 0)) % len(outcomes)])
+            k = (step * per_step + seen.get(gid, 0)) % len(outcomes)
+            params.update(outcomes[spread(len(outcomes), per_step)[k]])
             seen[gid] = seen.get(gid, 0) + 1
         specs.append(
             GameSpec(
