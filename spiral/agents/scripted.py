@@ -13,7 +13,7 @@ Choices:
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from spiral.agents.base import Agent
@@ -72,5 +72,24 @@ def make_optimal(arg: str = "", game_id: str = "", seed: int = 0, **params: Any)
             f"'optimal:<game id>'; games with one: {', '.join(optimal_game_ids())}"
         )
     if game_id and arg and arg != game_id:
-        raise ValueError(f"spec names game {arg!r} but game_id={game_id!r}; give one of them")
+        raise AgentSpecError(optimal_problem(arg, [game_id]) or "")
     return _factory_for(wanted)(seed=seed, **params)
+
+
+def optimal_problem(arg: str, game_ids: Sequence[str]) -> str | None:
+    """Why the spec `optimal` (`optimal:<arg>` when arg is given) cannot play each game of
+    `game_ids`, in one line, or None: a game without a scripted player, or a spec naming
+    a game other than the one played."""
+    missing = [g for g in game_ids if g not in optimal_game_ids()]
+    if missing:
+        return (
+            f"no optimal player for {', '.join(missing)}; games with one: "
+            f"{', '.join(optimal_game_ids())}"
+        )
+    other = [g for g in game_ids if arg and arg != g]
+    if other:
+        return (
+            f"opponent optimal:{arg} names another game than {', '.join(other)}; write "
+            "optimal (it plays the game being played)"
+        )
+    return None

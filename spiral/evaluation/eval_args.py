@@ -15,7 +15,7 @@ import chz
 from spiral import agents
 from spiral.agents.model_agent import resolve_source
 from spiral.agents.registry import known_opponents
-from spiral.agents.scripted import optimal_game_ids
+from spiral.agents.scripted import optimal_problem
 from spiral.analysis.exploitability import INSTALL_HINT
 from spiral.args import (
     UsageError,
@@ -183,16 +183,17 @@ def validate(a: EvalArgs) -> None:
         raise EvalError("env_ids is empty; e.g. env_ids=TicTacToe-v0")
     if not a.opponents:
         raise EvalError("opponents is empty; e.g. opponents=random,optimal")
+    for key, values in (("env_ids", a.env_ids), ("opponents", a.opponents)):
+        twice = sorted({v for v in values if values.count(v) > 1})
+        if twice:
+            raise EvalError(f"{key}: {', '.join(twice)} given more than once; give each once")
     for spec in a.opponents:
         prefix, _, arg = spec.partition(":")
         if prefix not in agents.specs():
             raise EvalError(f"unknown opponent {spec!r}; valid kinds: {', '.join(agents.specs())}")
-        if prefix == "optimal":
-            missing = [g for g in a.env_ids if g not in optimal_game_ids()]
-            if missing:
-                raise EvalError(
-                    f"no optimal player for {missing}; games with one: {', '.join(optimal_game_ids())}"
-                )
+        problem = optimal_problem(arg, a.env_ids) if prefix == "optimal" else None
+        if problem:
+            raise EvalError(problem)
         if prefix in MODEL_PREFIXES and not arg:
             raise EvalError(f"opponent {spec!r} needs an argument: {prefix}:PATH_OR_NAME")
         if prefix == "checkpoint":

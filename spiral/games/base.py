@@ -17,6 +17,7 @@ Choices:
 from __future__ import annotations
 
 import copy
+import numbers
 import random
 from abc import ABC, abstractmethod
 from typing import Any, Literal
@@ -29,6 +30,17 @@ TERMINAL: Seat = -1
 
 class IllegalMoveError(ValueError):
     """Raised by `apply_action` for a move that is not legal in this state."""
+
+
+def fixed_deal(cards: Any, size: int, deck: int) -> tuple[int, ...] | None:
+    """`cards` as `size` different whole numbers in 0..deck-1 (a fixed deal), or None when
+    it is not one: floats, booleans, strings and repeated cards are not deals."""
+    if not isinstance(cards, (tuple, list)) or len(cards) != size:
+        return None
+    if not all(isinstance(c, numbers.Integral) and not isinstance(c, bool) for c in cards):
+        return None
+    deal = tuple(int(c) for c in cards)
+    return deal if len(set(deal)) == size and all(0 <= c < deck for c in deal) else None
 
 
 def normalize_move_text(text: str) -> str:

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from spiral.games.base import ObsStyle, State
+from spiral.games.base import ObsStyle, State, fixed_deal
 from spiral.games.registry import register
 from spiral.types import Move, Seat
 
@@ -112,10 +112,12 @@ def _result_message(hand: Hand, result: HandResult) -> list[str]:
 
 
 def _check_card_pair(cards: Sequence[int]) -> tuple[int, int]:
-    c0, c1 = cards
-    if c0 == c1 or not {c0, c1} <= {0, 1, 2}:
-        raise ValueError(f"cards must be two different ranks in 0..2 (0=J, 1=Q, 2=K); got {cards}")
-    return (c0, c1)
+    deal = fixed_deal(cards, 2, 3)
+    if deal is None:
+        raise ValueError(
+            f"cards must be two different ranks in 0..2 (0=J, 1=Q, 2=K); got {cards!r}"
+        )
+    return (deal[0], deal[1])
 
 
 class _KuhnBase(State):

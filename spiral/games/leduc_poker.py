@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from spiral.games.base import ObsStyle, State
+from spiral.games.base import ObsStyle, State, fixed_deal
 from spiral.games.registry import register
 from spiral.types import Move, Seat
 
@@ -40,11 +40,12 @@ def rank(card: int) -> int:
 
 
 def _check_deal(cards: Sequence[int]) -> tuple[int, int, int]:
-    if len(cards) != 3 or len(set(cards)) != 3 or not set(cards) <= set(range(6)):
+    deal = fixed_deal(cards, 3, 6)
+    if deal is None:
         raise ValueError(
-            f"cards must be three different cards in 0..5 (rank = card // 2); got {cards}"
+            f"cards must be three different whole numbers in 0..5 (rank = card // 2); got {cards!r}"
         )
-    return (cards[0], cards[1], cards[2])
+    return (deal[0], deal[1], deal[2])
 
 
 class LeducPoker(State):

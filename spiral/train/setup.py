@@ -17,6 +17,7 @@ from typing import Any
 from spiral import games
 from spiral.agents import make as make_agent
 from spiral.agents.llm_policy import LLMPolicy
+from spiral.agents.scripted import optimal_problem
 from spiral.analysis.exploitability import KUHN_CARDS, KUHN_GAME_ID
 from spiral.analysis.leduc import LEDUC_GAME_ID
 from spiral.engines.base import Learner, SamplingParams
@@ -86,6 +87,12 @@ def build_setup(cfg: TrainConfig) -> RunSetup:
     for game_id in (*cfg.env_ids, *cfg.evaluation.eval_env_ids):
         if game_id not in known and ":" not in game_id:
             games.make(game_id)  # raises KeyError listing the known ids
+    eval_games = cfg.evaluation.eval_env_ids or cfg.env_ids
+    for name in cfg.evaluation.eval_opponent_names:
+        prefix, _, arg = name.partition(":")
+        problem = optimal_problem(arg, eval_games) if prefix == "optimal" else None
+        if problem:
+            raise ConfigError(f"eval_opponent_names: {problem}")
     try:
         spec = PromptSpec(
             template=cfg.template,

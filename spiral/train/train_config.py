@@ -150,7 +150,7 @@ class TrainConfig:
         doc="original (the game's observation + an example move, byte for byte) | focused "
         "(the situation and private information right before the answer, legal moves "
         "listed, no example) | brief (the game's rules in one sentence and the position, "
-        "then the legal moves: the shortest prompt; TicTacToe and single-hand Kuhn, "
+        "then the legal moves: the shortest prompt; TicTacToe, single-hand Kuhn and Leduc, "
         "focused elsewhere)",
     )
     max_tokens: int = chz.field(default=8192, doc="max new tokens per turn", validator=positive)

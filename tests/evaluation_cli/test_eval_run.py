@@ -202,6 +202,8 @@ def test_select_every_kth_keeps_the_newest(tmp_path: Path) -> None:
     [
         (["checkpoint=base", "env_ids=Chess-v9"], "is not a registered game"),
         (["checkpoint=base", "opponents=grandmaster"], "unknown opponent"),
+        (["checkpoint=base", "env_ids=LeducPoker-v0,LeducPoker-v0"], "given more than once"),
+        (["checkpoint=base", "opponents=optimal,random,optimal"], "optimal given more than"),
         (["checkpoint=base", "env_ids=PigDice-v1", "opponents=optimal"], "no optimal player"),
         (["checkpoint=/no/such/folder"], "does not exist"),
         (["checkpoint=base", "opponents=checkpoint:/no/such"], "does not exist"),
