@@ -33,14 +33,15 @@ def leduc_base(row: Row) -> list[Check]:
     ]
 
 
-RECIPE = "docs/results/leduc-recipe"
+LISTED = "docs/results/leduc-recipe-listed-order"  # each step's deals skewed
+BALANCED = "docs/results/leduc-recipe"  # each step's deals spread over all 120
 GAME = "eval/LeducPoker-v0/"
 
 
-def recipe_runs(row: Row) -> dict[str, list[float]]:
-    """The recipe's seeds: exploitability at steps 0 and 10 (live, averaged), what a best
-    responder gains per round (both seats) at steps 0 and 10, and wall minutes."""
-    runs = row.glob(RECIPE, "seed*/metrics.jsonl")
+def recipe_runs(row: Row, folder: str = LISTED) -> dict[str, list[float]]:
+    """The recipe's seeds in `folder`: exploitability at steps 0 and 10 (live, averaged),
+    what a best responder gains per round (both seats) at steps 0 and 10, wall minutes."""
+    runs = row.glob(folder, "seed*/metrics.jsonl")
 
     def gains(m: str, step: int, rnd: int) -> float:
         keys = [f"{GAME}br_gain_seat{s}_round{rnd}_t1" for s in (0, 1)]
@@ -61,8 +62,6 @@ def recipe_runs(row: Row) -> dict[str, list[float]]:
     for rnd in (1, 2):
         for step in (0, 10):
             out[f"round{rnd}@{step}"] = [gains(m, step, rnd) for m in runs]
-    if any(a >= b for a, b in zip(out["live"], out["start"], strict=True)):
-        raise NoData("a seed ends no lower than it started")
     return out
 
 
@@ -76,9 +75,11 @@ def scale() -> tuple[float, float]:
     return leduc_exploitability(uniform_dists)["exploitability"], solved["exploitability"]
 
 
-@claim("the embedded-leduc recipe lowers")
+@claim("ten steps of the embedded-leduc setting lowered")
 def leduc_recipe(row: Row) -> list[Check]:
-    r = recipe_runs(row)
+    r, balanced = recipe_runs(row), recipe_runs(row, BALANCED)
+    if any(a >= b for a, b in zip(r["live"], r["start"], strict=True)):
+        raise NoData("a seed with skewed steps ends no lower than it started")
     mean = {k: statistics.fmean(v) for k, v in r.items()}
     uniform, solved = scale()
     return [
@@ -98,4 +99,12 @@ def leduc_recipe(row: Row) -> list[Check]:
         ],
         Check("uniform", f"{uniform:.4f}"),
         Check("CFR-1000", f"CFR-1000 {solved:.4f}"),
+        Check("balanced steps", "balanced steps: " + balanced_words(balanced)),
     ]
+
+
+def balanced_words(r: dict[str, list[float]]) -> str:
+    """The balanced-step seeds at step 10, as the row and the README write them."""
+    seeds = sorted(int(s) for s in r["seed"])
+    which = f"seed {seeds[0]}" if len(seeds) == 1 else f"seeds {seeds[0]}-{seeds[-1]}"
+    return f"{which} {', '.join(f'{x:.3f}' for x in r['live'])} at step 10"

@@ -20,7 +20,7 @@ from .core import AVERAGED, POOL, Check, NoData, Outcome, Table, compare, f, mea
 from .engine import CPU_BENCH_FOLDERS, DECODE_RUNS, FIRST_BENCH, H200, benches, elapsed_min
 from .kuhn import BEFORE_FADE, FADE, finals
 from .kuhn_levers import bound_two
-from .leduc import recipe_runs, scale
+from .leduc import BALANCED, balanced_words, recipe_runs, scale
 
 Headline = Callable[[Table], list[Check]]
 HEADLINES: dict[str, Headline] = {}
@@ -167,12 +167,14 @@ def population(table: Table) -> list[Check]:
 
 @headline("Leduc Hold'em, exactly")
 def leduc(table: Table) -> list[Check]:
-    r = recipe_runs(table.find("the embedded-leduc recipe lowers"))
+    row = table.find("ten steps of the embedded-leduc setting lowered")
+    r, balanced = recipe_runs(row), recipe_runs(row, BALANCED)
     seeds = sorted(int(s) for s in r["seed"])
     uniform, solved = scale()
     return [
         Check("before and after", f"from {span(r['start'])} to {mean_sd(r['live'])} chips"),
         Check("seeds", f"seeds {seeds[0]}-{seeds[-1]}, {span(r['wall'], 0)} minutes each"),
+        Check("balanced", balanced_words(balanced)),
         Check("scale", f"uniform play is at {uniform:.3f}"),
         Check("CFR", f"1,000 iterations at {solved:.3f}"),
     ]

@@ -3,19 +3,20 @@
 
     spiral train recipe=embedded-leduc
 
-Measured (docs/results.md, "Leduc"): exact exploitability 2.313 chips before (the
-uniform policy is at 2.374, OpenSpiel's CFR after 1,000 iterations at 0.012), 1.986 +-
-0.085 (1.852 to 2.085) after 10 steps, seeds 0-4, every seed lower; averaged weights 2.004
-+- 0.173; 9-19 minutes a seed on 2 cores with AVX2 (fp32). A best responder's gain in the
-first betting round falls from 1.65 to 0.67 while the second round's rises from 2.97 to
-3.31: the model learns first-round play only.
+Measured (docs/results.md, "Leduc"), not settled: exact exploitability 2.313 chips
+before (uniform play 2.374, OpenSpiel's CFR after 1,000 iterations 0.012). While each
+step's 64 deals were taken in listed order (skewed cards), five seeds ended at 1.986 +-
+0.085 after 10 steps, every seed lower, all of it first-round play, 9-19 minutes a seed
+on 2 cores with AVX2 (fp32). With balanced steps (today's `balanced_chance`) the first
+seed ends at 2.660, its second-round play worse: more seeds, and a setting that learns the
+second round, are still to come.
 
 Chosen by two 20-step pilots: the brief prompt (165 tokens a situation; the focused one
 takes ~7 minutes to score the 288 situations, against 89 s), constrained answers, 64 hands
-a step with all 120 deals equally often, lr 2e-4 and an entropy bonus 0.1. At lr 2e-4 the
-exploitability rose again after step 10 (2.359 at step 20), so the run stops there; lr 1e-4
-collapsed the sampled entropy to 0.001 by step 14, and lr 1e-3 with 192 hands to 0.08 in
-one step. Averaged weights (decay 0.8) are evaluated beside the live ones.
+a step, lr 2e-4 and an entropy bonus 0.1. At lr 2e-4 the exploitability rose again after
+step 10 (2.359 at step 20), so the run stops there; lr 1e-4 collapsed the sampled entropy
+to 0.001 by step 14, and lr 1e-3 with 192 hands to 0.08 in one step. Averaged weights
+(decay 0.8) are evaluated beside the live ones.
 """
 
 from __future__ import annotations
