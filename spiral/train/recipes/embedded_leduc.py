@@ -8,8 +8,8 @@ before (uniform play 2.374, OpenSpiel's CFR after 1,000 iterations 0.012). While
 step's 64 deals were taken in listed order (skewed cards), five seeds ended at 1.986 +-
 0.085 after 10 steps, every seed lower, all of it first-round play, 9-19 minutes a seed
 on 2 cores with AVX2 (fp32). With balanced steps (today's `balanced_chance`) the first
-seed ends at 2.660, its second-round play worse: more seeds, and a setting that learns the
-second round, are still to come.
+two seeds split: 2.660 and 1.710. More seeds, and a setting that learns the second round,
+are still to come.
 
 Chosen by two 20-step pilots: the brief prompt (165 tokens a situation; the focused one
 takes ~7 minutes to score the 288 situations, against 89 s), constrained answers, 64 hands
