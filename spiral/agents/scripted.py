@@ -72,14 +72,20 @@ def make_optimal(arg: str = "", game_id: str = "", seed: int = 0, **params: Any)
             f"'optimal:<game id>'; games with one: {', '.join(optimal_game_ids())}"
         )
     if game_id and arg and arg != game_id:
-        raise AgentSpecError(optimal_problem(arg, [game_id]) or "")
+        raise AgentSpecError(f"opponent optimal:{arg} {_OTHER_GAME.format(game_id)}")
     return _factory_for(wanted)(seed=seed, **params)
 
 
-def optimal_problem(arg: str, game_ids: Sequence[str]) -> str | None:
-    """Why the spec `optimal` (`optimal:<arg>` when arg is given) cannot play each game of
-    `game_ids`, in one line, or None: a game without a scripted player, or a spec naming
-    a game other than the one played."""
+_OTHER_GAME = "names another game than {}; write optimal (it plays the game being played)"
+
+
+def optimal_problem(spec: str, game_ids: Sequence[str]) -> str | None:
+    """Why the opponent `spec` cannot play each game of `game_ids`, in one line, or None
+    (also for a spec other than `optimal` / `optimal:<game>`): a game without a scripted
+    player, or a spec naming a game other than the one played."""
+    prefix, _, arg = spec.partition(":")
+    if prefix != "optimal":
+        return None
     missing = [g for g in game_ids if g not in optimal_game_ids()]
     if missing:
         return (
@@ -87,9 +93,4 @@ def optimal_problem(arg: str, game_ids: Sequence[str]) -> str | None:
             f"{', '.join(optimal_game_ids())}"
         )
     other = [g for g in game_ids if arg and arg != g]
-    if other:
-        return (
-            f"opponent optimal:{arg} names another game than {', '.join(other)}; write "
-            "optimal (it plays the game being played)"
-        )
-    return None
+    return f"opponent {spec} {_OTHER_GAME.format(', '.join(other))}" if other else None

@@ -191,7 +191,7 @@ def validate(a: EvalArgs) -> None:
         prefix, _, arg = spec.partition(":")
         if prefix not in agents.specs():
             raise EvalError(f"unknown opponent {spec!r}; valid kinds: {', '.join(agents.specs())}")
-        problem = optimal_problem(arg, a.env_ids) if prefix == "optimal" else None
+        problem = optimal_problem(spec, a.env_ids)
         if problem:
             raise EvalError(problem)
         if prefix in MODEL_PREFIXES and not arg:

@@ -89,8 +89,7 @@ def build_setup(cfg: TrainConfig) -> RunSetup:
             games.make(game_id)  # raises KeyError listing the known ids
     eval_games = cfg.evaluation.eval_env_ids or cfg.env_ids
     for name in cfg.evaluation.eval_opponent_names:
-        prefix, _, arg = name.partition(":")
-        problem = optimal_problem(arg, eval_games) if prefix == "optimal" else None
+        problem = optimal_problem(name, eval_games)
         if problem:
             raise ConfigError(f"eval_opponent_names: {problem}")
     try:

@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spiral import games
 from spiral.agents import make as make_agent
 from spiral.agents.scripted import optimal_game_ids
 from spiral.cli import main as cli_main
@@ -52,4 +51,3 @@ def test_play_refuses_a_spec_naming_another_game(
     assert cli_main(["play", "game=LeducPoker-v0", f"opponent={spec}"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "names another game than LeducPoker-v0" in err
-    assert "LeducPoker-v0" in games.ids()
