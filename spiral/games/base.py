@@ -44,8 +44,10 @@ def fixed_deal(cards: Any, size: int, deck: int) -> tuple[int, ...] | None:
 
 
 def normalize_move_text(text: str) -> str:
-    """Case-fold and collapse whitespace, for tolerant matching against legal moves."""
-    return " ".join(text.replace("[ ", "[").replace(" ]", "]").split()).casefold()
+    """Case-fold, collapse whitespace and drop it inside the brackets' edges ("[  Check ]"
+    -> "[check]"), for tolerant matching against legal moves."""
+    collapsed = " ".join(text.split()).replace("[ ", "[").replace(" ]", "]")
+    return collapsed.casefold()
 
 
 class State(ABC):
@@ -106,6 +108,11 @@ class State(ABC):
     def apply_action(self, move: Move) -> None:
         if self.is_terminal():
             raise IllegalMoveError(f"{self.game_id}: the game is over; no move can be applied")
+        if not isinstance(move, str):
+            raise IllegalMoveError(
+                f"{self.game_id}: a move is text such as {self.legal_actions()[0]!r}; "
+                f"got {type(move).__name__} {move!r}"
+            )
         canonical = self.parse_action(move)
         if canonical is None:
             legal = ", ".join(self.legal_actions()[:20])
@@ -148,7 +155,11 @@ class State(ABC):
             return "Next Action:"
         first = messages[0][1]
         last = messages[-1][1] if len(messages) > 1 else ""
-        return f"{first}\n\n{last}\n\nNext Action:" if last else f"{first}\n\nNext Action:"
+        # The latest message alone may not say what the seat holds (a poker seat's card
+        # was told once, at the deal): the game's situation, where it has one, says it.
+        situation = self.situation(seat)
+        parts = [first, last, situation if situation and situation not in last else ""]
+        return "\n\n".join(p for p in parts if p) + "\n\nNext Action:"
 
     def private_info(self, seat: Seat) -> tuple[object, ...]:
         """This seat's hidden information (cards, dice, values); () for perfect-info games.

@@ -186,6 +186,44 @@ def _compare_until_reveal(game_id: str, seat: int, seed_a: int, seed_b: int) -> 
             return compared
 
 
+def _pairs_differing_only_in_own(game_id: str, seat: int, seeds: int = 300) -> list[tuple]:
+    """Seed pairs equal in the other seat's private info and public chance, not in `seat`'s."""
+    return _pairs_differing_only_in_other(game_id, 1 - seat, seeds)
+
+
+@pytest.mark.parametrize("game_id", GAME_IDS)
+def test_observations_show_own_hidden_info(game_id: str) -> None:
+    """In every style, the seat to move is shown what it privately holds: two games that
+    differ only in that give it different observations (the "latest" style too, whose
+    latest message alone may not repeat a card dealt at the start)."""
+    probe = make(game_id, seed=0)
+    if probe.private_info(0) == () and probe.private_info(1) == ():
+        pytest.skip(f"{game_id} has no hidden information (private_info is empty)")
+    checked = 0
+    for seat in (0, 1):
+        for seed_a, seed_b in _pairs_differing_only_in_own(game_id, seat):
+            a, b = make(game_id, seed=seed_a), make(game_id, seed=seed_b)
+            start = [(s.private_info(0), s.private_info(1)) for s in (a, b)]
+            rng = random.Random(seed_a)
+            while not (a.is_terminal() or b.is_terminal()):
+                if [(s.private_info(0), s.private_info(1)) for s in (a, b)] != start:
+                    break
+                if a.current_player() == seat:
+                    for style in ("history", "latest"):
+                        assert a.observation(seat, style) != b.observation(seat, style), (
+                            f"seat {seat} is not shown its own hidden info in the {style!r} "
+                            f"style (seeds {seed_a} vs {seed_b}, moves {a.move_history})"
+                        )
+                    checked += 1
+                move = rng.choice(a.legal_actions())
+                if b.parse_action(move) is None:
+                    break
+                a.apply_action(move)
+                b.apply_action(move)
+    if checked == 0:
+        pytest.skip(f"{game_id}: no seed pair differs only in a seat's own private info")
+
+
 @pytest.mark.parametrize("game_id", GAME_IDS)
 def test_illegal_moves_raise_and_change_nothing(game_id: str) -> None:
     state = make(game_id, seed=3)
@@ -194,6 +232,10 @@ def test_illegal_moves_raise_and_change_nothing(game_id: str) -> None:
     while not state.is_terminal():
         seen.update(state.legal_actions())
         before = _snapshot(state)
+        for move in [None, 3, b"[x]", ["[x]"]]:
+            with pytest.raises(IllegalMoveError):
+                state.apply_action(move)  # type: ignore[arg-type]
+            assert _snapshot(state) == before, f"a rejected {move!r} changed the state"
         for move in sorted(seen) + ["[no such move]", "", "hello"]:
             if state.parse_action(move) is None:
                 with pytest.raises(IllegalMoveError):
@@ -206,7 +248,8 @@ def test_illegal_moves_raise_and_change_nothing(game_id: str) -> None:
 
 def _variants(move: str) -> list[str]:
     spaced = move.replace("[", "[ ", 1).replace("]", " ]", 1) if move.startswith("[") else move
-    return [move.upper(), move.lower(), f"  {move}\n", spaced, f" {move.swapcase()} "]
+    wide = move.replace("[", "[ \t ", 1).replace("]", "  ]", 1).replace(" ", "  ")
+    return [move.upper(), move.lower(), f"  {move}\n", spaced, wide, f" {move.swapcase()} "]
 
 
 @pytest.mark.parametrize("game_id", GAME_IDS)
