@@ -118,6 +118,9 @@ def report_rows(step: int, report: dict[str, Any]) -> list[dict[str, Any]]:
             rows.append(
                 _row(*key, f"{label}_rate", rate["value"], rate["low"], rate["high"], r["games"])
             )
+        if "mean_return" in r:  # reports written before it had no mean return
+            low, high = (r[b] if r[b] is not None else "" for b in ("return_low", "return_high"))
+            rows.append(_row(*key, "mean_return", r["mean_return"], low, high, r["games"]))
         for metric in ("mean_game_length", "mean_response_tokens"):
             rows.append(_row(*key, metric, r[metric], n=r["games"]))
     for game_id, exact in (report.get("exploitability") or {}).items():

@@ -2,18 +2,21 @@
 
 For every (game, opponent, seat of the candidate) we play `games_per_seat` seeded games
 through the same batched rollout as training and report win / draw / loss / invalid
-rates with 95% Wilson intervals, mean game length and mean response length (tokens).
+rates with 95% Wilson intervals, the candidate's mean return with a 95% interval (chips in
+the poker games, where a win says little of how much), mean game length and mean response
+length (tokens).
 Seeds are derived from `seed`, so an evaluation is reproducible and two checkpoints
 evaluated with the same seed face the same deals and dice.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from spiral.agents.base import Agent
-from spiral.evaluation.intervals import wilson_interval
+from spiral.evaluation.intervals import mean_ci, wilson_interval
 from spiral.prompts.invalid import InvalidMovePolicy
 from spiral.rollout.play import GameSpec, derive_seed, play_games
 from spiral.types import Episode
@@ -37,6 +40,9 @@ class MatchResult:
     mean_game_length: float
     mean_response_tokens: float
     seeds: tuple[int, ...]
+    mean_return: float = 0.0  # the candidate's; chips in the poker games
+    return_low: float = -math.inf  # with fewer than two games the spread is unknown
+    return_high: float = math.inf
 
     def rate(self, count: int) -> tuple[float, float, float]:
         low, high = wilson_interval(count, self.games)
@@ -55,6 +61,10 @@ class MatchResult:
             out[f"{key}/{name}"] = value
             out[f"{key}/{name}_low"] = low
             out[f"{key}/{name}_high"] = high
+        out[f"{key}/mean_return"] = self.mean_return
+        if math.isfinite(self.return_low) and math.isfinite(self.return_high):
+            out[f"{key}/mean_return_low"] = self.return_low
+            out[f"{key}/mean_return_high"] = self.return_high
         out[f"{key}/games"] = float(self.games)
         out[f"{key}/mean_game_length"] = self.mean_game_length
         out[f"{key}/mean_response_tokens"] = self.mean_response_tokens
@@ -71,6 +81,7 @@ def summarize(game_id: str, opponent: str, seat: int, episodes: Sequence[Episode
         for t in ep.turns
         if t.seat == seat and t.completion
     ]
+    mean, low, high = mean_ci(ep.returns[seat] for ep in episodes)
     return MatchResult(
         game_id=game_id,
         opponent=opponent,
@@ -84,6 +95,9 @@ def summarize(game_id: str, opponent: str, seat: int, episodes: Sequence[Episode
         mean_game_length=sum(len(ep.moves) for ep in episodes) / max(1, len(episodes)),
         mean_response_tokens=sum(tokens) / max(1, len(tokens)),
         seeds=tuple(ep.seed for ep in episodes),
+        mean_return=mean,
+        return_low=low,
+        return_high=high,
     )
 
 

@@ -34,6 +34,7 @@ Choices:
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -96,6 +97,8 @@ def _api_delta(before: dict[str, Any] | None, agent: ApiAgent) -> dict[str, Any]
 def result_row(r: MatchResult) -> dict[str, Any]:
     row: dict[str, Any] = asdict(r)
     row["seeds"] = list(r.seeds)
+    for bound in ("return_low", "return_high"):  # JSON has no infinity: unknown is null
+        row[bound] = row[bound] if math.isfinite(row[bound]) else None
     for label, attr in RATE_FIELDS:
         value, low, high = r.rate(getattr(r, attr))
         row[f"{label}_rate"] = {"value": value, "low": low, "high": high}
@@ -231,16 +234,20 @@ def _exact_reports(
     return found
 
 
+def _signed(value: float | None) -> str:
+    return "-" if value is None or value != value else f"{value:+.3f}"
+
+
 def format_report(report: Mapping[str, Any], results: Sequence[MatchResult]) -> str:
     """The printed summary: rates table, lengths and API calls, Kuhn and math numbers."""
     lines = [f"candidate: {report['candidate']['name']}", results_table(results), ""]
-    cols = ("mean length", "response tok", "opp invalid")
+    cols = ("mean return", "mean length", "response tok", "opp invalid")
     head = f"{'game':<22}{'opponent':<14}{'seat':>4}" + "".join(f"{c:>14}" for c in cols)
     lines += [head, "-" * len(head)]
     for row in sorted(report["results"], key=lambda r: (r["game_id"], r["opponent"], r["seat"])):
         lines.append(
             f"{row['game_id']:<22}{row['opponent']:<14}{row['seat']:>4}"
-            f"{row['mean_game_length']:>14.2f}{row['mean_response_tokens']:>14.1f}"
+            f"{_signed(row.get('mean_return')):>14}{row['mean_game_length']:>14.2f}{row['mean_response_tokens']:>14.1f}"
             f"{row['opponent_invalid']:>14}"
         )
     for label, s in report["api"].items():

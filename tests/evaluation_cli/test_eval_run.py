@@ -58,6 +58,7 @@ def test_eval_checkpoint_end_to_end(run_dir: Path, capsys: pytest.CaptureFixture
     assert main(args) == 0
     printed = capsys.readouterr().out
     assert "ckpt:step_000004" in printed and "win" in printed and "exploitability" in printed
+    assert "mean return" in printed
     name = "step_000004_TicTacToe-v0+KuhnPokerSingle-v0_vs_random+optimal_seed3.json"
     report = json.loads((run_dir / "eval" / name).read_text())  # in the run, named by content
     assert report["candidate"]["step"] == 4
@@ -75,6 +76,11 @@ def test_eval_checkpoint_end_to_end(run_dir: Path, capsys: pytest.CaptureFixture
     for row in rows:
         assert row["games"] == 2 and len(row["seeds"]) == 2
         assert row["invalid"] == 0 and row["mean_game_length"] >= 2
+        if row["game_id"] == "TicTacToe-v0":  # a win is +1, a loss -1
+            assert row["mean_return"] == pytest.approx((row["wins"] - row["losses"]) / 2)
+        else:  # Kuhn: 1 or 2 chips a hand
+            assert abs(row["mean_return"]) <= 2.0
+        assert row["return_low"] <= row["mean_return"] <= row["return_high"]
         _check_rates(row)
     # Both seats of a pairing are dealt the same games.
     seeds = {(r["game_id"], r["opponent"], r["seat"]): r["seeds"] for r in rows}
