@@ -16,11 +16,11 @@ from pathlib import Path
 from spiral.train import legacy_keys
 
 from . import cpu_classes
-from .core import AVERAGED, POOL, Check, NoData, Outcome, Table, compare, f, mean_sd, span
+from .core import AVERAGED, POOL, Check, NoData, Outcome, Table, compare, f, mean_sd, span, words
 from .engine import CPU_BENCH_FOLDERS, DECODE_RUNS, FIRST_BENCH, H200, benches, elapsed_min
 from .kuhn import BEFORE_FADE, FADE, finals
 from .kuhn_levers import bound_two
-from .leduc import BALANCED, balanced_words, recipe_runs, scale
+from .leduc import BALANCED, lower, recipe_runs, scale
 
 Headline = Callable[[Table], list[Check]]
 HEADLINES: dict[str, Headline] = {}
@@ -167,14 +167,15 @@ def population(table: Table) -> list[Check]:
 
 @headline("Leduc Hold'em, exactly")
 def leduc(table: Table) -> list[Check]:
-    row = table.find("ten steps of the embedded-leduc setting lowered")
-    r, balanced = recipe_runs(row), recipe_runs(row, BALANCED)
+    row = table.find("ten steps of the embedded-leduc recipe lowered")
+    r = recipe_runs(row, BALANCED)
     seeds = sorted(int(s) for s in r["seed"])
     uniform, solved = scale()
     return [
         Check("before and after", f"from {span(r['start'])} to {mean_sd(r['live'])} chips"),
-        Check("seeds", f"seeds {seeds[0]}-{seeds[-1]}, {span(r['wall'], 0)} minutes each"),
-        Check("balanced", balanced_words(balanced)),
+        Check("seeds", f"seeds {seeds[0]}-{seeds[-1]}; lower in {words(lower(r))} of"),
+        Check("of", f"of {words(len(seeds))}"),
+        Check("range", f"({span(r['live'])}, seeds"),
         Check("scale", f"uniform play is at {uniform:.3f}"),
         Check("CFR", f"1,000 iterations at {solved:.3f}"),
     ]

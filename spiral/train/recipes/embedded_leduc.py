@@ -3,13 +3,13 @@
 
     spiral train recipe=embedded-leduc
 
-Measured (docs/results.md, "Leduc"), not settled: exact exploitability 2.313 chips
-before (uniform play 2.374, OpenSpiel's CFR after 1,000 iterations 0.012). While each
-step's 64 deals were taken in listed order (skewed cards), five seeds ended at 1.986 +-
-0.085 after 10 steps, every seed lower, all of it first-round play, 9-19 minutes a seed
-on 2 cores with AVX2 (fp32). With balanced steps (today's `balanced_chance`) the first
-two seeds split: 2.660 and 1.710. More seeds, and a setting that learns the second round,
-are still to come.
+Measured (docs/results.md, "Leduc"): exact exploitability 2.313 chips before (uniform
+play 2.374, OpenSpiel's CFR after 1,000 iterations 0.012); after 10 steps 2.078 +- 0.477
+over seeds 0-4 (1.480-2.660): three seeds lower, one level, one higher, on 2 cores with
+AVX2 (fp32, 13 minutes a seed alone). Every seed's gain is first-round play; the second
+round drifts either way and sets where a seed ends. Five earlier seeds, whose steps each
+held skewed cards, ended at 1.986 +- 0.085, every one lower. A starting point, not a
+solution: the second round is what the next setting has to learn.
 
 Chosen by two 20-step pilots: the brief prompt (165 tokens a situation; the focused one
 takes ~7 minutes to score the 288 situations, against 89 s), constrained answers, 64 hands
