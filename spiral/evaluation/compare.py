@@ -118,7 +118,7 @@ def report_rows(step: int, report: dict[str, Any]) -> list[dict[str, Any]]:
             rows.append(
                 _row(*key, f"{label}_rate", rate["value"], rate["low"], rate["high"], r["games"])
             )
-        if "mean_return" in r:  # reports written before it had no mean return
+        if r.get("mean_return") is not None:  # older reports have none; null: no games
             low, high = (r[b] if r[b] is not None else "" for b in ("return_low", "return_high"))
             rows.append(_row(*key, "mean_return", r["mean_return"], low, high, r["games"]))
         for metric in ("mean_game_length", "mean_response_tokens"):

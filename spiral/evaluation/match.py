@@ -40,7 +40,7 @@ class MatchResult:
     mean_game_length: float
     mean_response_tokens: float
     seeds: tuple[int, ...]
-    mean_return: float = 0.0  # the candidate's; chips in the poker games
+    mean_return: float = math.nan  # the candidate's; chips in the poker games; nan: unknown
     return_low: float = -math.inf  # with fewer than two games the spread is unknown
     return_high: float = math.inf
 
@@ -61,7 +61,8 @@ class MatchResult:
             out[f"{key}/{name}"] = value
             out[f"{key}/{name}_low"] = low
             out[f"{key}/{name}_high"] = high
-        out[f"{key}/mean_return"] = self.mean_return
+        if math.isfinite(self.mean_return):
+            out[f"{key}/mean_return"] = self.mean_return
         if math.isfinite(self.return_low) and math.isfinite(self.return_high):
             out[f"{key}/mean_return_low"] = self.return_low
             out[f"{key}/mean_return_high"] = self.return_high

@@ -97,7 +97,7 @@ def _api_delta(before: dict[str, Any] | None, agent: ApiAgent) -> dict[str, Any]
 def result_row(r: MatchResult) -> dict[str, Any]:
     row: dict[str, Any] = asdict(r)
     row["seeds"] = list(r.seeds)
-    for bound in ("return_low", "return_high"):  # JSON has no infinity: unknown is null
+    for bound in ("mean_return", "return_low", "return_high"):  # JSON has no inf or nan
         row[bound] = row[bound] if math.isfinite(row[bound]) else None
     for label, attr in RATE_FIELDS:
         value, low, high = r.rate(getattr(r, attr))

@@ -109,9 +109,10 @@ class State(ABC):
         if self.is_terminal():
             raise IllegalMoveError(f"{self.game_id}: the game is over; no move can be applied")
         if not isinstance(move, str):
+            legal = self.legal_actions()  # an open game may list none
+            example = f" such as {legal[0]!r}" if legal else ""
             raise IllegalMoveError(
-                f"{self.game_id}: a move is text such as {self.legal_actions()[0]!r}; "
-                f"got {type(move).__name__} {move!r}"
+                f"{self.game_id}: a move is text{example}; got {type(move).__name__} {move!r}"
             )
         canonical = self.parse_action(move)
         if canonical is None:

@@ -144,9 +144,12 @@ class _KuhnBase(State):
 
     def _betting_text(self, seat: Seat) -> str:
         """The betting of the current hand as `seat` sees it, in words."""
+        opener, bet = self._hand.opener, self._hand.bet
         if not self._hand.moves:
-            return "No bets yet: you act first."
-        words = {CHECK: "checked", BET: "bet 1 chip", FOLD: "folded", CALL: "called"}
+            first = "you act first" if seat == opener else f"Player {opener} acts first"
+            return f"No bets yet: {first}."
+        chips = f"bet {bet} chip{'' if bet == 1 else 's'}"
+        words = {CHECK: "checked", BET: chips, FOLD: "folded", CALL: "called"}
         parts = []
         for i, move in enumerate(self._hand.moves):
             actor = self._hand.opener if i % 2 == 0 else 1 - self._hand.opener

@@ -80,7 +80,9 @@ class LiarsDiceState(State):
         return moves
 
     def parse_action(self, text: str) -> Move | None:
-        stripped = text.strip()
+        # Whitespace collapsed first: runs of it would make the bid pattern backtrack
+        # quadratically on a long reply.
+        stripped = " ".join(text.split())
         if _CALL_RE.fullmatch(stripped):
             return CALL if self.bid is not None and not self.is_terminal() else None
         match = _BID_RE.fullmatch(stripped)

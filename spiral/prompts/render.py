@@ -92,7 +92,7 @@ def build_prompt(state: State, seat: Seat, spec: PromptSpec, tokenizer: Any = No
     if spec.style in ("focused", "brief"):
         situation = state.situation(seat) if brief is None else None
         instruction = focused_instruction(spec.answer_format, legal, spec.think_budget)
-        if situation:
+        if situation and situation not in observation:  # a latest view may end with it
             instruction = f"{situation}\n{instruction}"
     else:
         instruction = instruction_for(spec.answer_format, legal[0], spec.think_budget)

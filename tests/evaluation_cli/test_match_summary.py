@@ -43,3 +43,12 @@ def test_one_game_has_no_interval_and_the_report_stays_json() -> None:
     rows = report_rows(3, {"results": [row]})
     mean = [x for x in rows if x["metric"] == "mean_return"]
     assert len(mean) == 1 and mean[0]["value"] == 2.0 and mean[0]["low"] == ""
+
+
+def test_no_games_give_no_mean_and_strict_json() -> None:
+    r = summarize("LeducPoker-v0", "random", 0, [])
+    assert "eval/LeducPoker-v0/random/seat0/mean_return" not in r.metrics()
+    row = result_row(r)
+    assert row["mean_return"] is None
+    json.loads(json.dumps(row, allow_nan=False))
+    assert not [x for x in report_rows(0, {"results": [row]}) if x["metric"] == "mean_return"]

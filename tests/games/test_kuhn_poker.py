@@ -172,3 +172,15 @@ def test_match_private_info_adds_cards_shown_at_showdown() -> None:
     state.apply_action("[check]")
     assert state.private_info(0)[0] == (own0, own1)
     assert state.private_info(1)[0] == (own1, own0)
+
+
+def test_situation_names_who_opens_and_the_bet_size() -> None:
+    state = make("KuhnPokerSingle-v0", cards=(2, 0))
+    assert "No bets yet: you act first." in state.situation(0)
+    assert "No bets yet: Player 0 acts first." in state.situation(1)
+    match = make("KuhnPoker-v1", seed=0, bet=2)
+    match.apply_action("[bet]")
+    assert "bet 2 chips" in match.situation(match.current_player())
+    single = make("KuhnPokerSingle-v0", cards=(2, 0))
+    single.apply_action("[bet]")
+    assert "Player 0 bet 1 chip." in single.situation(1)

@@ -188,3 +188,13 @@ def test_textarena_unknown_env_is_a_clear_error() -> None:
     _require_textarena()
     with pytest.raises(KeyError, match="TicTacToe-v0"):
         make("textarena:TicTacToe-v9")
+
+
+def test_textarena_open_game_refuses_a_move_that_is_not_text() -> None:
+    _require_textarena()
+    state = make("textarena:ConnectFour-v0", seed=0)
+    before = list(state.move_history)
+    for move in (None, 3, b"[col 3]", ["[col 3]"]):
+        with pytest.raises(IllegalMoveError, match="a move is text"):
+            state.apply_action(move)  # type: ignore[arg-type]
+    assert state.move_history == before

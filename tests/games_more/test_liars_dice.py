@@ -167,3 +167,10 @@ def test_max_turns_truncates_to_a_draw() -> None:
     for move in ("[Bid: 1, 1]", "[Bid: 1, 2]", "[Bid: 1, 3]"):
         state.apply_action(move)
     assert state.is_terminal() and state.truncated() and state.returns() == (0.0, 0.0)
+
+
+def test_long_runs_of_whitespace_parse_as_one_space() -> None:
+    # A reply may hold 65,536 characters; runs of spaces are read in one pass.
+    gap = " \t\n" * 20_000
+    assert _ld(0).parse_action(f"[Bid: 3{gap},{gap}5]") == bid_move(3, 5)
+    assert _ld(0).parse_action(f"[Bid: 1{gap}2 x]") is None

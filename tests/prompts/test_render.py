@@ -286,3 +286,13 @@ def test_brief_tictactoe_prompt_tells_apart_positions_that_differ() -> None:
                 nxt.append(child)
         frontier = nxt
     assert len(seen) == 1 + 9 + 72
+
+
+def test_focused_prompt_over_a_latest_view_states_the_situation_once() -> None:
+    state = games.make("KuhnPokerSingle-v0", cards=(0, 2))
+    state.apply_action("[check]")
+    for obs_style in ("latest", "history"):
+        text = build_prompt(
+            state, 1, PromptSpec(template="plain", obs_style=obs_style, style="focused")
+        )
+        assert text.count("Your card: K.") == 1, obs_style
