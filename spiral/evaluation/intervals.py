@@ -9,6 +9,8 @@ Choices:
   with the sample standard deviation (n - 1 in the denominator).
 - No information is reported as such, never as false certainty: zero trials give the
   interval (0, 1) and a NaN rate; fewer than two values give an infinite mean interval.
+  The normal interval's one blind spot stays: values that all agree (every game lost by
+  the same invalid move) give a mean interval of zero width, to be read with its n.
 - Pure Python (math only) so the evaluation package imports without numpy or torch.
 """
 
