@@ -131,6 +131,12 @@ def _public_chance(state: State) -> object:
     return public() if callable(public) else ()
 
 
+def _skip_without_hidden_info(game_id: str) -> None:
+    probe = make(game_id, seed=0)
+    if probe.private_info(0) == () and probe.private_info(1) == ():
+        pytest.skip(f"{game_id} has no hidden information (private_info is empty)")
+
+
 def _pairs_differing_only_in_other(game_id: str, seat: int, seeds: int = 300) -> list[tuple]:
     """Seed pairs equal in `seat`'s private info and in public chance, not in the other's."""
     groups: dict[str, list[tuple[int, str]]] = defaultdict(list)
@@ -152,9 +158,7 @@ def test_observations_leak_no_hidden_info(game_id: str) -> None:
     A reveal (showdown, dice shown on a call, a re-deal) is any change of either seat's
     private info, or the end of the game; comparison stops there.
     """
-    probe = make(game_id, seed=0)
-    if probe.private_info(0) == () and probe.private_info(1) == ():
-        pytest.skip(f"{game_id} has no hidden information (private_info is empty)")
+    _skip_without_hidden_info(game_id)
     compared = 0
     for seat in (0, 1):
         for seed_a, seed_b in _pairs_differing_only_in_other(game_id, seat):
@@ -196,9 +200,7 @@ def test_observations_show_own_hidden_info(game_id: str) -> None:
     """In every style, the seat to move is shown what it privately holds: two games that
     differ only in that give it different observations (the "latest" style too, whose
     latest message alone may not repeat a card dealt at the start)."""
-    probe = make(game_id, seed=0)
-    if probe.private_info(0) == () and probe.private_info(1) == ():
-        pytest.skip(f"{game_id} has no hidden information (private_info is empty)")
+    _skip_without_hidden_info(game_id)
     checked = 0
     for seat in (0, 1):
         for seed_a, seed_b in _pairs_differing_only_in_own(game_id, seat):
