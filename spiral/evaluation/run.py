@@ -235,7 +235,7 @@ def _exact_reports(
 
 
 def _signed(value: float | None) -> str:
-    return "-" if value is None or value != value else f"{value:+.3f}"
+    return "-" if value is None else f"{value:+.3f}"  # result_row writes unknown as None
 
 
 def format_report(report: Mapping[str, Any], results: Sequence[MatchResult]) -> str:

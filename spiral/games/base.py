@@ -159,8 +159,7 @@ class State(ABC):
         # The latest message alone may not say what the seat holds (a poker seat's card
         # was told once, at the deal): the game's situation, where it has one, says it.
         situation = self.situation(seat)
-        parts = [first, last, situation if situation and situation not in last else ""]
-        return "\n\n".join(p for p in parts if p) + "\n\nNext Action:"
+        return "\n\n".join(p for p in (first, last, situation) if p) + "\n\nNext Action:"
 
     def private_info(self, seat: Seat) -> tuple[object, ...]:
         """This seat's hidden information (cards, dice, values); () for perfect-info games.
