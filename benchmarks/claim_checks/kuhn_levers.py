@@ -110,6 +110,40 @@ def centering(row: Row) -> list[Check]:
     ]
 
 
+HANDS_1536 = [
+    f"{CENTERING}/fade-1536-hands/seed0.metrics.jsonl",
+    f"{CENTERING}/fade-1536-hands-avx2/seed1/metrics.jsonl",
+    f"{CENTERING}/fade-1536-hands/seed2.metrics.jsonl",
+    f"{CENTERING}/fade-1536-hands-avx2/seed3/metrics.jsonl",
+    f"{CENTERING}/fade-1536-hands-avx2/seed4/metrics.jsonl",
+]
+# The preset's 384-hand runs in fp32 under the AVX2 cap, for the seeds run there too.
+FP32_384 = {
+    1: "docs/results/make-train-cpu-classes/avx2/seed1.metrics.jsonl",
+    3: "docs/results/make-train-cpu-classes/avx2-mmap-1mib/seed3.metrics.jsonl",
+}
+
+
+@claim("four times the hands a step")
+def four_times_hands(row: Row) -> list[Check]:
+    live, averaged = finals(row, HANDS_1536), finals(row, HANDS_1536, AVERAGED)
+    fade = finals(row.row("make train lowers"), FADE)
+    by_seed = dict(zip(seeds(row, HANDS_1536), live, strict=True))
+    lower = sum(a < b for a, b in zip(live, fade, strict=True))
+    return [
+        *stats("1,536 hands", live),
+        Check("seeds", seed_range(list(by_seed))),
+        Check("averaged weights", f"averaged weights {mean_sd(averaged)}"),
+        Check("the preset", f"the preset's {mean_sd(fade)}"),
+        Check("lower than the same seed", f"lower than the preset's run of that seed in {lower} of 5"),
+        *[
+            Check(f"fp32, seed {s}", f"{f(by_seed[s])} vs {f(row.final(m))} (seed {s})")
+            for s, m in FP32_384.items()
+        ],
+        Check("target (not data)", "mean <= 0.05, worst <= 0.10"),
+    ]
+
+
 @claim("a trust region on each update")
 def trust_region(row: Row) -> list[Check]:
     folder = "docs/results/kuhn-trust-region"
