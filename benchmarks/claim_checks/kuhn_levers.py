@@ -135,7 +135,9 @@ def four_times_hands(row: Row) -> list[Check]:
         Check("seeds", seed_range(list(by_seed))),
         Check("averaged weights", f"averaged weights {mean_sd(averaged)}"),
         Check("the preset", f"the preset's {mean_sd(fade)}"),
-        Check("lower than the same seed", f"lower than the preset's run of that seed in {lower} of 5"),
+        Check(
+            "lower than the same seed", f"lower than the preset's run of that seed in {lower} of 5"
+        ),
         *[
             Check(f"fp32, seed {s}", f"{f(by_seed[s])} vs {f(row.final(m))} (seed {s})")
             for s, m in FP32_384.items()
@@ -209,6 +211,28 @@ def fsp_late(row: Row) -> list[Check]:
         Check("pool average", f"pool average {mean_sd(pool)} ({listed(pool)})"),
         Check("the fade alone", f"vs {f(sum(fade) / 3)} ({listed(fade)}), n = 3 each"),
         Check("the preset", f"the preset's plain self-play on the same seeds {f(sum(plain) / 3)}"),
+    ]
+
+
+@claim("population play from step 40 with uniform opponents")
+def fsp_uniform_late(row: Row) -> list[Check]:
+    runs = [f"{CENTERING}/fsp-uniform-late/seed{s}/metrics.jsonl" for s in range(2)]
+    live, pool = finals(row, runs), finals(row, runs, POOL)
+    fp32 = finals(
+        row, [f"docs/results/make-train-cpu-classes/avx2/seed{s}.metrics.jsonl" for s in range(2)]
+    )
+    fade = finals(row.row("make train lowers"), FADE[:2])
+    return [
+        Check("live", f"live {listed(live)}"),
+        Check("pool average", f"pool average {listed(pool)}"),
+        Check("seeds", seed_range(seeds(row, runs))),
+        Check("fp32 preset", f"fp32 under the AVX2 cap {listed(fp32)}"),
+        Check("bf16 fade", f"bf16 (the fade) {listed(fade)}"),
+        Check(
+            "threshold (not data)",
+            "below 0.10 in both seeds" if max(live) < 0.10 else "not below 0.10",
+            "claim",
+        ),
     ]
 
 
