@@ -74,6 +74,7 @@ def logit_gradient(
     beta: float,
     mode: str,
     noise: tuple[np.ndarray, int] | None = None,
+    floor: tuple[float, float] = (0.0, 0.0),
 ) -> np.ndarray:
     """Ascent direction on the logits: policy gradient + entropy - KL, centred by `mode`:
     "values" subtracts beta x the cards' mean action value Q(a) (biased: the shared part of
@@ -82,7 +83,9 @@ def logit_gradient(
     gradient and the entropy bonus together (the bonus is the policy gradient of a reward
     -tau log pi(a), so rows can carry it), "full" the mean of the whole ascent direction
     (a preconditioner: the fixed points stay). `noise` (12 standard normals, games), where
-    given, adds a sampled batch's error to the policy gradient before any centering."""
+    given, adds a sampled batch's error to the policy gradient before any centering.
+    `floor` = (coef, p_min) adds the move floor (`spiral.algo.regularizers.move_floor`):
+    coef x log(pi(a) / p_min) for every move below p_min, reach-weighted."""
     if mode not in ("values", "pg", "pg_entropy", "full"):
         raise ValueError(f"unknown centering mode {mode!r}: values, pg, pg_entropy or full")
     reach_w, q = action_values(pi)
@@ -101,6 +104,10 @@ def logit_gradient(
         pg = pg + bonus - beta * _card_mean(pg + bonus, np.ones_like(pg))
         bonus = np.zeros_like(bonus)
     reg = bonus - reach_w[:, None] * lam * pi * (log_pi - log_mu - kl)
+    coef, p_min = floor
+    if coef > 0:  # d/dz log pi(a) = onehot(a) - pi, for each move a under the floor
+        below = pi < p_min
+        reg = reg + reach_w[:, None] * coef * (below - below.sum(-1, keepdims=True) * pi)
     grad = pg + reg
     if mode == "full":
         grad = grad - beta * _card_mean(grad, np.ones_like(grad))
@@ -129,14 +136,25 @@ def _card_mean(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
     return out
 
 
-def features(eps: float, seed: int = 0, seat_tie: float | None = None) -> np.ndarray:
+def features(
+    eps: float, seed: int = 0, seat_tie: float | None = None, ordinal: float = 0.0
+) -> np.ndarray:
     """12 x DIM: [one-hot history, eps * one-hot (card, history)] in a random dense basis.
 
     With `seat_tie` = d, the two seats' decisions of one kind (to bet or check: "" and
     "p"; to call or fold: "pb" and "b") also share their features: a history's part is
     one-hot(kind) + d * one-hot(history), a card's part eps * (one-hot(card, kind) + d *
     one-hot(card, history)), so a card's first-mover and second-mover rows have cosine
-    1 / (1 + d^2) and an update for one seat moves the other's play of the card."""
+    1 / (1 + d^2) and an update for one seat moves the other's play of the card.
+
+    With `ordinal` = o, each history also has a direction along which the cards lie in
+    rank order (J at -eps x o, Q at 0, K at +eps x o), a random unit vector of the whole
+    space (so it overlaps the other histories' and the seats' features, as a language
+    model's sense that J < Q < K is not confined to one decision): an update that makes K
+    bet more at one history moves J's and K's play apart at the others too. Kuhn's
+    equilibrium is not monotone in the card where it bluffs (J bets, Q checks, K bets).
+    Rank directions orthogonal to everything else leave the twin as it was, whatever
+    their length (docs/log.md)."""
     raw = np.zeros((12, 4 + 12 + 2 + 6))
     for c in range(3):
         for j, h in enumerate(HISTORIES):
@@ -147,7 +165,14 @@ def features(eps: float, seed: int = 0, seat_tie: float | None = None) -> np.nda
                 raw[i, j], raw[i, 4 + i] = seat_tie, eps * seat_tie
                 raw[i, 16 + kind], raw[i, 18 + 2 * c + kind] = 1.0, eps
     rotation, _ = np.linalg.qr(np.random.default_rng(seed).normal(size=(DIM, DIM)))
-    return raw @ rotation[: raw.shape[1]]
+    phi = raw @ rotation[: raw.shape[1]]
+    if ordinal:
+        rank = np.random.default_rng(100 + seed).normal(size=(4, DIM))
+        rank /= np.linalg.norm(rank, axis=1, keepdims=True)
+        for c in range(3):
+            for j, h in enumerate(HISTORIES):
+                phi[_index(c, h)] += eps * ordinal * (c - 1) * rank[j]
+    return phi
 
 
 def exploitability(pi: np.ndarray) -> float:
@@ -166,6 +191,8 @@ def run(
     steps: int = STEPS,
     games: int = 0,
     seat_tie: float | None = None,
+    floor: tuple[float, float] = (0.0, 0.0),
+    ordinal: float = 0.0,
 ) -> dict:
     """One run; `beta`, `lam` and `lr` may be functions of the update (1-based), for
     schedules (`benchmarks/kuhn_twin_schedules.py`); `games` > 0 adds the error of a
@@ -174,7 +201,7 @@ def run(
     lam_at = lam if callable(lam) else (lambda _: lam)
     lr_at = lr if callable(lr) else (lambda _: lr)
     rng = np.random.default_rng(1000 + seed)
-    phi = features(eps, seed, seat_tie)
+    phi = features(eps, seed, seat_tie, ordinal)
     theta = np.zeros((DIM, 2))
     m, v = np.zeros_like(theta), np.zeros_like(theta)
     magnet = _softmax(phi @ theta)
@@ -184,7 +211,7 @@ def run(
         if step % MAGNET_EVERY == 1:
             magnet = pi
         noise = (rng.standard_normal(12), games) if games else None
-        g = phi.T @ logit_gradient(pi, magnet, tau, lam_at(step), beta_at(step), mode, noise)
+        g = phi.T @ logit_gradient(pi, magnet, tau, lam_at(step), beta_at(step), mode, noise, floor)
         m = 0.9 * m + 0.1 * g
         v = 0.999 * v + 0.001 * g * g
         m_hat, v_hat = m / (1 - 0.9**step), v / (1 - 0.999**step)
@@ -201,10 +228,13 @@ def run(
         "lr": lr if not callable(lr) else None,
         "games": games,
         "seat_tie": seat_tie,
+        "ordinal": ordinal,
+        "floor": list(floor),
         "tau": tau,
         "lam": lam if not callable(lam) else None,
         "first_below_0.2": escape,
         "final_exploitability": curve[-1][1],
+        "final_policy": _softmax(phi @ theta)[:, 1].round(4).tolist(),
         "mean_last_quarter": float(np.mean([e for s, e in curve if s > 0.75 * steps])),
         "curve": curve,
     }

@@ -318,3 +318,29 @@ def lr_kl_target(row: Row) -> list[Check]:
         ),
         Check("averaged weights", f"averaged weights {mean_sd(finals(row, runs, AVERAGED))}"),
     ]
+
+
+@claim("in the shared-parameter Kuhn twin with the cards in rank order")
+def twin_floor(row: Row) -> list[Check]:
+    """Final exploitability per (rank strength, floor) over the bases; the J bluff's deaths."""
+    runs = row.metrics(f"{CENTERING}/twin-floor/runs.jsonl")
+
+    def ends(ordinal: float, coef: float) -> list[float]:
+        return [r["final_exploitability"] for r in runs
+                if r["ordinal"] == ordinal and r["floor"][0] == coef
+                and r["floor"][1] in (0.0, 0.1)]  # fmt: skip
+
+    bluffs = [r["final_policy"][1] for r in runs if r["ordinal"] == 3.0 and r["floor"][0] == 0]
+    dead = [b for b in bluffs if b < 0.05]
+    coef, p_min = next(r["floor"] for r in runs if r["floor"][0] == 0.2)
+    return [
+        Check("setting", f"floor {p_min:g} at coef {coef:g}"),
+        Check("strength 3, off", f"off {mean_sd(ends(3.0, 0.0))} (worst {f(max(ends(3.0, 0.0)))}"),
+        Check("dead bluffs", f"bluff {span(dead, 2)} in {len(dead)} of {len(bluffs)}"),
+        Check(
+            "strength 3, floor",
+            f"coef 0.2 {mean_sd(ends(3.0, 0.2))} (worst {f(max(ends(3.0, 0.2)))}",
+        ),
+        Check("strength 7", f"strength 7: {mean_sd(ends(7.0, 0.0))} vs {mean_sd(ends(7.0, 0.2))}"),
+        Check("no rank", f"no rank order: {mean_sd(ends(0.0, 0.0))} vs {mean_sd(ends(0.0, 0.2))}"),
+    ]

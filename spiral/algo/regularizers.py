@@ -38,10 +38,20 @@ already has there:
   (exact per token; no k1/k3 estimator needed, the learner holds both distributions).
 - Positions are weighted like the loss (mask x row weight) and normalised with it, so the
   regulariser is an average over the decisions actually visited.
+
+A **move floor** (`move_floor` = p_min, `move_floor_coef`) adds, at every constrained
+position, coef x log(p_min / p(a)) for each legal move a played with probability under
+p_min. The entropy bonus's pull on a move's logit is p(a) x (log-odds), which vanishes as
+p(a) -> 0; the floor's is coef x (1 - p(a)), which does not, so a mixed move that the
+updates of other states drag towards 0 is held near p_min. Where a move is clearly worse
+the policy gradient outweighs it and the move goes below the floor at a cost of about
+coef / (its loss in chips). Free-text positions (no token ruled out) have no moves to
+floor. Why Kuhn needs it, measured in a twin: `benchmarks/kuhn_twin_floor.py`.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -60,12 +70,17 @@ class Regularizer:
     entropy_coef: float = 0.0
     kl_coef: float = 0.0
     kl_reference: KlReference = "reference"
+    move_floor: float = 0.0
+    move_floor_coef: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.entropy_coef < 0 or self.kl_coef < 0:
+        if self.entropy_coef < 0 or self.kl_coef < 0 or self.move_floor_coef < 0:
             raise ValueError(
-                f"entropy_coef and kl_coef must be >= 0, got {self.entropy_coef}, {self.kl_coef}"
+                f"entropy_coef, kl_coef and move_floor_coef must be >= 0, got "
+                f"{self.entropy_coef}, {self.kl_coef}, {self.move_floor_coef}"
             )
+        if not 0.0 <= self.move_floor < 1.0:
+            raise ValueError(f"move_floor must be in [0, 1) (e.g. 0.1), got {self.move_floor}")
         if self.kl_reference not in KL_REFERENCES:
             raise ValueError(
                 f"kl_reference={self.kl_reference!r} is unknown; choose one of "
@@ -73,8 +88,12 @@ class Regularizer:
             )
 
     @property
+    def floored(self) -> bool:
+        return self.move_floor > 0 and self.move_floor_coef > 0
+
+    @property
     def active(self) -> bool:
-        return self.entropy_coef > 0 or self.kl_coef > 0
+        return self.entropy_coef > 0 or self.kl_coef > 0 or self.floored
 
     @property
     def needs_reference_model(self) -> bool:
@@ -100,6 +119,16 @@ def entropy_and_kl(logp_NV: Tensor, magnet_logp_NV: Tensor | None) -> tuple[Tens
     return entropy_N, kl_N
 
 
+def move_floor_deficit(logp_NV: Tensor, p_min: float) -> Tensor:
+    """Per row: the sum of log(p_min / p(a)) over the moves a with p(a) < p_min, 0 for a
+    row with no entry ruled out (-inf): free text has no moves to floor."""
+    support_NV = logp_NV > float("-inf")
+    safe_NV = torch.where(support_NV, logp_NV, torch.zeros_like(logp_NV))
+    gap_NV = (math.log(p_min) - safe_NV).clamp(min=0.0) * support_NV
+    constrained_N = ~support_NV.all(dim=-1)
+    return gap_NV.sum(dim=-1) * constrained_N
+
+
 def regularizer_loss(
     logp_NV: Tensor,
     magnet_logp_NV: Tensor | None,
@@ -113,16 +142,24 @@ def regularizer_loss(
     if reg.kl_coef > 0 and magnet_logp_NV is None:
         raise ValueError("kl_coef > 0 needs the magnet's log-probs")
     entropy_N, kl_N = entropy_and_kl(logp_NV, magnet_logp_NV)
-    return regularizer_from_terms(entropy_N, kl_N, weight_N, reg)
+    floor_N = move_floor_deficit(logp_NV, reg.move_floor) if reg.floored else None
+    return regularizer_from_terms(entropy_N, kl_N, weight_N, reg, floor_N)
 
 
 def regularizer_from_terms(
-    entropy_N: Tensor, kl_N: Tensor | None, weight_N: Tensor, reg: Regularizer
+    entropy_N: Tensor,
+    kl_N: Tensor | None,
+    weight_N: Tensor,
+    reg: Regularizer,
+    floor_N: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
-    """`regularizer_loss` from each position's entropy and KL (`entropy_and_kl`), for a
-    caller that computed them a chunk of positions at a time."""
+    """`regularizer_loss` from each position's entropy and KL (`entropy_and_kl`) and move
+    floor deficit (`move_floor_deficit`), for a caller that computed them a chunk of
+    positions at a time."""
     if reg.kl_coef > 0 and kl_N is None:
         raise ValueError("kl_coef > 0 needs the KL to the magnet")
+    if reg.floored and floor_N is None:
+        raise ValueError("a move floor needs each position's deficit (move_floor_deficit)")
     w_N = weight_N.detach().to(entropy_N.dtype)
     loss = -reg.entropy_coef * (w_N * entropy_N).sum()
     if kl_N is not None and reg.kl_coef > 0:
@@ -132,6 +169,10 @@ def regularizer_from_terms(
     if kl_N is not None:
         kl = float((w_N * kl_N.detach()).sum())
         diagnostics["kl_to_magnet"] = kl / total if total else 0.0
+    if floor_N is not None and reg.floored:
+        loss = loss + reg.move_floor_coef * (w_N * floor_N).sum()
+        deficit = float((w_N * floor_N.detach()).sum())
+        diagnostics["move_floor_deficit"] = deficit / total if total else 0.0
     return loss, diagnostics
 
 

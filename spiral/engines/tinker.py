@@ -203,7 +203,8 @@ class TinkerLearner:
             raise ValueError("forward_backward got no datums")
         if regularizer is not None and regularizer.active:
             raise TinkerUnsupported(
-                "entropy and KL regularisers need engine=torch (set entropy_coef=0 kl_coef=0)"
+                "entropy, KL and move-floor regularisers need engine=torch (set entropy_coef=0 "
+                "kl_coef=0 move_floor=0 move_floor_coef=0)"
             )
         name = loss_name(loss_fn)
         if name not in TINKER_LOSSES:

@@ -182,7 +182,29 @@ class RegularizerConfig:
         validator=non_negative,
     )
 
+    move_floor: float = chz.field(
+        default=0.0,
+        doc="with answer_format=constrained: a floor under every legal move's probability "
+        "(e.g. 0.1), held by move_floor_coef x log(move_floor / p) for each move below it, "
+        "a pull that does not vanish as p -> 0 as the entropy bonus's does; 0 = off",
+        validator=non_negative,
+    )
+    move_floor_coef: float = chz.field(
+        default=0.0,
+        doc="weight of the move floor's penalty (e.g. 0.2); 0 = off",
+        validator=non_negative,
+    )
+
     def validate(self) -> None:
+        if self.move_floor >= 1.0:
+            raise ConfigError(
+                f"move_floor must be below 1 (a probability, e.g. 0.1), got {self.move_floor}"
+            )
+        if (self.move_floor > 0) != (self.move_floor_coef > 0):
+            raise ConfigError(
+                "the move floor needs both move_floor (a probability, e.g. 0.1) and "
+                "move_floor_coef (its weight, e.g. 0.2) above 0, or both 0"
+            )
         if self.kl_reference == "snapshot" and self.kl_magnet_interval <= 0:
             raise ConfigError(
                 "kl_reference=snapshot needs kl_magnet_interval > 0, the steps between "

@@ -191,7 +191,13 @@ def update(
     loss_fn = functools.partial(get_loss(cfg.loss_fn), clip=cfg.learning.ppo_clip)
     entropy_coef = cfg.at(cfg.regularizer.entropy_coef, step)
     kl_coef = cfg.at(cfg.regularizer.kl_coef, step)
-    reg = Regularizer(entropy_coef, kl_coef, cfg.regularizer.kl_reference)
+    reg = Regularizer(
+        entropy_coef,
+        kl_coef,
+        cfg.regularizer.kl_reference,
+        cfg.regularizer.move_floor,
+        cfg.regularizer.move_floor_coef,
+    )
     minibatches = split_minibatches(
         datums, cfg.learning.num_substeps, derive_seed(cfg.seed, step, 2)
     )

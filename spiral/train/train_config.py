@@ -245,6 +245,11 @@ class TrainConfig:
             raise ConfigError(
                 "kl_reference=snapshot keeps the magnet as a LoRA adapter; set lora_rank > 0"
             )
+        if self.regularizer.move_floor > 0 and self.answer_format != "constrained":
+            raise ConfigError(
+                "move_floor holds up the probabilities of legal moves, which only "
+                "answer_format=constrained knows; set answer_format=constrained or move_floor=0"
+            )
         for group in (self.prompts, self.learning, self.regularizer, self.population):
             if group is not None:
                 group.validate()

@@ -7,7 +7,13 @@ import math
 import pytest
 import torch
 
-from spiral.algo.regularizers import Regularizer, entropy_and_kl, regularizer_loss, uniform_magnet
+from spiral.algo.regularizers import (
+    Regularizer,
+    entropy_and_kl,
+    move_floor_deficit,
+    regularizer_loss,
+    uniform_magnet,
+)
 
 NEG_INF = float("-inf")
 
@@ -84,3 +90,48 @@ def test_regularizer_validates_its_settings() -> None:
         regularizer_loss(
             _logp(0.5, 0.5).unsqueeze(0), None, torch.ones(1), Regularizer(kl_coef=1.0)
         )
+
+
+def test_move_floor_deficit_by_hand() -> None:
+    # Legal moves 0, 2, 3 with p = 0.9 / 0.06 / 0.04; token 1 illegal. Floor 0.1:
+    # ln(0.1 / 0.06) + ln(0.1 / 0.04) = 0.5108256 + 0.9162907 = 1.4271164.
+    rows = torch.stack([_logp(0.9, 0.0, 0.06, 0.04), _logp(0.5, 0.0, 0.25, 0.25)])
+    deficit = move_floor_deficit(rows, 0.1)
+    assert float(deficit[0]) == pytest.approx(1.4271164, abs=1e-6)
+    assert float(deficit[1]) == 0.0  # every move above the floor
+    # Free text (nothing ruled out) has no moves to floor, however small its tokens are.
+    assert float(move_floor_deficit(_logp(0.97, 0.01, 0.01, 0.01).unsqueeze(0), 0.1)[0]) == 0.0
+
+
+def test_move_floor_pull_does_not_vanish_as_a_move_dies() -> None:
+    """The floor's gradient on a dying move's logit stays near -coef; the entropy bonus's
+    shrinks with the move's probability."""
+    illegal = torch.tensor([[0.0, 0.0, NEG_INF]])  # two legal moves, one token ruled out
+    for p_small in (1e-2, 1e-4, 1e-6):
+        logits = torch.tensor([[math.log(1 - p_small), math.log(p_small), 0.0]], requires_grad=True)
+        logp = torch.log_softmax(logits + illegal, dim=-1)
+        loss, diag = regularizer_loss(
+            logp, None, torch.ones(1), Regularizer(move_floor=0.1, move_floor_coef=0.2)
+        )
+        loss.backward()
+        assert logits.grad is not None
+        # d/dz_1 of 0.2 (ln 0.1 - ln p_1) = -0.2 (1 - p_1)
+        assert float(logits.grad[0, 1]) == pytest.approx(-0.2 * (1 - p_small), rel=1e-4)
+        assert diag["move_floor_deficit"] == pytest.approx(math.log(0.1 / p_small), rel=1e-4)
+        entropy_logits = logits.detach().clone().requires_grad_(True)
+        bonus, _ = regularizer_loss(
+            torch.log_softmax(entropy_logits + illegal, dim=-1), None, torch.ones(1),
+            Regularizer(entropy_coef=0.2),
+        )  # fmt: skip
+        bonus.backward()
+        assert entropy_logits.grad is not None
+        assert abs(float(entropy_logits.grad[0, 1])) < 0.2 * 20 * p_small
+
+
+def test_move_floor_settings() -> None:
+    assert Regularizer(move_floor=0.1, move_floor_coef=0.2).active
+    assert not Regularizer(move_floor=0.1).active  # no weight: off
+    with pytest.raises(ValueError, match="move_floor"):
+        Regularizer(move_floor=1.0, move_floor_coef=0.2)
+    with pytest.raises(ValueError, match=">= 0"):
+        Regularizer(move_floor=0.1, move_floor_coef=-0.2)

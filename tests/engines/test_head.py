@@ -43,16 +43,22 @@ def _problem(n: int = 7, hidden: int = 5, vocab: int = 11):
 @pytest.mark.parametrize("rows", [1, 2, 3, 7])
 def test_chunks_give_the_whole_terms_and_gradients(rows: int) -> None:
     head, hidden_NH, targets, dists, magnet, calls = _problem()
-    whole = head_terms(dists, hidden_NH, targets, magnet, rows=100)
-    loss = whole.values_N.sum() - 0.3 * whole.entropy_N.sum() + 0.2 * whole.kl_N.sum()
+    whole = head_terms(dists, hidden_NH, targets, magnet, rows=100, floor=0.4)
+    assert whole.kl_N is not None and whole.floor_N is not None
+    assert float(whole.floor_N[[0, 2, 4, 6]].abs().sum()) == 0.0  # free text: no floor
+    assert float(whole.floor_N.sum()) > 0  # some legal move is under 0.4
+    loss = (whole.values_N.sum() - 0.3 * whole.entropy_N.sum() + 0.2 * whole.kl_N.sum()
+            + 0.5 * whole.floor_N.sum())  # fmt: skip
     g_hidden, g_head = torch.autograd.grad(loss, (hidden_NH, head.weight))
     calls.clear()
-    part = head_terms(dists, hidden_NH, targets, magnet, rows=rows)
-    assert part.kl_N is not None and whole.kl_N is not None
-    loss = part.values_N.sum() - 0.3 * part.entropy_N.sum() + 0.2 * part.kl_N.sum()
+    part = head_terms(dists, hidden_NH, targets, magnet, rows=rows, floor=0.4)
+    assert part.kl_N is not None and part.floor_N is not None
+    loss = (part.values_N.sum() - 0.3 * part.entropy_N.sum() + 0.2 * part.kl_N.sum()
+            + 0.5 * part.floor_N.sum())  # fmt: skip
     c_hidden, c_head = torch.autograd.grad(loss, (hidden_NH, head.weight))
     for a, b in [(whole.values_N, part.values_N), (whole.entropy_N, part.entropy_N),
-                 (whole.kl_N, part.kl_N), (g_hidden, c_hidden), (g_head, c_head)]:  # fmt: skip
+                 (whole.kl_N, part.kl_N), (whole.floor_N, part.floor_N),
+                 (g_hidden, c_hidden), (g_head, c_head)]:  # fmt: skip
         torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
     chunks = -(-7 // rows)
     # Checkpointed when chunked: each chunk's head runs again in the backward pass.
@@ -61,7 +67,10 @@ def test_chunks_give_the_whole_terms_and_gradients(rows: int) -> None:
 
 def test_without_a_magnet_there_is_no_kl() -> None:
     _, hidden_NH, targets, dists, _, _ = _problem()
-    assert head_terms(dists, hidden_NH, targets, None, rows=2).kl_N is None
+    terms = head_terms(dists, hidden_NH, targets, None, rows=2)
+    assert terms.kl_N is None and terms.floor_N is None
+    floored = head_terms(dists, hidden_NH, targets, None, rows=2, floor=0.3)
+    assert floored.kl_N is None and floored.floor_N is not None
 
 
 def test_a_chunk_holds_the_byte_budget() -> None:
@@ -77,7 +86,7 @@ def test_the_learners_gradient_does_not_depend_on_the_chunk(
     for _, p in learner._named_trainable():  # LoRA B starts at zero: make it matter
         torch.nn.init.normal_(p, std=0.05)
     datums = sample_agreement_datums(learner, 0, 1.0)
-    reg = Regularizer(entropy_coef=0.1, kl_coef=0.2, kl_reference=kl_reference)
+    reg = Regularizer(0.1, 0.2, kl_reference, move_floor=0.3, move_floor_coef=0.1)
 
     def step() -> tuple[dict[str, float], dict[str, torch.Tensor]]:
         metrics = learner.forward_backward(datums, is_loss, reg)
@@ -90,5 +99,6 @@ def test_the_learners_gradient_does_not_depend_on_the_chunk(
     part, g_part = step()
     for name, grad in g_whole.items():
         torch.testing.assert_close(g_part[name], grad, atol=1e-5, rtol=0)
-    for key in ("loss", "entropy", "kl_to_magnet", "reg_loss"):
+    assert whole["move_floor_deficit"] > 0  # the floor reached the step
+    for key in ("loss", "entropy", "kl_to_magnet", "reg_loss", "move_floor_deficit"):
         assert part[key] == pytest.approx(whole[key], rel=1e-5, abs=1e-7)

@@ -102,6 +102,12 @@ def test_make_train_uses_a_known_preset() -> None:
         (["step_kl_max=0.05"], "step_kl_max=0.05: retired"),  # did not help
         (["share_prefix=false"], "share_prefix=false: always on now"),
         (["loss_fn=truncated_importance_sampling"], "retired"),
+        (["answer_format=constrained", "move_floor=0.1"], "both move_floor"),
+        (["answer_format=constrained", "move_floor_coef=0.2"], "both move_floor"),
+        (["answer_format=constrained", "move_floor=1", "move_floor_coef=0.2"], "below 1"),
+        (["answer_format=bracket", "move_floor=0.1", "move_floor_coef=0.2"], "constrained"),
+        (["move_floor=-0.1"], ">= 0"),
+        (["move_floor=nan"], "nan"),
     ],
 )
 def test_bad_config_says_what_to_do(args: list[str], message: str) -> None:
@@ -152,6 +158,8 @@ def test_regularised_learning_keys_parse_and_validate() -> None:
     assert at(fading.learning.private_centering, (0, 5, 10), fading) == pytest.approx(
         [0.95, 0.7, 0.45]
     )
+    floored = parse_config(["recipe=embedded-kuhn", "move_floor=0.1", "move_floor_coef=0.2"])
+    assert (floored.regularizer.move_floor, floored.regularizer.move_floor_coef) == (0.1, 0.2)
     for bad, hint in (
         ("kl_reference=base", "reference, uniform"),
         ("prompt_style=short", "original, focused, brief"),

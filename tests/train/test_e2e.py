@@ -227,3 +227,16 @@ def test_private_centering_moves_the_advantages_of_a_kuhn_step(
     assert centred["train/centering_mean_abs_offset"] > 0.0
     assert "train/centering_mean_abs_offset" not in plain
     assert centred["train/assemble/num_datums"] == plain["train/assemble/num_datums"]
+
+
+def test_a_move_floor_reaches_a_kuhn_step(tiny_model: Path, tmp_path: Path) -> None:
+    """`move_floor` adds its penalty at the constrained answers of a real step: the step
+    reports the deficit, and the regulariser's loss is larger than without the floor."""
+    extra = ("env_ids=KuhnPokerSingle-v0", "answer_format=constrained", "eval_every=0")
+    _run(tiny_model, tmp_path / "floor", 1, *extra, "move_floor=0.49", "move_floor_coef=1")
+    _run(tiny_model, tmp_path / "plain", 1, *extra)
+    floored = read_jsonl(tmp_path / "floor" / "metrics.jsonl")[-1]
+    plain = read_jsonl(tmp_path / "plain" / "metrics.jsonl")[-1]
+    assert floored["train/move_floor_deficit"] > 0.0
+    assert "train/move_floor_deficit" not in plain
+    assert floored["train/reg_loss"] > plain["train/reg_loss"]

@@ -298,7 +298,7 @@ class TorchLearner(LogProbs):
             return torch.zeros((), device=device), {}
         weight_N = torch.tensor(fwd.plan.weights, dtype=torch.float32, device=device)
         loss, diagnostics = regularizer_from_terms(
-            fwd.terms.entropy_N, fwd.terms.kl_N, weight_N, reg
+            fwd.terms.entropy_N, fwd.terms.kl_N, weight_N, reg, fwd.terms.floor_N
         )
         return loss, {
             **diagnostics,

@@ -107,6 +107,7 @@ class LogProbs:
             target_N,
             self._magnet(batch, plan, share, reg, vocab) if reg is not None and plan.rows else None,
             chunk_rows(vocab),
+            floor=reg.move_floor if reg is not None and reg.floored else 0.0,
         )
         lengths = [len(d.target_ids) for d in batch]
         offsets = [0]
