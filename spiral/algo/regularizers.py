@@ -40,8 +40,12 @@ already has there:
   regulariser is an average over the decisions actually visited.
 
 A **move floor** (`move_floor` = p_min, `move_floor_coef`) adds, at every constrained
-position, coef x log(p_min / p(a)) for each legal move a played with probability under
-p_min. The entropy bonus's pull on a move's logit is p(a) x (log-odds), which vanishes as
+position, coef x log(p_min / p(t)) for each legal next token t played with probability
+under p_min. Where the legal moves part at one token (Kuhn, Leduc, TicTacToe and Connect
+Four with common tokenizers) that is each move's probability; where they part over
+several (Liar's Dice, Negotiation), it floors the tokens along the sampled answer, not
+each move (a token that 50 offers share counts once). Where n tokens are legal, a floor
+above 1/n cannot be met and pulls towards uniform. The entropy bonus's pull on a move's logit is p(a) x (log-odds), which vanishes as
 p(a) -> 0; the floor's is coef x (1 - p(a)), which does not, so a mixed move that the
 updates of other states drag towards 0 is held near p_min. Where a move is clearly worse
 the policy gradient outweighs it and the move goes below the floor at a cost of about
@@ -74,9 +78,10 @@ class Regularizer:
     move_floor_coef: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.entropy_coef < 0 or self.kl_coef < 0 or self.move_floor_coef < 0:
+        coefs = (self.entropy_coef, self.kl_coef, self.move_floor_coef)
+        if not all(c >= 0 and math.isfinite(c) for c in coefs):
             raise ValueError(
-                f"entropy_coef, kl_coef and move_floor_coef must be >= 0, got "
+                f"entropy_coef, kl_coef and move_floor_coef must be finite and >= 0, got "
                 f"{self.entropy_coef}, {self.kl_coef}, {self.move_floor_coef}"
             )
         if not 0.0 <= self.move_floor < 1.0:
@@ -120,8 +125,8 @@ def entropy_and_kl(logp_NV: Tensor, magnet_logp_NV: Tensor | None) -> tuple[Tens
 
 
 def move_floor_deficit(logp_NV: Tensor, p_min: float) -> Tensor:
-    """Per row: the sum of log(p_min / p(a)) over the moves a with p(a) < p_min, 0 for a
-    row with no entry ruled out (-inf): free text has no moves to floor."""
+    """Per row: the sum of log(p_min / p(t)) over the legal tokens t with p(t) < p_min, 0
+    for a row with no entry ruled out (-inf): free text has no moves to floor."""
     support_NV = logp_NV > float("-inf")
     safe_NV = torch.where(support_NV, logp_NV, torch.zeros_like(logp_NV))
     gap_NV = (math.log(p_min) - safe_NV).clamp(min=0.0) * support_NV

@@ -152,7 +152,8 @@ class LearningConfig:
 
 @chz.chz
 class RegularizerConfig:
-    """An entropy bonus and a KL towards a magnet (spiral/algo/regularizers.py)."""
+    """An entropy bonus, a KL towards a magnet and a floor under each legal move
+    (spiral/algo/regularizers.py)."""
 
     entropy_coef: Schedule = chz.field(
         default=schedule.constant(0.0),
@@ -184,9 +185,11 @@ class RegularizerConfig:
 
     move_floor: float = chz.field(
         default=0.0,
-        doc="with answer_format=constrained: a floor under every legal move's probability "
-        "(e.g. 0.1), held by move_floor_coef x log(move_floor / p) for each move below it, "
-        "a pull that does not vanish as p -> 0 as the entropy bonus's does; 0 = off",
+        doc="with answer_format=constrained: a floor under every legal next token's "
+        "probability (e.g. 0.1), held by move_floor_coef x log(move_floor / p) for each one "
+        "below it, a pull that does not vanish as p -> 0 as the entropy bonus's does; where "
+        "moves part at one token (Kuhn, Leduc, TicTacToe) that is each move's probability; "
+        "above 1/n it cannot be met where n tokens are legal and pulls towards uniform; 0 = off",
         validator=non_negative,
     )
     move_floor_coef: float = chz.field(
@@ -196,9 +199,10 @@ class RegularizerConfig:
     )
 
     def validate(self) -> None:
-        if self.move_floor >= 1.0:
+        if self.move_floor >= 0.5:
             raise ConfigError(
-                f"move_floor must be below 1 (a probability, e.g. 0.1), got {self.move_floor}"
+                f"move_floor must be below 0.5 (no policy keeps two moves both at or above "
+                f"0.5; e.g. 0.1), got {self.move_floor}"
             )
         if (self.move_floor > 0) != (self.move_floor_coef > 0):
             raise ConfigError(

@@ -153,6 +153,13 @@ def check_machine(cfg: TrainConfig) -> None:
             f"weight_ema_decay averages weights held here; engine={cfg.compute.engine} keeps "
             "them elsewhere: use engine=torch or weight_ema_decay=0"
         )
+    reg = cfg.regularizer
+    regularised = not (reg.entropy_coef.is_off and reg.kl_coef.is_off and reg.move_floor == 0)
+    if regularised and cfg.compute.engine == "tinker":
+        raise ConfigError(
+            "entropy, KL and move-floor regularisers are computed by engine=torch; with "
+            "engine=tinker set entropy_coef=0 kl_coef=0 move_floor=0 move_floor_coef=0"
+        )
     problem = missing_sink_package(
         tensorboard=cfg.logging.tensorboard, wandb=bool(cfg.logging.wandb_project)
     )

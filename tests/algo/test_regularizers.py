@@ -133,5 +133,6 @@ def test_move_floor_settings() -> None:
     assert not Regularizer(move_floor=0.1).active  # no weight: off
     with pytest.raises(ValueError, match="move_floor"):
         Regularizer(move_floor=1.0, move_floor_coef=0.2)
-    with pytest.raises(ValueError, match=">= 0"):
-        Regularizer(move_floor=0.1, move_floor_coef=-0.2)
+    for coef in (-0.2, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="finite and >= 0"):
+            Regularizer(move_floor=0.1, move_floor_coef=coef)

@@ -104,7 +104,7 @@ def test_make_train_uses_a_known_preset() -> None:
         (["loss_fn=truncated_importance_sampling"], "retired"),
         (["answer_format=constrained", "move_floor=0.1"], "both move_floor"),
         (["answer_format=constrained", "move_floor_coef=0.2"], "both move_floor"),
-        (["answer_format=constrained", "move_floor=1", "move_floor_coef=0.2"], "below 1"),
+        (["answer_format=constrained", "move_floor=0.5", "move_floor_coef=0.2"], "below 0.5"),
         (["answer_format=bracket", "move_floor=0.1", "move_floor_coef=0.2"], "constrained"),
         (["move_floor=-0.1"], ">= 0"),
         (["move_floor=nan"], "nan"),
@@ -286,3 +286,19 @@ def test_an_empty_item_in_a_list_is_none(capsys: pytest.CaptureFixture[str]) -> 
     assert flat_json(parse_config(["stop=,,,"]))["stop"] == []
     assert parse_config(["fsp_enabled=false", "fsp_pool_size=5"]).population is None
     assert "fsp_pool_size does nothing with fsp_enabled=false" in capsys.readouterr().err
+
+
+def test_tinker_refuses_regularisers_before_anything_runs() -> None:
+    """The hosted engine computes none of the regularisers: refused with the machine
+    checks, before a model is loaded or a game played."""
+    from spiral.train.setup import check_machine
+
+    base = ["engine=tinker", "model_name=embedded", "weight_ema_decay=0"]
+    check_machine(parse_config(base))  # nothing regularised: fine
+    for extra in (
+        ["entropy_coef=0.1"],
+        ["kl_coef=0->0.5"],
+        ["answer_format=constrained", "move_floor=0.1", "move_floor_coef=0.2"],
+    ):
+        with pytest.raises(ConfigError, match="with engine=tinker set entropy_coef=0"):
+            check_machine(parse_config(base + extra))
