@@ -3,7 +3,7 @@ population play and the async actor-learner; each against the runs it is compare
 
 from __future__ import annotations
 
-from .core import AVERAGED, NUMBER_WORDS, POOL, Check, Row, claim, f, mean_sd, span
+from .core import AVERAGED, NUMBER_WORDS, POOL, Check, Row, claim, f, mean_sd, span, words
 from .kuhn import (
     ASYNC,
     BEFORE_FADE,
@@ -342,4 +342,31 @@ def twin_floor(row: Row) -> list[Check]:
         ),
         Check("strength 7", f"strength 7: {mean_sd(ends(7.0, 0.0))} vs {mean_sd(ends(7.0, 0.2))}"),
         Check("no rank", f"no rank order: {mean_sd(ends(0.0, 0.0))} vs {mean_sd(ends(0.0, 0.2))}"),
+    ]
+
+
+FLOOR = f"{CENTERING}/move-floor"
+
+
+@claim("a floor under every legal move")
+def move_floor_model(row: Row) -> list[Check]:
+    """The floor's runs (fp32, the AVX2 machine) against the preset's on the same seeds, and
+    the floor's own bias: the least exploitability with every move kept at 0.1 or more."""
+    runs = [f"{FLOOR}/seed{s}/metrics.jsonl" for s in range(5)]
+    live, averaged = finals(row, runs), finals(row, runs, AVERAGED)
+    fp32 = finals(row, [FP32_384[s] for s in range(4)])
+    fade = finals(row.row("make train lowers"), FADE)
+    bound = next(b for b in row.json(f"{FLOOR}/bound.json") if b["p_min"] == 0.1)
+    return [
+        *stats("live", live),
+        Check("live", f"live {listed(live)}"),
+        Check("averaged weights", f"averaged weights {mean_sd(averaged)}"),
+        Check("seeds", seed_range(seeds(row, runs))),
+        Check("fp32 preset", f"fp32 under the AVX2 cap {listed(fp32)}"),
+        Check("lower in fp32", f"lower in {words(sum(map(float.__lt__, live, fp32)))} of four"),
+        Check("bf16 fade", f"bf16 (the fade) {listed(fade)}: {mean_sd(fade)}"),
+        Check("lower in bf16", f"lower in {words(sum(map(float.__lt__, live, fade)))} of five"),
+        Check("at step 40", f"at step 40: {listed([row.evals(m)[40] for m in runs])}"),
+        Check("bound", f"at least {f(bound['searched'])} exploitable"),
+        Check("clipped equilibrium", f"clipped into [0.1, 0.9] {f(bound['clipped_equilibrium'])}"),
     ]
