@@ -346,13 +346,14 @@ def twin_floor(row: Row) -> list[Check]:
 
 
 FLOOR = f"{CENTERING}/move-floor"
+FLOOR_RUNS = [f"{FLOOR}/seed{s}/metrics.jsonl" for s in range(5)]
 
 
 @claim("a floor under every legal move")
 def move_floor_model(row: Row) -> list[Check]:
     """The floor's runs (fp32, the AVX2 machine) against the preset's on the same seeds, and
     the floor's own bias: the least exploitability with every move kept at 0.1 or more."""
-    runs = [f"{FLOOR}/seed{s}/metrics.jsonl" for s in range(5)]
+    runs = FLOOR_RUNS
     live, averaged = finals(row, runs), finals(row, runs, AVERAGED)
     fp32 = finals(row, [FP32_384[s] for s in range(4)])
     fade = finals(row.row("make train lowers"), FADE)

@@ -19,7 +19,7 @@ from . import cpu_classes
 from .core import AVERAGED, POOL, Check, NoData, Outcome, Table, compare, f, mean_sd, span, words
 from .engine import CPU_BENCH_FOLDERS, DECODE_RUNS, FIRST_BENCH, H200, benches, elapsed_min
 from .kuhn import BEFORE_FADE, FADE, finals
-from .kuhn_levers import FP32_384, bound_two
+from .kuhn_levers import FLOOR_RUNS, FP32_384, bound_two
 from .leduc import BALANCED, lower, recipe_runs, scale
 
 Headline = Callable[[Table], list[Check]]
@@ -168,7 +168,7 @@ def population(table: Table) -> list[Check]:
 @headline("A floor under every legal move")
 def move_floor(table: Table) -> list[Check]:
     row = table.find("a floor under every legal move")
-    runs = [f"docs/results/kuhn-centering/move-floor/seed{s}/metrics.jsonl" for s in range(5)]
+    runs = FLOOR_RUNS
     live = finals(row, runs)
     fp32 = finals(row, [FP32_384[s] for s in sorted(FP32_384)])
     return [
