@@ -49,8 +49,9 @@ above 1/n cannot be met and pulls towards uniform. The entropy bonus's pull on a
 logit is p(a) x (log-odds), which vanishes as p(a) -> 0; the floor's is coef x (1 - p(a)),
 which does not, so a mixed move that the updates of other states drag towards 0 is held
 near p_min. Where a move is clearly worse the policy gradient outweighs it and the move
-goes below the floor at a cost of about coef / (its loss in chips). Free-text positions (no token ruled out) have no moves to
-floor. Why Kuhn needs it, measured in a twin: `benchmarks/kuhn_twin_floor.py`.
+goes below the floor at a cost of about coef / (its loss in chips). Free-text positions
+(no token ruled out) have no moves to floor. Why Kuhn needs it, measured in a twin:
+`benchmarks/kuhn_twin_floor.py`.
 """
 
 from __future__ import annotations
