@@ -158,8 +158,10 @@ def test_regularised_learning_keys_parse_and_validate() -> None:
     assert at(fading.learning.private_centering, (0, 5, 10), fading) == pytest.approx(
         [0.95, 0.7, 0.45]
     )
-    floored = parse_config(["recipe=embedded-kuhn", "move_floor=0.1", "move_floor_coef=0.2"])
+    floored = parse_config(["recipe=embedded-kuhn"])
     assert (floored.regularizer.move_floor, floored.regularizer.move_floor_coef) == (0.1, 0.2)
+    off = parse_config(["recipe=embedded-kuhn", "move_floor=0", "move_floor_coef=0"])
+    assert (off.regularizer.move_floor, off.regularizer.move_floor_coef) == (0.0, 0.0)
     for bad, hint in (
         ("kl_reference=base", "reference, uniform"),
         ("prompt_style=short", "original, focused, brief"),

@@ -19,7 +19,8 @@ from spiral.train.resume import check_resume_config
 
 DATA = Path(__file__).parents[1] / "data" / "configs-before-recipes"
 TODAY = {
-    "embedded-kuhn": ["recipe=embedded-kuhn"],
+    # the preset has kept a floor under every move since these files were written
+    "embedded-kuhn": ["recipe=embedded-kuhn", "move_floor=0", "move_floor_coef=0"],
     "embedded-tictactoe": ["recipe=embedded-tictactoe"],
     "async-linear-lr": [
         "use_async_actor_learner=true",
@@ -58,10 +59,21 @@ def test_a_changed_run_is_still_refused(name: str, change: str, key: str) -> Non
         check_resume_config(_saved(name), new, same_run=True)
 
 
+def test_a_run_from_before_the_floor_says_how_to_resume_without_it() -> None:
+    """Resumed with today's preset alone, such a run is refused with the keys to add."""
+    with pytest.raises(ConfigError) as refused:
+        check_resume_config(
+            _saved("embedded-kuhn"),
+            parse_config(["recipe=embedded-kuhn"]).to_json(),
+            same_run=True,
+        )
+    assert "move_floor=0" in str(refused.value)
+
+
 def test_the_earlier_command_lines_give_todays_configs() -> None:
     """The earlier keys, typed as before, parse to the same config as today's words."""
     for name, earlier in (
-        ("embedded-kuhn", ["preset=embedded-kuhn"]),
+        ("embedded-kuhn", ["preset=embedded-kuhn", "move_floor=0", "move_floor_coef=0"]),
         (
             "async-linear-lr",
             [

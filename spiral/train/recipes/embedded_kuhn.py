@@ -58,6 +58,8 @@ def config() -> TrainConfig:
             kl_coef=schedule.linear(0.0, 0.6),
             kl_reference="snapshot",
             kl_magnet_interval=20,
+            move_floor=0.1,
+            move_floor_coef=0.2,
         ),
         evaluation=EvalConfig(eval_games=100),
         compute=ComputeConfig(micro_batch_tokens=4096),
