@@ -29,6 +29,7 @@ HEADLINE: tuple[tuple[str, str, str], ...] = (
     ("adv_std", "*assemble/std_advantage", "{:.3f}"),
     ("entropy", "train/entropy", "{:.3f}"),
     ("kl", "*approx_kl", "{:.4f}"),
+    ("floor", "*move_floor_deficit", "{:.4f}"),  # logged only when the move floor is on
     ("clip", "*clip_frac", "{:.3f}"),
     ("tokens", "train/*/seat*/mean_response_tokens", "{:.0f}"),
     ("games/s", "perf/games_per_s", "{:.1f}"),

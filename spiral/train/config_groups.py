@@ -189,12 +189,13 @@ class RegularizerConfig:
         "probability (e.g. 0.1), held by move_floor_coef x log(move_floor / p) for each one "
         "below it, a pull that does not vanish as p -> 0 as the entropy bonus's does; where "
         "moves part at one token (Kuhn, Leduc, TicTacToe) that is each move's probability; "
-        "above 1/n it cannot be met where n tokens are legal and pulls towards uniform; 0 = off",
+        "above 1/n it cannot be met where n tokens are legal and pulls towards uniform; below "
+        "0.5; 0 = off (with move_floor_coef=0)",
         validator=non_negative,
     )
     move_floor_coef: float = chz.field(
         default=0.0,
-        doc="weight of the move floor's penalty (e.g. 0.2); 0 = off",
+        doc="weight of the move floor's penalty (e.g. 0.2); 0 = off (with move_floor=0)",
         validator=non_negative,
     )
 

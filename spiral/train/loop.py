@@ -37,7 +37,7 @@ from spiral.train.checkpoint import LoopState, latest_checkpoint, save_checkpoin
 from spiral.train.config import TrainConfig
 from spiral.train.magnet import SnapshotMagnet
 from spiral.train.population import MEMBER_PREFIX, Population, members_in_checkpoints
-from spiral.train.resume import remove_partial_writes, restore
+from spiral.train.resume import remove_partial_writes, restore, stretched_schedules
 from spiral.train.run_lock import run_lock
 from spiral.train.setup import RunSetup, build_sinks, make_eval_fn
 from spiral.train.step import POLICY, Collector, collect, step_specs, train_step
@@ -161,6 +161,9 @@ def _begin(
         )
         return _Start(None, state.step, Baselines({}), None)
     log(f"resumed from {restored.folder} at step {state.step}")
+    stretched = stretched_schedules(state.config, cfg, state.step)
+    if stretched:
+        log(stretched)
     saved_t = state.config.get("temperature", cfg.temperature)
     if saved_t != cfg.temperature:
         log(f"temperature {saved_t} -> {cfg.temperature}: sampling and scoring now use it")

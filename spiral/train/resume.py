@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from spiral.algo import schedule
 from spiral.args import flat_json
 from spiral.checkpoints.manifest import DamagedCheckpointError
 from spiral.engines.base import Learner
@@ -111,6 +112,7 @@ def check_resume_config(saved: dict[str, Any], new: dict[str, Any], same_run: bo
             )
     if not same_run:
         return
+    changed = []
     for key in sorted(set(saved) | set(new)):
         if key in SAFE_KEYS or key in SHAPE_KEYS:
             continue
@@ -122,12 +124,38 @@ def check_resume_config(saved: dict[str, Any], new: dict[str, Any], same_run: bo
                 "with another log_path"
             )
         if was != new.get(key):
-            raise ConfigError(
-                f"cannot resume this run folder with {key}={cli_word(new.get(key))}: it was "
-                f"trained with {key}={cli_word(was)}, and mixing both in one metrics.jsonl "
-                f"hides the change; pass {key}={cli_word(was)} to continue, or start a new "
-                "run (another log_path, optionally load_checkpoint_path=<this checkpoint>)"
-            )
+            changed.append(key)
+    if changed:  # every changed key at once, so that the words given back are enough
+        now = " ".join(f"{k}={cli_word(new.get(k))}" for k in changed)
+        then = " ".join(f"{k}={cli_word(saved.get(k))}" for k in changed)
+        raise ConfigError(
+            f"cannot resume this run folder with {now}: it was trained with {then}, and "
+            f"mixing both in one metrics.jsonl hides the change; pass {then} to continue, "
+            "or start a new run (another log_path, optionally load_checkpoint_path=<this "
+            "checkpoint>)"
+        )
+
+
+def stretched_schedules(saved: dict[str, Any], cfg: TrainConfig, step: int) -> str | None:
+    """A notice when a resume changes the run's length under a schedule that spans the run
+    (linear or cosine): from `step` on, it follows the new length. None otherwise."""
+    before = TrainConfig().to_json() | saved
+    ran = int(before["max_steps"]) or int(before["num_train_datapoints"]) // int(
+        before["batch_size"]
+    )
+    if ran == cfg.num_steps:
+        return None
+    spans = []
+    for key, word in flat_json(cfg).items():
+        if isinstance(word, str) and "->" in word:  # START->END or cosine:START->END
+            value = schedule.parse(word)
+            spans.append(f"{key} {value.at(step, ran):.3g} -> {value.at(step, cfg.num_steps):.3g}")
+    if not spans:
+        return None
+    return (
+        f"{ran} -> {cfg.num_steps} steps: the schedules that span the run follow the new "
+        f"length from step {step} ({', '.join(spans)})"
+    )
 
 
 def _with_defaults(saved: dict[str, Any]) -> dict[str, Any]:

@@ -191,7 +191,8 @@ class TrainConfig:
     )
     regularizer: RegularizerConfig = chz.field(
         default_factory=RegularizerConfig,
-        doc="an entropy bonus and a KL towards a magnet (spiral/algo/regularizers.py)",
+        doc="an entropy bonus, a KL towards a magnet and a floor under every move "
+        "(spiral/algo/regularizers.py)",
     )
     population: PopulationConfig | None = chz.field(
         default=None,

@@ -85,6 +85,10 @@ def test_format_progress() -> None:
     # Resumed at step 30: 5 steps in 50 s here -> 10 s per step, 5 left -> 50 s.
     assert format_progress(35, 40, {}, elapsed_s=50.0, first=30).endswith("10.0s/step | ETA 50s")
     assert "\n" not in line
+    floored = format_progress(
+        10, 40, {"train/approx_kl": 0.002, "train/move_floor_deficit": 0.0217}, 5.0
+    )
+    assert "| kl 0.0020 | floor 0.0217 |" in floored  # shown only where the floor is logged
 
 
 def test_format_duration() -> None:

@@ -204,3 +204,34 @@ def test_a_folder_trained_with_a_non_finite_value_is_refused_with_a_way_on() -> 
     with pytest.raises(ConfigError, match=r"learning_rate=nan, a value Spiral now refuses"):
         check_resume_config(saved, new, same_run=True)
     check_resume_config(dict(new), new, same_run=True)  # the same finite config resumes
+
+
+def test_a_refusal_names_every_changed_key_and_its_words_resume() -> None:
+    """Two keys that must change together are given back together: the words the refusal
+    asks for are enough to continue."""
+    import re
+
+    saved = parse_config(["recipe=embedded-kuhn", "move_floor=0", "move_floor_coef=0"]).to_json()
+    with pytest.raises(ConfigError) as refused:
+        check_resume_config(saved, parse_config(["recipe=embedded-kuhn"]).to_json(), True)
+    words = re.search(r"pass (.+?) to continue", str(refused.value))
+    assert words is not None and words.group(1).split() == ["move_floor=0.0", "move_floor_coef=0.0"]
+    again = parse_config(["recipe=embedded-kuhn", *words.group(1).split()]).to_json()
+    check_resume_config(saved, again, same_run=True)
+
+
+def test_a_longer_run_says_how_its_spanning_schedules_move() -> None:
+    from spiral.train.resume import stretched_schedules
+
+    short = parse_config(["recipe=embedded-kuhn", "max_steps=3"])
+    longer = parse_config(["recipe=embedded-kuhn", "max_steps=120"])
+    notice = stretched_schedules(short.to_json(), longer, step=3)
+    assert notice is not None and notice.startswith("3 -> 120 steps")
+    # linear 0.3->0.1: the saved run's last value at step 3, the longer run's 0.3 - 0.2 * 3/119
+    assert "entropy_coef 0.1 -> 0.295" in notice and "kl_coef 0.6 -> 0.0151" in notice
+    assert "learning_rate" not in notice  # a step schedule keeps its steps
+    assert stretched_schedules(longer.to_json(), longer, step=3) is None
+    flat = parse_config(["recipe=embedded-kuhn", "max_steps=9", "entropy_coef=0.2"])
+    assert stretched_schedules(short.to_json(), flat, step=3) is not None  # kl still spans
+    plain = parse_config(["max_steps=9"])
+    assert stretched_schedules(parse_config(["max_steps=3"]).to_json(), plain, 3) is None
