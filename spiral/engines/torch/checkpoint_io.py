@@ -144,7 +144,9 @@ def save_trained(model: Any, path: Path, weights: dict[str, torch.Tensor] | None
     pool members), else the full model. `weights`: these instead of the model's own, by
     parameter name (an FSDP learner's, gathered whole)."""
     if is_peft(model):
-        model.save_pretrained(str(path), selected_adapters=[snapshots.TRAINED], state_dict=weights)
+        model.save_pretrained(
+            str(path), selected_adapters=[snapshots.TRAINED], state_dict=weights, **snapshots.NO_HUB
+        )
     else:
         model.save_pretrained(str(path), state_dict=weights)
 

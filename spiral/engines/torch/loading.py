@@ -213,7 +213,8 @@ def _load_adapter(model: Any, source: str) -> Any:
         ) from err
     if file.is_file():
         with safe_open(str(file), framework="pt") as found:
-            missing = sorted(set(get_peft_model_state_dict(model)) - set(found.keys()))
+            ours = get_peft_model_state_dict(model, save_embedding_layers=False)
+            missing = sorted(set(ours) - set(found.keys()))
         if missing:
             raise DamagedModelFolder(
                 f"{file} lacks {len(missing)} tensor(s) the adapter needs "

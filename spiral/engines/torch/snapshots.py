@@ -26,6 +26,9 @@ from pathlib import Path
 from typing import Any
 
 TRAINED = "default"  # PEFT's name for the adapter being trained
+# PEFT's state-dict writer asks the Hub whether the base model's vocabulary changed when the
+# adapter names a hub id ("auto"); Spiral never resizes the vocabulary nor goes online.
+NO_HUB: dict[str, Any] = {"save_embedding_layers": False}
 WEIGHTS_FILE = "adapter_model.safetensors"
 CONFIG_FILE = "adapter_config.json"
 
@@ -55,7 +58,7 @@ def take_snapshot(model: Any, name: str) -> None:
 
     _require_lora(model)
     _check_name(model, name)
-    weights = {k: v.detach().clone() for k, v in get_peft_model_state_dict(model).items()}
+    weights = {k: v.detach().clone() for k, v in get_peft_model_state_dict(model, **NO_HUB).items()}
     model.add_adapter(name, model.peft_config[TRAINED])
     set_peft_model_state_dict(model, weights, adapter_name=name)
     model.set_adapter(TRAINED)  # add_adapter leaves "default" active; make sure
@@ -67,7 +70,7 @@ def save_snapshot(model: Any, name: str, folder: Path) -> None:
     folder = Path(folder)
     tmp = folder.with_name(f".tmp-{folder.name}")
     shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(str(tmp), selected_adapters=[name])  # writes tmp/<name>/
+    model.save_pretrained(str(tmp), selected_adapters=[name], **NO_HUB)  # tmp/<name>/
     shutil.rmtree(folder, ignore_errors=True)
     os.replace(tmp / name, folder)
     shutil.rmtree(tmp, ignore_errors=True)
