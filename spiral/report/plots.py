@@ -63,8 +63,15 @@ CURVES: tuple[Curve, ...] = (
     ),
     Curve(
         "loss_diagnostics",
-        "Loss diagnostics: importance ratio, clip fraction, KL, entropy",
-        ("train/ratio_mean", "train/clip_frac", "train/approx_kl", "train/entropy", "train/kl"),
+        "Loss diagnostics: importance ratio, clip fraction, KL, entropy, the move floor's deficit",
+        (
+            "train/ratio_mean",
+            "train/clip_frac",
+            "train/approx_kl",
+            "train/entropy",
+            "train/kl",
+            "train/move_floor_deficit",
+        ),
     ),
     Curve("grad_norm", "Gradient norm and learning rate", ("train/grad_norm", "optim/lr")),
     Curve("throughput", "Throughput", ("perf/games_per_s",)),

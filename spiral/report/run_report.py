@@ -56,6 +56,7 @@ SUMMARY_PATTERNS: tuple[str, ...] = (
     "rae/*/baseline_updated",
     "*assemble/mean_advantage",
     "*approx_kl",
+    "train/move_floor_deficit",
 )
 
 
