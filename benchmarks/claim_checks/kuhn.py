@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from .core import AVERAGED, LIVE, Check, NoData, Row, claim, f, mean_sd, span, words
 
+# The preset today (the centering fade and the move floor): bf16 on the AVX512-BF16 CPU,
+# and fp32 on the AVX2 CPU; before the floor, the fade alone (bf16).
+PRESET_RUNS = [
+    f"docs/results/kuhn-centering/move-floor-bf16/seed{s}/metrics.jsonl" for s in range(5)
+]
+FLOOR = "docs/results/kuhn-centering/move-floor"
+FLOOR_RUNS = [f"{FLOOR}/seed{s}/metrics.jsonl" for s in range(5)]
 FADE = [f"docs/results/kuhn-centering/fade/seed{s}.metrics.jsonl" for s in range(5)]
+BEFORE_FLOOR = "the preset before its move floor"
 # Every run of the preset before the centering fade that has its metrics file.
 BEFORE_FADE = [
     "docs/results/kuhn-make-train/metrics.jsonl",
@@ -61,13 +69,29 @@ def before_fade_finals(row: Row, key: str = LIVE) -> list[float]:
 
 @claim("make train lowers Kuhn exploitability")
 def make_train(row: Row) -> list[Check]:
-    live, averaged = finals(row, FADE), finals(row, FADE, AVERAGED)
-    start = [row.evals(m)[0] for m in FADE]
+    live, averaged = finals(row, PRESET_RUNS), finals(row, PRESET_RUNS, AVERAGED)
+    start = [row.evals(m)[0] for m in PRESET_RUNS + FLOOR_RUNS]
+    fp32 = finals(row, FLOOR_RUNS)
+    for m in PRESET_RUNS + FLOOR_RUNS:
+        cfg = row.config(config_of(m))
+        if (cfg.get("move_floor"), cfg.get("move_floor_coef")) != (0.1, 0.2):
+            raise NoData(f"{m} ran without the preset's move floor")
     return [
         Check("base model at step 0", span(start), "claim"),
         *stats("live", live),
+        Check("seeds", seed_range(seeds(row, PRESET_RUNS))),
+        Check("averaged weights", f"averaged weights {mean_sd(averaged)}"),
+        Check("fp32", f"fp32: {mean_sd(fp32)}, range {span(fp32)}, n = {len(fp32)}"),
+    ]
+
+
+@claim(BEFORE_FLOOR)
+def before_floor(row: Row) -> list[Check]:
+    live, averaged = finals(row, FADE), finals(row, FADE, AVERAGED)
+    return [
+        *stats("live", live),
         Check("seeds", seed_range(seeds(row, FADE))),
-        Check("averaged weights", mean_sd(averaged)),
+        Check("averaged weights", f"averaged weights {mean_sd(averaged)}"),
     ]
 
 

@@ -7,7 +7,10 @@ from .core import AVERAGED, NUMBER_WORDS, POOL, Check, Row, claim, f, mean_sd, s
 from .kuhn import (
     ASYNC,
     BEFORE_FADE,
+    BEFORE_FLOOR,
     FADE,
+    FLOOR,
+    FLOOR_RUNS,
     before_fade_finals,
     config_of,
     finals,
@@ -128,7 +131,7 @@ FP32_384 = {
 @claim("four times the hands a step")
 def four_times_hands(row: Row) -> list[Check]:
     live, averaged = finals(row, HANDS_1536), finals(row, HANDS_1536, AVERAGED)
-    fade = finals(row.row("make train lowers"), FADE)
+    fade = finals(row.row(BEFORE_FLOOR), FADE)
     by_seed = dict(zip(seeds(row, HANDS_1536), live, strict=True))
     lower = sum(a < b for a, b in zip(live, fade, strict=True))
     return [
@@ -205,7 +208,7 @@ def fsp(row: Row) -> list[Check]:
 def fsp_late(row: Row) -> list[Check]:
     runs = [f"{CENTERING}/fsp-late/seed{s}.metrics.jsonl" for s in range(3)]
     live, pool = finals(row, runs), finals(row, runs, POOL)
-    fade = finals(row.row("make train lowers"), FADE[:3])
+    fade = finals(row.row(BEFORE_FLOOR), FADE[:3])
     plain = finals(row.row(PRESET), PLAIN_0_2)
     return [
         Check("live", f"live {mean_sd(live)} ({listed(live)})"),
@@ -220,7 +223,7 @@ def fsp_uniform_late(row: Row) -> list[Check]:
     runs = [f"{CENTERING}/fsp-uniform-late/seed{s}/metrics.jsonl" for s in range(5)]
     live, pool = finals(row, runs), finals(row, runs, POOL)
     fp32 = finals(row, [FP32_384[s] for s in range(4)])
-    fade = finals(row.row("make train lowers"), FADE)
+    fade = finals(row.row(BEFORE_FLOOR), FADE)
     at_40 = [row.evals(m)[40] for m in runs]
     lower = sum(a < b for a, b in zip(live, fp32, strict=False))
     return [
@@ -240,7 +243,7 @@ def prioritised(row: Row) -> list[Check]:
     plain = finals(row.row(PRESET), PLAIN_0_2)
     fade_runs = [f"{CENTERING}/fsp-fade/seed{s}.metrics.jsonl" for s in range(3)]
     fade_live, fade_pool = finals(row, fade_runs), finals(row, fade_runs, POOL)
-    fade_alone = finals(row.row("make train lowers"), FADE[:3])
+    fade_alone = finals(row.row(BEFORE_FLOOR), FADE[:3])
     checks = [
         Check(f"seed {s}", f"seed {s}: {f(live[s])} (pool {f(pool[s])}) vs plain {f(plain[s])}")
         for s in range(3)
@@ -345,10 +348,6 @@ def twin_floor(row: Row) -> list[Check]:
     ]
 
 
-FLOOR = f"{CENTERING}/move-floor"
-FLOOR_RUNS = [f"{FLOOR}/seed{s}/metrics.jsonl" for s in range(5)]
-
-
 @claim("a floor under every legal move")
 def move_floor_model(row: Row) -> list[Check]:
     """The floor's runs (fp32, the AVX2 machine) against the preset's on the same seeds, and
@@ -356,7 +355,7 @@ def move_floor_model(row: Row) -> list[Check]:
     runs = FLOOR_RUNS
     live, averaged = finals(row, runs), finals(row, runs, AVERAGED)
     fp32 = finals(row, [FP32_384[s] for s in range(4)])
-    fade = finals(row.row("make train lowers"), FADE)
+    fade = finals(row.row(BEFORE_FLOOR), FADE)
     bound = next(b for b in row.json(f"{FLOOR}/bound.json") if b["p_min"] == 0.1)
     return [
         *stats("live", live),

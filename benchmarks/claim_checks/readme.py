@@ -18,8 +18,8 @@ from spiral.train import legacy_keys
 from . import cpu_classes
 from .core import AVERAGED, POOL, Check, NoData, Outcome, Table, compare, f, mean_sd, span, words
 from .engine import CPU_BENCH_FOLDERS, DECODE_RUNS, FIRST_BENCH, H200, benches, elapsed_min
-from .kuhn import BEFORE_FADE, FADE, finals
-from .kuhn_levers import FLOOR_RUNS, FP32_384, bound_two
+from .kuhn import BEFORE_FADE, BEFORE_FLOOR, FADE, FLOOR_RUNS, PRESET_RUNS, config_of, finals
+from .kuhn_levers import FLOOR, FP32_384, bound_two
 from .leduc import BALANCED, lower, recipe_runs, scale
 
 Headline = Callable[[Table], list[Check]]
@@ -68,35 +68,44 @@ def check_readme(readme: Path, table: Table) -> list[Outcome]:
     return outcomes
 
 
-def fade(table: Table) -> tuple[list[float], list[float], list[float]]:
+def preset(table: Table) -> tuple[list[float], list[float], list[float]]:
+    """The preset's bf16 runs at step 120 (live, averaged) and the base model at step 0
+    (theirs and the fp32 runs')."""
     row = table.find(MAKE_TRAIN)
-    return finals(row, FADE), finals(row, FADE, AVERAGED), [row.evals(m)[0] for m in FADE]
+    start = [row.evals(m)[0] for m in PRESET_RUNS + FLOOR_RUNS]
+    return finals(row, PRESET_RUNS), finals(row, PRESET_RUNS, AVERAGED), start
 
 
 @headline("exploitability (0 = Nash")
 def make_train_table(table: Table) -> list[Check]:
-    live, averaged, start = fade(table)
+    live, averaged, start = preset(table)
+    fp32 = finals(table.find(MAKE_TRAIN), FLOOR_RUNS)
     return [
         Check("base model", f"the base model {span(start)}"),
         Check("last weights", f"{mean_sd(live)} ({f(min(live))} to {f(max(live))})"),
         Check("averaged weights", f"averaged weights {mean_sd(averaged)}"),
         Check("seeds", f"over seeds {seed_span()}"),
+        Check("fp32", f"fp32 on an AVX2 CPU {mean_sd(fp32)} ({f(min(fp32))} to {f(max(fp32))})"),
     ]
 
 
 def seed_span() -> str:
     """The seeds of the runs behind the headline, as the README writes them ("0-4")."""
-    seeds = sorted(int(m.split("seed")[1].split(".")[0]) for m in FADE)
+    seeds = sorted(int(m.split("/seed")[1].split("/")[0]) for m in PRESET_RUNS)
     return f"{seeds[0]}-{seeds[-1]}"
 
 
 @headline("the run")
 def make_train_steps(table: Table) -> list[Check]:
     row = table.find(MAKE_TRAIN)
-    steps = {max(r["step"] for r in row.metrics(m)) for m in FADE}
+    steps = {max(r["step"] for r in row.metrics(m)) for m in PRESET_RUNS}
     if len(steps) != 1:
         raise NoData(f"the runs behind the headline ended at different steps: {sorted(steps)}")
-    return [Check("steps", f"{steps.pop()} steps")]
+    floor = row.config(config_of(PRESET_RUNS[0]))["move_floor"]
+    return [
+        Check("steps", f"{steps.pop()} steps"),
+        Check("floor", f"a floor under every legal move's probability ({floor})"),
+    ]
 
 
 @headline("time, memory")
@@ -129,18 +138,22 @@ SMALL_HEAP = "make train under the AVX2 cap with glibc's mmap threshold"
 
 @headline("Kuhn exploitability from")
 def kuhn(table: Table) -> list[Check]:
-    live, _, start = fade(table)
+    live, _, start = preset(table)
+    fp32 = finals(table.find(MAKE_TRAIN), FLOOR_RUNS)
+    fade = finals(table.find(BEFORE_FLOOR), FADE)
     row = table.find(PRESET)
     before = finals(row, BEFORE_FADE)
-    saved = row.row(MAKE_TRAIN).config(FADE[0].replace(".metrics.jsonl", ".config.json"))
-    centering = legacy_keys.fold(saved)  # the run's config.json, read in today's keys
+    saved = legacy_keys.fold(table.find(MAKE_TRAIN).config(config_of(PRESET_RUNS[0])))
     return [
-        Check("fade", f"from {span(start)} (the base model) to {mean_sd(live)}"),
+        Check("preset", f"from {span(start)} (the base model) to {mean_sd(live)}"),
         Check("worst seed", f"(worst {f(max(live))})"),
+        Check("fp32", f"{mean_sd(fp32)} in fp32 on an AVX2 CPU (worst {f(max(fp32))})"),
         Check(
-            "fade keys",
-            f"private_centering={centering['private_centering']}",
+            "floor keys",
+            f"move_floor={saved['move_floor']} move_floor_coef={saved['move_floor_coef']}",
         ),
+        Check("before the floor", f"{mean_sd(fade)} (worst {f(max(fade))})"),
+        Check("fade keys", f"private_centering={saved['private_centering']}"),
         Check(
             "before the fade",
             f"{mean_sd(before)} over the {len(before)} runs on file, worst {f(max(before))}",
@@ -155,7 +168,7 @@ def population(table: Table) -> list[Check]:
     runs = [f"docs/results/kuhn-centering/fsp-late/seed{s}.metrics.jsonl" for s in range(3)]
     early = table.find("prioritised population play is no better")
     early_runs = [f"docs/results/kuhn-centering/fsp-fade/seed{s}.metrics.jsonl" for s in range(3)]
-    alone = finals(table.find(MAKE_TRAIN), FADE[:3])
+    alone = finals(table.find(BEFORE_FLOOR), FADE[:3])
     return [
         Check("seeds", f"(seeds 0-{len(runs) - 1}: live"),
         Check("live", f"live {f(statistics.fmean(finals(late, runs)))}"),
@@ -165,16 +178,18 @@ def population(table: Table) -> list[Check]:
     ]
 
 
-@headline("A floor under every legal move")
+@headline("Its floor under every legal move")
 def move_floor(table: Table) -> list[Check]:
     row = table.find("a floor under every legal move")
-    runs = FLOOR_RUNS
-    live = finals(row, runs)
+    live = finals(row, FLOOR_RUNS)
     fp32 = finals(row, [FP32_384[s] for s in sorted(FP32_384)])
+    bound = next(b for b in row.json(f"{FLOOR}/bound.json") if b["p_min"] == 0.1)
     return [
-        Check("five seeds", f"{mean_sd(live)} over seeds 0-{len(runs) - 1}"),
-        Check("worst", f"(worst {f(max(live))})"),
-        Check("fp32 preset", f"end at {span(fp32)} (seeds 0-{len(fp32) - 1})"),
+        Check("fp32 preset", f"without it ends at {span(fp32)} (seeds 0-{len(fp32) - 1})"),
+        Check("five seeds", f"with it at {span(live)} (seeds 0-{len(live) - 1})"),
+        Check("floor", f"every move at {bound['p_min']} or more"),
+        Check("bound", f"at least {f(bound['searched'])} exploitable"),
+        Check("aim (not data)", "0.05 aim"),
     ]
 
 

@@ -3,10 +3,11 @@
 
     spiral train recipe=embedded-kuhn
 
-Measured (docs/results.md, "Learning on Kuhn"): exploitability 0.432-0.438 before, last
-weights 0.122 +- 0.026 (0.086 to 0.141) and averaged weights 0.137 +- 0.039 after 120
-steps, seeds 0-4; 24 minutes and 2.7 GB on 2 cores with AVX512-BF16, 25 minutes and
-3.7-3.8 GB under the AVX2 cap (fp32), where four seeds end at 0.208 +- 0.091.
+Measured (docs/results.md, "Learning on Kuhn"): exploitability 0.428-0.430 before; after
+120 steps, last weights 0.094 +- 0.016 (0.074 to 0.117) and averaged weights 0.078 +- 0.009
+in bf16 with AVX512-BF16, 0.090 +- 0.015 (0.077 to 0.114) in fp32 on an AVX2 CPU, seeds
+0-4. A run takes 19 minutes on 2 cores with AVX512-BF16; before the move floor it took
+24 minutes and 2.7 GB there and 25 minutes and 3.7-3.8 GB under the AVX2 cap (fp32).
 
 Each value was chosen by measurement: answers constrained to the legal moves (with bracket
 answers the model makes too few legal moves to learn from); 384 hands a step, all 6 deals
@@ -17,9 +18,13 @@ converges more slowly); an entropy bonus 0.3 -> 0.1 (regularised equilibrium:
 exploitability 0.019, value vs Nash -0.008) and a reverse KL 0 -> 0.6 to a snapshot of the
 policy refreshed every 20 steps (a proximal term that damps the cycling without moving the
 fixed point); private-information centering 0.95 -> 0.5 (every seed leaves the card-blind
-plateau: 0.122 +- 0.026 against 0.149 +- 0.057 and a worst of 0.269 without it); a moving
-average of the weights (decay 0.95) evaluated beside the last iterate, which still cycles
-around the equilibrium.
+plateau: 0.122 +- 0.026 against 0.149 +- 0.057 and a worst of 0.269 without it); a floor
+under every legal move, 0.2 x log(0.1 / p) for a move under 0.1 (the second mover's J
+bluff, which died in four of nine runs without it, lives in every seed; in fp32 0.090 +-
+0.015 against 0.131-0.338 without it, in bf16 0.094 +- 0.016 against 0.122 +- 0.026; its
+own bias: a policy that keeps every move at 0.1 or more is at least 0.032 exploitable); a
+moving average of the weights (decay 0.95) evaluated beside the last iterate, which still
+cycles around the equilibrium.
 """
 
 from __future__ import annotations
