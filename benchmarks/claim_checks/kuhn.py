@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from spiral.train.recipes import RECIPES
+
 from .core import AVERAGED, LIVE, Check, NoData, Row, claim, f, mean_sd, span, words
 
 # The preset today (the centering fade and the move floor): bf16 on the AVX512-BF16 CPU,
@@ -72,9 +74,13 @@ def make_train(row: Row) -> list[Check]:
     live, averaged = finals(row, PRESET_RUNS), finals(row, PRESET_RUNS, AVERAGED)
     start = [row.evals(m)[0] for m in PRESET_RUNS + FLOOR_RUNS]
     fp32 = finals(row, FLOOR_RUNS)
+    today = RECIPES["embedded-kuhn"]().regularizer
     for m in PRESET_RUNS + FLOOR_RUNS:
         cfg = row.config(config_of(m))
-        if (cfg.get("move_floor"), cfg.get("move_floor_coef")) != (0.1, 0.2):
+        if (cfg.get("move_floor"), cfg.get("move_floor_coef")) != (
+            today.move_floor,
+            today.move_floor_coef,
+        ):
             raise NoData(f"{m} ran without the preset's move floor")
     return [
         Check("base model at step 0", span(start), "claim"),

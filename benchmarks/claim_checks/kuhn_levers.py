@@ -128,10 +128,25 @@ FP32_384 = {
 }
 
 
+def fp32_preset(row: Row) -> list[float]:
+    """The preset's 384-hand fp32 runs under the AVX2 cap (seeds 0-3) at step 120."""
+    return finals(row, [FP32_384[s] for s in sorted(FP32_384)])
+
+
+def before_floor_finals(row: Row, n: int = 5) -> list[float]:
+    """The preset before its floor (the fade alone), seeds 0..n-1, through its own row."""
+    return finals(row.row(BEFORE_FLOOR), FADE[:n])
+
+
+def floor_bound(row: Row, p_min: float = 0.1) -> dict[str, float]:
+    """`benchmarks/kuhn_floor_bound.py`'s bound for one floor, from the floor's folder."""
+    return dict(next(b for b in row.json(f"{FLOOR}/bound.json") if b["p_min"] == p_min))
+
+
 @claim("four times the hands a step")
 def four_times_hands(row: Row) -> list[Check]:
     live, averaged = finals(row, HANDS_1536), finals(row, HANDS_1536, AVERAGED)
-    fade = finals(row.row(BEFORE_FLOOR), FADE)
+    fade = before_floor_finals(row)
     by_seed = dict(zip(seeds(row, HANDS_1536), live, strict=True))
     lower = sum(a < b for a, b in zip(live, fade, strict=True))
     return [
@@ -208,7 +223,7 @@ def fsp(row: Row) -> list[Check]:
 def fsp_late(row: Row) -> list[Check]:
     runs = [f"{CENTERING}/fsp-late/seed{s}.metrics.jsonl" for s in range(3)]
     live, pool = finals(row, runs), finals(row, runs, POOL)
-    fade = finals(row.row(BEFORE_FLOOR), FADE[:3])
+    fade = before_floor_finals(row, 3)
     plain = finals(row.row(PRESET), PLAIN_0_2)
     return [
         Check("live", f"live {mean_sd(live)} ({listed(live)})"),
@@ -222,8 +237,7 @@ def fsp_late(row: Row) -> list[Check]:
 def fsp_uniform_late(row: Row) -> list[Check]:
     runs = [f"{CENTERING}/fsp-uniform-late/seed{s}/metrics.jsonl" for s in range(5)]
     live, pool = finals(row, runs), finals(row, runs, POOL)
-    fp32 = finals(row, [FP32_384[s] for s in range(4)])
-    fade = finals(row.row(BEFORE_FLOOR), FADE)
+    fp32, fade = fp32_preset(row), before_floor_finals(row)
     at_40 = [row.evals(m)[40] for m in runs]
     lower = sum(a < b for a, b in zip(live, fp32, strict=False))
     return [
@@ -243,7 +257,7 @@ def prioritised(row: Row) -> list[Check]:
     plain = finals(row.row(PRESET), PLAIN_0_2)
     fade_runs = [f"{CENTERING}/fsp-fade/seed{s}.metrics.jsonl" for s in range(3)]
     fade_live, fade_pool = finals(row, fade_runs), finals(row, fade_runs, POOL)
-    fade_alone = finals(row.row(BEFORE_FLOOR), FADE[:3])
+    fade_alone = before_floor_finals(row, 3)
     checks = [
         Check(f"seed {s}", f"seed {s}: {f(live[s])} (pool {f(pool[s])}) vs plain {f(plain[s])}")
         for s in range(3)
@@ -354,9 +368,7 @@ def move_floor_model(row: Row) -> list[Check]:
     the floor's own bias: the least exploitability with every move kept at 0.1 or more."""
     runs = FLOOR_RUNS
     live, averaged = finals(row, runs), finals(row, runs, AVERAGED)
-    fp32 = finals(row, [FP32_384[s] for s in range(4)])
-    fade = finals(row.row(BEFORE_FLOOR), FADE)
-    bound = next(b for b in row.json(f"{FLOOR}/bound.json") if b["p_min"] == 0.1)
+    fp32, fade, bound = fp32_preset(row), before_floor_finals(row), floor_bound(row)
     return [
         *stats("live", live),
         Check("live", f"live {listed(live)}"),

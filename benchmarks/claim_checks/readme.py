@@ -19,7 +19,7 @@ from . import cpu_classes
 from .core import AVERAGED, POOL, Check, NoData, Outcome, Table, compare, f, mean_sd, span, words
 from .engine import CPU_BENCH_FOLDERS, DECODE_RUNS, FIRST_BENCH, H200, benches, elapsed_min
 from .kuhn import BEFORE_FADE, BEFORE_FLOOR, FADE, FLOOR_RUNS, PRESET_RUNS, config_of, finals
-from .kuhn_levers import FLOOR, FP32_384, bound_two
+from .kuhn_levers import bound_two, floor_bound, fp32_preset
 from .leduc import BALANCED, lower, recipe_runs, scale
 
 Headline = Callable[[Table], list[Check]]
@@ -182,8 +182,7 @@ def population(table: Table) -> list[Check]:
 def move_floor(table: Table) -> list[Check]:
     row = table.find("a floor under every legal move")
     live = finals(row, FLOOR_RUNS)
-    fp32 = finals(row, [FP32_384[s] for s in sorted(FP32_384)])
-    bound = next(b for b in row.json(f"{FLOOR}/bound.json") if b["p_min"] == 0.1)
+    fp32, bound = fp32_preset(row), floor_bound(row)
     return [
         Check("fp32 preset", f"without it ends at {span(fp32)} (seeds 0-{len(fp32) - 1})"),
         Check("five seeds", f"with it at {span(live)} (seeds 0-{len(live) - 1})"),

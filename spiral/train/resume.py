@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import chz
+
 from spiral.algo import schedule
 from spiral.args import flat_json
 from spiral.checkpoints.manifest import DamagedCheckpointError
@@ -139,10 +141,9 @@ def check_resume_config(saved: dict[str, Any], new: dict[str, Any], same_run: bo
 def stretched_schedules(saved: dict[str, Any], cfg: TrainConfig, step: int) -> str | None:
     """A notice when a resume changes the run's length under a schedule that spans the run
     (linear or cosine): from `step` on, it follows the new length. None otherwise."""
+    length = ("max_steps", "num_train_datapoints", "batch_size")
     before = TrainConfig().to_json() | saved
-    ran = int(before["max_steps"]) or int(before["num_train_datapoints"]) // int(
-        before["batch_size"]
-    )
+    ran = chz.replace(cfg, **{k: int(before[k]) for k in length}).num_steps
     if ran == cfg.num_steps:
         return None
     spans = []
