@@ -3,7 +3,7 @@ population play and the async actor-learner; each against the runs it is compare
 
 from __future__ import annotations
 
-from .core import AVERAGED, NUMBER_WORDS, POOL, Check, Row, claim, f, mean_sd, span, words
+from .core import AVERAGED, POOL, Check, Row, claim, f, mean_sd, span, words
 from .kuhn import (
     ASYNC,
     BEFORE_FADE,
@@ -138,6 +138,19 @@ def before_floor_finals(row: Row, n: int = 5) -> list[float]:
     return finals(row.row(BEFORE_FLOOR), FADE[:n])
 
 
+def against_the_preset(row: Row, runs: list[str], live: list[float]) -> list[Check]:
+    """Five seeds of a lever set beside the preset's fp32 runs of the same seeds, and where
+    they stood at step 40."""
+    fp32 = fp32_preset(row)
+    lower = sum(map(float.__lt__, live, fp32))
+    return [
+        Check("seeds", seed_range(seeds(row, runs))),
+        Check("fp32 preset", f"fp32 under the AVX2 cap {listed(fp32)}"),
+        Check("lower in fp32", f"lower in {words(lower)} of {words(len(fp32))}"),
+        Check("at step 40", f"at step 40: {listed([row.evals(m)[40] for m in runs])}"),
+    ]
+
+
 def floor_bound(row: Row, p_min: float = 0.1) -> dict[str, float]:
     """`benchmarks/kuhn_floor_bound.py`'s bound for one floor, from the floor's folder."""
     return dict(next(b for b in row.json(f"{FLOOR}/bound.json") if b["p_min"] == p_min))
@@ -237,17 +250,12 @@ def fsp_late(row: Row) -> list[Check]:
 def fsp_uniform_late(row: Row) -> list[Check]:
     runs = [f"{CENTERING}/fsp-uniform-late/seed{s}/metrics.jsonl" for s in range(5)]
     live, pool = finals(row, runs), finals(row, runs, POOL)
-    fp32, fade = fp32_preset(row), before_floor_finals(row)
-    at_40 = [row.evals(m)[40] for m in runs]
-    lower = sum(a < b for a, b in zip(live, fp32, strict=False))
+    fade = before_floor_finals(row)
     return [
         Check("live", f"live {listed(live)}: {mean_sd(live)}"),
         Check("pool average", f"pool average {mean_sd(pool)}"),
-        Check("seeds", seed_range(seeds(row, runs))),
-        Check("fp32 preset", f"fp32 under the AVX2 cap {listed(fp32)}"),
-        Check("lower in fp32", f"lower in {NUMBER_WORDS[lower]} of {NUMBER_WORDS[len(fp32)]}"),
+        *against_the_preset(row, runs, live),
         Check("bf16 fade", f"bf16 (the fade) {mean_sd(fade)}"),
-        Check("at step 40", f"at step 40: {listed(at_40)}"),
     ]
 
 
@@ -368,17 +376,14 @@ def move_floor_model(row: Row) -> list[Check]:
     the floor's own bias: the least exploitability with every move kept at 0.1 or more."""
     runs = FLOOR_RUNS
     live, averaged = finals(row, runs), finals(row, runs, AVERAGED)
-    fp32, fade, bound = fp32_preset(row), before_floor_finals(row), floor_bound(row)
+    fade, bound = before_floor_finals(row), floor_bound(row)
     return [
         *stats("live", live),
         Check("live", f"live {listed(live)}"),
         Check("averaged weights", f"averaged weights {mean_sd(averaged)}"),
-        Check("seeds", seed_range(seeds(row, runs))),
-        Check("fp32 preset", f"fp32 under the AVX2 cap {listed(fp32)}"),
-        Check("lower in fp32", f"lower in {words(sum(map(float.__lt__, live, fp32)))} of four"),
+        *against_the_preset(row, runs, live),
         Check("bf16 fade", f"bf16 (the fade) {listed(fade)}: {mean_sd(fade)}"),
         Check("lower in bf16", f"lower in {words(sum(map(float.__lt__, live, fade)))} of five"),
-        Check("at step 40", f"at step 40: {listed([row.evals(m)[40] for m in runs])}"),
         Check("bound", f"at least {f(bound['searched'])} exploitable"),
         Check("clipped equilibrium", f"clipped into [0.1, 0.9] {f(bound['clipped_equilibrium'])}"),
     ]
