@@ -199,8 +199,6 @@ def _load_adapter(model: Any, source: str) -> Any:
     from peft import PeftModel, get_peft_model_state_dict
     from safetensors import safe_open
 
-    from spiral.engines.torch.snapshots import NO_HUB
-
     file = Path(source) / "adapter_model.safetensors"
     try:
         with weights_readable(source), warnings.catch_warnings():
@@ -215,7 +213,8 @@ def _load_adapter(model: Any, source: str) -> Any:
         ) from err
     if file.is_file():
         with safe_open(str(file), framework="pt") as found:
-            ours = get_peft_model_state_dict(model, **NO_HUB)
+            # as snapshots.NO_HUB (not imported: snapshots' decode imports this module)
+            ours = get_peft_model_state_dict(model, save_embedding_layers=False)
             missing = sorted(set(ours) - set(found.keys()))
         if missing:
             raise DamagedModelFolder(
