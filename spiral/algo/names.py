@@ -8,6 +8,11 @@ from typing import Literal, get_args
 
 LossName = Literal["importance_sampling", "ppo"]
 LOSS_NAMES: tuple[str, ...] = get_args(LossName)
+# Where a step's rows come from: games sampled and played (every game), or every deal and
+# legal move expanded with its probability, the exact expected update (games that list
+# their chance outcomes, constrained answers: spiral.algo.full_width).
+Rollout = Literal["sampled", "full_width"]
+ROLLOUTS: tuple[str, ...] = get_args(Rollout)
 # What RAE subtracts (spiral.algo.rae).
 # The KL term's magnet (spiral.algo.regularizers). "snapshot": a frozen
 # copy of the policy, refreshed every `kl_magnet_interval` steps (regularised Nash

@@ -47,13 +47,17 @@ def private_centering_offsets(
     actions: Sequence[Hashable],
     advantages: Sequence[float],
     beta: float,
+    weights: Sequence[float] | None = None,
 ) -> list[float]:
-    """Per row, the amount to add to its advantage (see the module docstring)."""
+    """Per row, the amount to add to its advantage (see the module docstring). `weights`:
+    the rows each row stands for (1 each when None; full width's rows carry reach x
+    pi(a), so n_c(a) and S_c(a) are weighted sums)."""
     n = len(advantages)
-    if not len(publics) == len(privates) == len(actions) == n:
+    w = [1.0] * n if weights is None else [float(x) for x in weights]
+    if not len(publics) == len(privates) == len(actions) == len(w) == n:
         raise ValueError(
             f"{len(publics)} public keys, {len(privates)} private keys, {len(actions)} "
-            f"actions and {n} advantages: one of each per row"
+            f"actions, {len(w)} weights and {n} advantages: one of each per row"
         )
     if not 0.0 <= beta < 1.0:
         raise ValueError(f"private_centering must be in [0, 1), got {beta}")
@@ -66,15 +70,15 @@ def private_centering_offsets(
     for rows in by_public.values():
         if len({privates[i] for i in rows}) < 2:
             continue
-        count: dict[tuple[Hashable, Hashable], int] = defaultdict(int)
+        count: dict[tuple[Hashable, Hashable], float] = defaultdict(float)
         total: dict[tuple[Hashable, Hashable], float] = defaultdict(float)
-        n_info: dict[Hashable, int] = defaultdict(int)
+        n_info: dict[Hashable, float] = defaultdict(float)
         s_info: dict[Hashable, float] = defaultdict(float)
         for i in rows:
-            count[privates[i], actions[i]] += 1
-            total[privates[i], actions[i]] += advantages[i]
-            n_info[privates[i]] += 1
-            s_info[privates[i]] += advantages[i]
+            count[privates[i], actions[i]] += w[i]
+            total[privates[i], actions[i]] += w[i] * advantages[i]
+            n_info[privates[i]] += w[i]
+            s_info[privates[i]] += w[i] * advantages[i]
         mean_g: dict[Hashable, float] = defaultdict(float)
         for (c, a), k in count.items():
             mean_g[a] += (total[c, a] - k / n_info[c] * s_info[c]) / len(n_info)

@@ -51,9 +51,12 @@ def _sequence_logprobs(
     return _log_softmax([math.fsum(lps) for lps in token_logprobs])
 
 
-def _trie_logprobs(
+def trie_token_logprobs(
     token_ids: Sequence[tuple[int, ...]], token_logprobs: Sequence[list[float]]
-) -> list[float]:
+) -> list[list[float]]:
+    """Per choice, each token's log-prob under the trie normalisation: the scored
+    log p(token | prompt + prefix) renormalised over the tokens the choices allow after
+    that prefix (0 where only one is allowed), what a constrained sampler records."""
     # log p(token | prompt + prefix), keyed by (prefix, token). Every choice through the
     # same prefix was scored on the same context, so each of them supplies the number;
     # in low precision they differ in the last bits (a row's place in the batch changes
@@ -69,15 +72,20 @@ def _trie_logprobs(
         children.setdefault(prefix, []).append(lp)
     out = []
     for ids in token_ids:
-        total = 0.0
+        row = []
         for t, tok in enumerate(ids):
             siblings = children[ids[:t]]
             top = max(siblings)
-            total += step[(ids[:t], tok)] - (
-                top + math.log(math.fsum(math.exp(s - top) for s in siblings))
-            )
-        out.append(total)
+            log_total = top + math.log(math.fsum(math.exp(s - top) for s in siblings))
+            row.append(0.0 if len(siblings) == 1 else step[(ids[:t], tok)] - log_total)
+        out.append(row)
     return out
+
+
+def _trie_logprobs(
+    token_ids: Sequence[tuple[int, ...]], token_logprobs: Sequence[list[float]]
+) -> list[float]:
+    return [math.fsum(row) for row in trie_token_logprobs(token_ids, token_logprobs)]
 
 
 _NORMALISERS: dict[

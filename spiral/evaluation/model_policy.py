@@ -36,7 +36,7 @@ def _answer_ids(prompt: str, answer: str, tokenizer: Any) -> tuple[int, ...]:
     return tuple(tokenizer.encode(answer, add_special_tokens=False))
 
 
-def _answer_request(
+def answer_request(
     policy: LLMPolicy, state: State, seat: Seat
 ) -> tuple[list[int], list[tuple[str, list[int]]], Normalisation]:
     """What to score for `seat`'s move at `state`: the prompt, each legal move's answer
@@ -74,7 +74,7 @@ def model_move_distributions(
     or `SLICE` positions a call with `progress(done, total)` after each."""
     from spiral.analysis.move_distribution import move_distribution
 
-    requests = [_answer_request(policy, state, seat) for state, seat in positions]
+    requests = [answer_request(policy, state, seat) for state, seat in positions]
     order = sorted(range(len(requests)), key=lambda i: requests[i][0])
     out: list[dict[str, float]] = [{} for _ in requests]
     size = SLICE if progress is not None else max(len(order), 1)  # one call unless watched

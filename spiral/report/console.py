@@ -27,6 +27,7 @@ HEADLINE: tuple[tuple[str, str, str], ...] = (
     ("draw", "train/overall/draw_rate", "{:.3f}"),
     ("win@random", "eval/*/random/*win_rate", "{:.2f}"),
     ("adv_std", "*assemble/std_advantage", "{:.3f}"),
+    ("exploitability", "full_width/*/exploitability", "{:.3f}"),  # rollout=full_width
     ("entropy", "train/entropy", "{:.3f}"),
     ("kl", "*approx_kl", "{:.4f}"),
     ("floor", "*move_floor_deficit", "{:.4f}"),  # logged only when the move floor is on

@@ -11,7 +11,7 @@ import chz
 
 from spiral.agents.registry import known_opponents
 from spiral.algo import schedule
-from spiral.algo.names import KlReference
+from spiral.algo.names import KlReference, Rollout
 from spiral.algo.schedule import Schedule
 from spiral.args import UsageError, non_negative, positive, unit_interval, zero_or_unit_interval
 from spiral.engines.registry import known_engine, known_sampler_engine
@@ -83,6 +83,14 @@ class PromptConfig:
 class LearningConfig:
     """Advantages and updates."""
 
+    rollout: Rollout = chz.field(
+        default="sampled",
+        doc="where a step's rows come from: sampled (batch_size/2 games played, RAE "
+        "advantages) | full_width (every deal and legal move expanded with its "
+        "probability, each prompt trained once with each move's exact value: the exact "
+        "expected update, no sampling noise; games that list their chance outcomes such "
+        "as KuhnPokerSingle-v0 and LeducPoker-v0, answer_format=constrained)",
+    )
     ppo_clip: float = chz.field(default=0.2, doc="PPO clip epsilon", validator=positive)
     num_substeps: int = chz.field(
         default=1,
@@ -182,6 +190,14 @@ class RegularizerConfig:
         "frozen copy of the current policy (regularised Nash dynamics)",
         validator=non_negative,
     )
+    kl_magnet_settle: float = chz.field(
+        default=0.0,
+        doc="kl_reference=snapshot: also refresh the magnet once the policy has settled on "
+        "the regularised game's fixed point: its KL to the magnet changed by at most this "
+        "share of its value from one step to the next (e.g. 0.02; the magnet at least 3 "
+        "steps old); 0 = off; alone (kl_magnet_interval=0) the only rule",
+        validator=non_negative,
+    )
 
     move_floor: float = chz.field(
         default=0.0,
@@ -210,10 +226,17 @@ class RegularizerConfig:
                 "the move floor needs both move_floor (a probability, e.g. 0.1) and "
                 "move_floor_coef (its weight, e.g. 0.2) above 0, or both 0"
             )
-        if self.kl_reference == "snapshot" and self.kl_magnet_interval <= 0:
+        no_rule = self.kl_magnet_interval <= 0 and self.kl_magnet_settle <= 0
+        if self.kl_reference == "snapshot" and no_rule:
             raise ConfigError(
-                "kl_reference=snapshot needs kl_magnet_interval > 0, the steps between "
-                "refreshes of the magnet (e.g. kl_magnet_interval=10)"
+                "kl_reference=snapshot needs a rule that moves the magnet: "
+                "kl_magnet_interval > 0 (the steps between refreshes, e.g. 10) or "
+                "kl_magnet_settle > 0 (once the policy settles, e.g. 0.02)"
+            )
+        if self.kl_magnet_settle >= 1:
+            raise ConfigError(
+                f"kl_magnet_settle is a share of the KL to the magnet, below 1 (e.g. 0.02), "
+                f"got {self.kl_magnet_settle}"
             )
 
 

@@ -25,14 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from spiral.algo.rae import Baselines
-from spiral.engines.base import MAGNET, Learner
+from spiral.engines.base import AVERAGED, MAGNET, Learner
 from spiral.engines.torch.parallel.distributed import Ranks
 from spiral.errors import SpiralError
 from spiral.report.console import format_eval, format_progress
 from spiral.report.run_info import write_run_info
 from spiral.report.sinks import JsonlSink, MultiSink
 from spiral.report.transcripts import Decode, write_transcripts
-from spiral.train.averaging import AVERAGED, WeightAverage
+from spiral.train.averaging import WeightAverage
 from spiral.train.checkpoint import LoopState, latest_checkpoint, save_checkpoint
 from spiral.train.config import TrainConfig
 from spiral.train.magnet import SnapshotMagnet
@@ -40,7 +40,14 @@ from spiral.train.population import MEMBER_PREFIX, Population, members_in_checkp
 from spiral.train.resume import remove_partial_writes, restore, stretched_schedules
 from spiral.train.run_lock import run_lock
 from spiral.train.setup import RunSetup, build_sinks, make_eval_fn
-from spiral.train.step import POLICY, Collector, collect, step_specs, train_step
+from spiral.train.step import (
+    POLICY,
+    Collector,
+    collect,
+    full_width_step,
+    step_specs,
+    train_step,
+)
 from spiral.train.stopping import StopRequest
 
 __all__ = ["POLICY", "RunResult", "TrainingDivergedError", "collect", "step_specs", "train"]
@@ -81,6 +88,32 @@ def open_collector(
 
     with AsyncCollector(cfg, setup, first_step, log) as collector:
         yield collector
+
+
+def stepper(cfg: TrainConfig, setup: RunSetup, learner: Learner) -> Callable[..., Any]:
+    """How a step turns the weights into an update: games played (`train_step`, from the
+    collector), or with `rollout=full_width` the whole tree expanded (`full_width_step`;
+    the tree is built here, once)."""
+    if cfg.learning.rollout != "full_width":
+        return functools.partial(train_step, cfg, setup)
+    from spiral.engines.base import SamplingParams
+    from spiral.train.full_width import FullWidth
+
+    params = SamplingParams(max_tokens=cfg.max_tokens, temperature=cfg.temperature)
+    exact = FullWidth(cfg, setup.policy(learner.sampler(), params, POLICY), setup.game_params)
+
+    def take(
+        learner: Learner,
+        step: int,
+        baselines: Baselines,
+        population: Population | None,
+        collector: Collector,
+        average: WeightAverage | None,
+    ) -> tuple[dict[str, float], Baselines, list[Any]]:
+        del collector  # nothing is played
+        return full_width_step(cfg, exact, learner, step, baselines, population, average)
+
+    return take
 
 
 def _print_flushed(line: str) -> None:
@@ -252,7 +285,8 @@ def _train(
         return RunResult(run_dir, start, {})
     magnet = None
     if cfg.regularizer.kl_reference == "snapshot":
-        magnet = SnapshotMagnet(learner, cfg.regularizer.kl_magnet_interval)
+        reg = cfg.regularizer
+        magnet = SnapshotMagnet(learner, reg.kl_magnet_interval, reg.kl_magnet_settle)
         if begun.folder is not None:
             magnet.load(begun.folder / "learner" / MAGNET)
     if population is not None:
@@ -284,6 +318,7 @@ def _train(
     metrics: dict[str, float] = {}
     step, bad_steps = start, 0
     started = time.perf_counter()
+    take_step = stepper(cfg, setup, learner)
     with StopRequest(log) as stop, open_collector(cfg, setup, start, log, ranks) as collector:
         try:
             for step in range(start, cfg.num_steps):
@@ -296,8 +331,8 @@ def _train(
                     found = evaluate(learner, step, population, average)
                     sinks.log(found, step)
                     log(format_eval(step, found))
-                metrics, baselines, episodes = train_step(
-                    cfg, setup, learner, step, baselines, population, collector, average
+                metrics, baselines, episodes = take_step(
+                    learner, step, baselines, population, collector, average
                 )
                 if cfg.logging.transcripts_per_step and ranks.main:
                     write_transcripts(
@@ -307,6 +342,8 @@ def _train(
                         limit=cfg.logging.transcripts_per_step,
                         decode=prompt_decoder(learner),
                     )
+                if magnet is not None:
+                    magnet.observe(metrics)
                 sinks.log(metrics, step)
                 elapsed = time.perf_counter() - started
                 log(format_progress(step + 1, cfg.num_steps, metrics, elapsed, first=start))

@@ -31,6 +31,7 @@ from spiral.report.writable import check_run_files, check_writable_folder
 from spiral.train.averaging import WeightAverage
 from spiral.train.config import ConfigError, TrainConfig
 from spiral.train.config_groups import PopulationConfig
+from spiral.train.full_width import check_full_width
 from spiral.train.population import Population
 from spiral.train.run_lock import LOCK
 
@@ -121,6 +122,8 @@ def build_setup(cfg: TrainConfig) -> RunSetup:
         for game_id, full in zip(cfg.env_ids, cfg.prompts.use_llm_obs_wrappers, strict=False)
     }
     check_machine(cfg)
+    if cfg.learning.rollout == "full_width":
+        check_full_width(cfg, game_params)
     run_dir = Path(cfg.log_path) if cfg.log_path else Path("runs") / default_run_name(cfg)
     return RunSetup(run_dir, spec, spec_by_game, policy, game_params)
 

@@ -31,6 +31,7 @@ from spiral.report.run_info import reset_peak_rss, window_peak_rss_mb
 from spiral.rollout.play import GameSpec, derive_seed, play_with_draw_retry
 from spiral.train.averaging import WeightAverage
 from spiral.train.config import TrainConfig
+from spiral.train.full_width import FullWidth
 from spiral.train.population import Population
 from spiral.train.setup import RunSetup
 from spiral.types import Datum, Episode
@@ -312,3 +313,37 @@ def train_step(
         "perf/peak_rss_mb": window_peak_rss_mb(),  # this step's peak
     }
     return metrics, new_baselines, episodes
+
+
+def full_width_step(
+    cfg: TrainConfig,
+    exact: FullWidth,
+    learner: Learner,
+    step: int,
+    baselines: Baselines,
+    population: Population | None = None,
+    average: WeightAverage | None = None,
+) -> tuple[dict[str, float], Baselines, list[Episode]]:
+    """One step of `rollout=full_width`: the exact rows under the current weights, then
+    the update; no games are played, so no episodes and the baselines stay as they are."""
+    del population  # refused with full width (TrainConfig.validate)
+    reset_peak_rss()
+    t0 = time.perf_counter()
+    centering = cfg.at(cfg.learning.private_centering, step)
+    datums, row_metrics = exact.rows(learner, centering)
+    t1 = time.perf_counter()
+    train_metrics = update(cfg, learner, datums, step, average)
+    total_s = time.perf_counter() - t0
+    metrics = {
+        "progress/step": float(step),
+        "progress/done_frac": (step + 1) / cfg.num_steps,
+        "optim/lr": cfg.at(cfg.learning_rate, step),
+        **row_metrics,
+        **{f"train/{k}": v for k, v in train_metrics.items()},
+        "time/train": time.perf_counter() - t1,
+        "time/total": total_s,
+        "perf/peak_rss_mb": window_peak_rss_mb(),
+    }
+    if not cfg.learning.private_centering.is_off:
+        metrics["train/private_centering"] = centering
+    return metrics, baselines, []

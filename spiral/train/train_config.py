@@ -251,10 +251,27 @@ class TrainConfig:
                 "move_floor holds up the probabilities of legal moves, which only "
                 "answer_format=constrained knows; set answer_format=constrained or move_floor=0"
             )
+        if self.learning.rollout == "full_width":
+            self._check_full_width()
         for group in (self.prompts, self.learning, self.regularizer, self.population):
             if group is not None:
                 group.validate()
         return self
+
+    def _check_full_width(self) -> None:
+        """What `rollout=full_width` needs from the keys (the games: `train.full_width`)."""
+        if self.answer_format != "constrained" or self.prompts.think_budget > 0:
+            raise ConfigError(
+                "rollout=full_width expands every legal move, so answers must be the moves "
+                "themselves: set answer_format=constrained think_budget=0, or "
+                "rollout=sampled"
+            )
+        if self.population is not None or self.actors is not None:
+            raise ConfigError(
+                "rollout=full_width plays the policy against itself exactly; population "
+                "play and the async actors play sampled games: turn them off or use "
+                "rollout=sampled"
+            )
 
     def to_json(self) -> dict[str, Any]:
         """Every key by its flat name (a run folder's config.json, a checkpoint's config)."""

@@ -1,0 +1,81 @@
+"""The snapshot magnet's rules: every N steps, or once the policy has settled."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from spiral.errors import UsageError
+from spiral.report.sinks import read_jsonl
+from spiral.train.config import parse_config
+from spiral.train.loop import train
+from spiral.train.magnet import MIN_AGE, settled
+from spiral.train.setup import build_setup, make_learner_factory
+
+from .test_e2e import tiny_args, tiny_model  # noqa: F401  (fixture)
+
+
+def test_settled_worked_by_hand() -> None:
+    # A fresh magnet's KL grows 0 -> 0.01 -> 0.02: never settled, whatever the tolerance.
+    assert not settled([0.0, 0.01], 0.5)
+    assert not settled([0.0, 0.01, 0.02], 0.4)  # changed by half of 0.02
+    assert settled([0.0, 0.01, 0.02], 0.5)
+    # Flattened: 0.100 -> 0.101 moved by 1% of its value.
+    assert settled([0.05, 0.1, 0.101], 0.02) and not settled([0.05, 0.1, 0.101], 0.005)
+    assert not settled([0.0, 0.0, 0.0], 0.5)  # no KL at all: nothing to settle on
+
+
+@given(st.lists(st.floats(0.0, 10.0), max_size=40), st.floats(0.0, 0.99))
+def test_settled_needs_a_magnet_of_age_and_a_small_last_change(
+    kls: list[float], tolerance: float
+) -> None:
+    if settled(kls, tolerance):
+        assert len(kls) >= MIN_AGE and kls[-1] > 0
+        assert abs(kls[-1] - kls[-2]) <= tolerance * kls[-1]
+
+
+def test_a_magnet_needs_a_rule(tiny_model: Path, tmp_path: Path) -> None:  # noqa: F811
+    args = [*tiny_args(tiny_model, tmp_path / "run", 2), "kl_reference=snapshot", "kl_coef=0.5"]
+    with pytest.raises(UsageError, match="kl_magnet_interval > 0 .* or kl_magnet_settle > 0"):
+        parse_config([*args, "kl_magnet_interval=0"])
+    with pytest.raises(UsageError, match="below 1"):
+        parse_config([*args, "kl_magnet_settle=1.5"])
+
+
+def test_the_settle_rule_moves_the_magnet_and_resumes_exactly(
+    tiny_model: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """With the settle rule alone, the magnet moves when the KL to it flattens; a run
+    stopped and resumed moves it at the same steps (its record travels with the
+    checkpoint) and logs the same KL at every step."""
+
+    def run(folder: Path, steps: int) -> list[dict]:
+        args = tiny_args(tiny_model, folder, steps, envs="KuhnPokerSingle-v0")
+        keys = (
+            "answer_format=constrained",
+            "rollout=full_width",
+            "kl_reference=snapshot",
+            "kl_magnet_interval=0",
+            "kl_magnet_settle=0.9",
+            "kl_coef=0.5",
+            "eval_every=0",
+            "save_every=3",
+        )
+        cfg = parse_config([*args, *keys])
+        train(cfg, build_setup(cfg), make_learner_factory(cfg), log=lambda _: None)
+        return read_jsonl(folder / "metrics.jsonl")
+
+    straight = run(tmp_path / "straight", 9)
+    kls = [r["train/kl_to_magnet"] for r in straight]
+    refreshed = [i for i in range(1, len(kls)) if kls[i] == 0.0]
+    assert refreshed, kls  # the magnet moved after step 0 by the settle rule alone
+    run(tmp_path / "resumed", 6)
+    record = tmp_path / "resumed" / "checkpoints" / "step_000006" / "learner" / "magnet"
+    assert "kls" in json.loads((record / "settle.json").read_text())
+    resumed = run(tmp_path / "resumed", 9)
+    assert [r["train/kl_to_magnet"] for r in resumed] == pytest.approx(kls, abs=1e-9)
