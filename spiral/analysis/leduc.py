@@ -81,6 +81,17 @@ def leduc_exploitability(dists: DistFn) -> dict[str, Any]:
     report has OpenSpiel's NashConv and exploitability, each seat's self-play and
     best-response values, what a best responder gains in each seat and betting round
     (`round_gains`), and the distributions by situation."""
+    policy, table = leduc_table(dists)
+    report: dict[str, Any] = dict(policy_report(OPENSPIEL_NAME, policy))
+    report.update(round_gains(policy))
+    report["situations"] = len(table)
+    report["distributions"] = {repr(s): d for s, d in table.items()}
+    return report
+
+
+def leduc_table(dists: DistFn) -> tuple[Any, dict[tuple[object, ...], dict[str, float]]]:
+    """The policy over our states as an OpenSpiel `TabularPolicy` of `leduc_poker`, and its
+    distribution per distinct situation (`dists` asked once per situation)."""
     states = leduc_info_states()
     by_key = {key: (seat, build) for key, seat, build in states}
     distinct: dict[tuple[object, ...], LeducPoker] = {}
@@ -102,12 +113,7 @@ def leduc_exploitability(dists: DistFn) -> dict[str, Any]:
         probs = checked_distribution(table[key_of[key]], ours, f"{LEDUC_GAME_ID} {key!r}")
         return dict(zip(legal, probs, strict=True))
 
-    policy = _tabular_policy(OPENSPIEL_NAME, policy_fn)
-    report: dict[str, Any] = dict(policy_report(OPENSPIEL_NAME, policy))
-    report.update(round_gains(policy))
-    report["situations"] = len(situations)
-    report["distributions"] = {repr(s): d for s, d in table.items()}
-    return report
+    return _tabular_policy(OPENSPIEL_NAME, policy_fn), table
 
 
 def round_gains(policy: Any) -> dict[str, float]:

@@ -102,6 +102,7 @@ LossFn = Callable[..., tuple[Any, dict[str, float]]]
 
 
 MAGNET = "magnet"  # the frozen copy the KL term pulls towards (kl_reference=snapshot)
+AVERAGED = "averaged"  # the weight average's folder inside a checkpoint's learner/
 
 
 @runtime_checkable

@@ -7,7 +7,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from spiral.agents.model_agent import CheckpointNotFound, make_checkpoint_agent
+from spiral.agents.llm_policy import LLMPolicy
+from spiral.agents.mixture import MixturePolicy, mixture_checkpoints
+from spiral.agents.model_agent import CheckpointNotFound, make_checkpoint_agent, resolve_source
+from spiral.engines.base import AVERAGED
 from spiral.evaluation.compare import compare_main, league_main
 from spiral.evaluation.eval_args import (
     EvalArgs,
@@ -39,13 +42,45 @@ def main(args: list[str]) -> int:
         return league_main(a)
     if a.run:
         return compare_main(a, _progress)
-    candidate = make_checkpoint_agent(a.checkpoint, seed=a.seed, **candidate_overrides(a))
+    try:
+        candidate = make_candidate(a)
+    except CheckpointNotFound as err:
+        print(f"spiral eval: {err}", file=sys.stderr)
+        return 2
     path = Path(a.out) if a.out else default_out(candidate, a)
     check_writable_file(path, "out")  # the default place too, before the games
     report, results = evaluate_candidate(candidate, a, progress=_progress)
     print(format_report(report, results))
     print(f"report: {write_json(path, report)}")
     return 0
+
+
+def make_candidate(a: EvalArgs) -> LLMPolicy | MixturePolicy:
+    """The policy `checkpoint=` names, as `weights=` chooses it."""
+    overrides = candidate_overrides(a)
+    if a.weights == "live":
+        return make_checkpoint_agent(a.checkpoint, seed=a.seed, **overrides)
+    source = resolve_source(a.checkpoint)
+    if source.checkpoint is None:
+        raise CheckpointNotFound(
+            f"weights={a.weights} needs a run or one of its checkpoints; {a.checkpoint} is "
+            "a model folder or a base model"
+        )
+    if a.weights == "averaged":
+        averaged = Path(source.checkpoint) / "learner" / AVERAGED
+        if not averaged.is_dir():
+            raise CheckpointNotFound(
+                f"{source.checkpoint} holds no averaged weights (learner/{AVERAGED}/: the run "
+                "kept none, weight_ema_decay=0); use weights=live"
+            )
+        return make_checkpoint_agent(str(averaged), seed=a.seed, **overrides)
+    run = Path(source.checkpoint).parent.parent
+    folders = mixture_checkpoints(run, a.mixture_from)
+    members = [
+        make_checkpoint_agent(str(f), seed=a.seed, **overrides, name=f.name) for f in folders
+    ]
+    steps = f"{members[0].source.step}-{members[-1].source.step}"
+    return MixturePolicy(members, f"{run.name}/mixture_{steps}")
 
 
 def _check_out(a: EvalArgs) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import chz
 
@@ -37,6 +37,7 @@ from spiral.types import DTypeName
 
 MODEL_PREFIXES = ("checkpoint", "api")  # game-independent opponents, built once
 DEFAULT_GAMES = 16  # games per (game, opponent, seat) without a run to inherit from
+Weights = Literal["live", "averaged", "mixture"]
 
 
 class EvalError(UsageError):
@@ -55,6 +56,19 @@ class EvalArgs:
     )
     run: str = chz.field(
         default="", doc="run folder: evaluate its checkpoints and write DIR/eval/compare.*"
+    )
+    weights: Weights = chz.field(
+        default="live",
+        doc="which policy of checkpoint= plays: live (its weights) | averaged (its moving "
+        "average of the weights, learner/averaged/) | mixture (the run's checkpoints from "
+        "mixture_from on, one drawn per game: the average policy of its iterates; "
+        "checkpoint=RUN)",
+    )
+    mixture_from: int | None = chz.field(
+        default=None,
+        doc="weights=mixture: the first step whose checkpoint joins (None: the later half "
+        "of the run's checkpoints)",
+        validator=non_negative_or_unset,
     )
     model_name: str = chz.field(
         default="", doc="base model for checkpoint=base (default: the embedded SmolLM2-135M)"
@@ -165,6 +179,18 @@ class EvalArgs:
             raise EvalError("give exactly one of checkpoint=PATH (or checkpoint=base) and run=DIR")
         if self.league and not self.run:
             raise EvalError("league=true rates a run's checkpoints: give run=DIR")
+        if self.weights != "live" and not self.checkpoint:
+            raise EvalError(
+                f"weights={self.weights} chooses the policy of checkpoint=: give "
+                "checkpoint=RUN (run= compares the live weights of each checkpoint)"
+            )
+        if self.mixture_from is not None and self.weights != "mixture":
+            raise EvalError("mixture_from chooses the iterates of weights=mixture; add it")
+        if self.weights == "mixture" and self.math:
+            raise EvalError(
+                "math benchmarks score one model; weights=mixture is several: evaluate a "
+                "checkpoint (weights=live or averaged) for math"
+            )
         return self
 
 

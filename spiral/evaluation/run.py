@@ -46,11 +46,13 @@ from spiral import agents
 from spiral.agents.api_agent import ApiAgent
 from spiral.agents.base import Agent
 from spiral.agents.llm_policy import LLMPolicy
+from spiral.agents.mixture import MixturePolicy
 from spiral.agents.model_agent import (
     CheckpointPolicy,
 )
 from spiral.evaluation.eval_args import MODEL_PREFIXES, EvalArgs
 from spiral.evaluation.match import MatchResult, evaluate, results_metrics, results_table
+from spiral.evaluation.mixture import MIXTURE_GAMES, mixture_exploitability
 from spiral.evaluation.model_policy import EXACT_EXPLOITABILITY
 from spiral.evaluation.outputs import candidate_part, fresh, run_folder, settings_tag
 from spiral.prompts.invalid import InvalidMovePolicy, invalid_policy
@@ -105,15 +107,24 @@ def result_row(r: MatchResult) -> dict[str, Any]:
     return row
 
 
+Candidate = LLMPolicy | MixturePolicy  # a checkpoint, or a run's iterates mixed (weights=)
+
+
+def _source(candidate: Candidate) -> Any:
+    """Where the candidate's weights and run config come from (a mixture: its newest)."""
+    return candidate.source if isinstance(candidate, (CheckpointPolicy, MixturePolicy)) else None
+
+
 def _play(
-    candidate: LLMPolicy,
+    candidate: Candidate,
     a: EvalArgs,
     cache: dict[str, Agent],
     policy: InvalidMovePolicy,
     progress: Progress,
 ) -> tuple[list[MatchResult], list[dict[str, Any]]]:
     """Every (game, opponent, seat) matchup: MatchResults and their JSON rows."""
-    config = candidate.source.config if isinstance(candidate, CheckpointPolicy) else {}
+    source = _source(candidate)
+    config = source.config if source else {}
     max_turns = int(config.get("max_turns", 0) or 0)
     games = a.games_per_seat
     results: list[MatchResult] = []
@@ -141,7 +152,7 @@ def _play(
 
 
 def evaluate_candidate(
-    candidate: LLMPolicy,
+    candidate: Candidate,
     a: EvalArgs,
     cache: dict[str, Agent] | None = None,
     progress: Progress | None = None,
@@ -152,7 +163,7 @@ def evaluate_candidate(
     cache = {} if cache is None else cache
     progress = progress or (lambda _: None)
     t0 = time.perf_counter()
-    source = candidate.source if isinstance(candidate, CheckpointPolicy) else None
+    source = _source(candidate)
     config = source.config if source else {}
     policy = invalid_policy(a.invalid_policy or str(config.get("invalid_move_policy", "spiral")))
     before = {k: agent.stats() for k, agent in cache.items() if isinstance(agent, ApiAgent)}
@@ -189,8 +200,10 @@ def evaluate_candidate(
     }
     for game_id, found in (report["exploitability"] or {}).items():
         numbers = found.items()
-        metrics.update({f"eval/{game_id}/{k}": v for k, v in numbers if k != "distributions"})
-    if a.math:
+        metrics.update({f"eval/{game_id}/{k}": v for k, v in numbers if _number(v)})
+    if isinstance(candidate, MixturePolicy):
+        report["candidate"]["members"] = [str(m.source.checkpoint) for m in candidate.members]
+    if a.math and isinstance(candidate, LLMPolicy):
         progress(f"{candidate.name}: math ({', '.join(a.math)}) ...")
         report["math"] = _math(candidate, a)
         metrics.update(report["math"])
@@ -214,13 +227,24 @@ def _math(candidate: LLMPolicy, a: EvalArgs) -> dict[str, float]:
 
 
 def _exact_reports(
-    candidate: LLMPolicy, env_ids: Sequence[str], progress: Progress
+    candidate: Candidate, env_ids: Sequence[str], progress: Progress
 ) -> dict[str, dict[str, Any]]:
     """Exact exploitability of the candidate as it plays here, per game that allows it:
     at its sampling temperature (greedy play is not a distribution, so T <= 0 is scored
-    at T = 1)."""
+    at T = 1); a mixture's is its members' reach-weighted average (`mixture.py`)."""
     t = candidate.params.temperature if candidate.params.temperature > 0 else 1.0
     found = {}
+    if isinstance(candidate, MixturePolicy):
+        for game_id in (g for g in env_ids if g in MIXTURE_GAMES):
+            progress(f"{candidate.name}: exact exploitability of {game_id} ...")
+            started = time.monotonic()
+
+            def members(done: int, total: int, game_id: str = game_id) -> None:
+                progress(f"{candidate.name}: {game_id}: {done}/{total} members scored")
+
+            report = mixture_exploitability(game_id, candidate.members, t, members)
+            found[game_id] = {**report, "temperature": t, "seconds": time.monotonic() - started}
+        return found
     for game_id in (g for g in env_ids if g in EXACT_EXPLOITABILITY):
         progress(f"{candidate.name}: exact exploitability of {game_id} ...")
         started = time.monotonic()
@@ -232,6 +256,10 @@ def _exact_reports(
         report = EXACT_EXPLOITABILITY[game_id].measure(candidate, t, scored)
         found[game_id] = {**report, "temperature": t, "seconds": time.monotonic() - started}
     return found
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _signed(value: float | None) -> str:
@@ -269,10 +297,10 @@ def format_report(report: Mapping[str, Any], results: Sequence[MatchResult]) -> 
     return "\n".join(lines)
 
 
-def default_out(candidate: LLMPolicy, a: EvalArgs) -> Path:
+def default_out(candidate: Candidate, a: EvalArgs) -> Path:
     """RUN/eval/<checkpoint>_<settings>.json for a run's checkpoint, else the same name in
     the working folder; never an existing file (`spiral.evaluation.outputs`)."""
-    source = candidate.source if isinstance(candidate, CheckpointPolicy) else None
+    source = _source(candidate)
     run = run_folder(source.checkpoint if source is not None else None)
     tag = settings_tag(a.env_ids, a.opponents, a.seed)
     name = f"{candidate_part(candidate.name)}_{tag}.json"

@@ -32,7 +32,6 @@ import torch
 
 from spiral.engines.base import Learner
 
-AVERAGED = "averaged"  # the average's folder inside a checkpoint's learner/
 AVERAGING_JSON = "averaging.json"
 
 

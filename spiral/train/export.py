@@ -36,6 +36,7 @@ import chz
 
 from spiral.args import help_text, parse_command, wants_help
 from spiral.checkpoints.manifest import COMPLETE, seal, write_manifest
+from spiral.engines.base import AVERAGED
 from spiral.engines.model_folder import (
     RUN_FILE,
     SEALED,
@@ -44,7 +45,7 @@ from spiral.engines.model_folder import (
 )
 from spiral.errors import SpiralError, UsageError
 from spiral.report.writable import check_writable_folder
-from spiral.train.averaging import AVERAGED, WeightAverage
+from spiral.train.averaging import WeightAverage
 from spiral.train.checkpoint import (
     CheckpointError,
     LoopState,
