@@ -27,10 +27,12 @@ from spiral.types import Move, Turn
 SALT = 0x6D1C  # keeps the member draw apart from the game's own use of its seed
 
 
-def mixture_checkpoints(run_dir: Path, first_step: int | None = None) -> list[Path]:
-    """The run's complete checkpoints from `first_step` on (None: its later half, the
-    newest always included), oldest first; one line if there are none."""
-    found = list_checkpoints(run_dir)
+def mixture_checkpoints(
+    run_dir: Path, first_step: int | None = None, last_step: int | None = None
+) -> list[Path]:
+    """The run's complete checkpoints from `first_step` (None: the later half of them) to
+    `last_step` (None: the newest), oldest first; one line if there are none."""
+    found = [(s, f) for s, f in list_checkpoints(run_dir) if last_step is None or s <= last_step]
     if not found:
         raise CheckpointNotFound(
             f"{run_dir} has no complete checkpoint to mix; weights=mixture takes a run folder "
@@ -65,13 +67,16 @@ class MixturePolicy(Agent):
         return self.members[self.member_index(state)].act(state)
 
     def take_turns(self, states: Sequence[State], seed: int) -> list[Turn]:
-        """Each member plays its games of the wave in one batched call."""
+        """Each member plays its games of the wave in one batched call, from a sampling
+        seed of its own (members' draws are not the same random numbers)."""
         turns: list[Turn | None] = [None] * len(states)
         groups: dict[int, list[int]] = {}
         for i, state in enumerate(states):
             groups.setdefault(self.member_index(state), []).append(i)
         for k, rows in sorted(groups.items()):
-            played = self.members[k].take_turns([states[i] for i in rows], seed)
+            member_seed = random.Random(seed * 1_000_003 + k).randrange(2**31)
+            played = self.members[k].take_turns([states[i] for i in rows], member_seed)
             for i, turn in zip(rows, played, strict=True):
                 turns[i] = turn
-        return [t for t in turns if t is not None]
+        assert all(t is not None for t in turns)  # every state went to one member
+        return turns  # type: ignore[return-value]

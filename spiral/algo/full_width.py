@@ -47,8 +47,6 @@ from dataclasses import dataclass
 from spiral.games.base import State
 from spiral.types import Move, Seat
 
-TERMINAL = -1  # `children` entries below 0 name terminals: -1 - index into `returns`
-
 
 class TreeTooLarge(ValueError):
     """The game's tree over its listed deals exceeds the bound full width expands."""

@@ -75,7 +75,8 @@ def make_candidate(a: EvalArgs) -> LLMPolicy | MixturePolicy:
             )
         return make_checkpoint_agent(str(averaged), seed=a.seed, **overrides)
     run = Path(source.checkpoint).parent.parent
-    folders = mixture_checkpoints(run, a.mixture_from)
+    named = None if Path(a.checkpoint).resolve() == run.resolve() else source.step
+    folders = mixture_checkpoints(run, a.mixture_from, named)
     members = [
         make_checkpoint_agent(str(f), seed=a.seed, **overrides, name=f.name) for f in folders
     ]

@@ -235,6 +235,8 @@ def _exact_reports(
     t = candidate.params.temperature if candidate.params.temperature > 0 else 1.0
     found = {}
     if isinstance(candidate, MixturePolicy):
+        for game_id in (g for g in env_ids if g in EXACT_EXPLOITABILITY and g not in MIXTURE_GAMES):
+            progress(f"{candidate.name}: no exact exploitability of a mixture in {game_id}")
         for game_id in (g for g in env_ids if g in MIXTURE_GAMES):
             progress(f"{candidate.name}: exact exploitability of {game_id} ...")
             started = time.monotonic()

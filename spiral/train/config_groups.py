@@ -193,9 +193,9 @@ class RegularizerConfig:
     kl_magnet_settle: float = chz.field(
         default=0.0,
         doc="kl_reference=snapshot: also refresh the magnet once the policy has settled on "
-        "the regularised game's fixed point: its KL to the magnet changed by at most this "
-        "share of its value from one step to the next (e.g. 0.02; the magnet at least 3 "
-        "steps old); 0 = off; alone (kl_magnet_interval=0) the only rule",
+        "the regularised game's fixed point: the KL to the magnet's last change at most this "
+        "times its largest change since the refresh (e.g. 0.1; the magnet at least 3 steps "
+        "old); below 1; 0 = off; alone (kl_magnet_interval=0) the only rule",
         validator=non_negative,
     )
 
@@ -235,7 +235,8 @@ class RegularizerConfig:
             )
         if self.kl_magnet_settle >= 1:
             raise ConfigError(
-                f"kl_magnet_settle is a share of the KL to the magnet, below 1 (e.g. 0.02), "
+                f"kl_magnet_settle compares the KL's last change with its largest, below 1 "
+                f"(e.g. 0.1), "
                 f"got {self.kl_magnet_settle}"
             )
 

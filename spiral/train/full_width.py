@@ -25,6 +25,7 @@ import copy
 import dataclasses
 import math
 import time
+import warnings
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -57,6 +58,7 @@ from spiral.types import (
 )
 
 MAX_DECISIONS = 20_000  # Leduc: 4,320 decisions over 120 deals, 288 prompts
+NEGLIGIBLE = 1e-12  # a row's share of the step's weight below which it is left out
 POLICY = "policy"
 # Games whose policy table has an exact exploitability, and the numbers kept of it.
 EXACT_TABLES: dict[str, Callable[[LLMPolicy, float], dict[str, Any]]] = {
@@ -132,6 +134,7 @@ class FullWidth:
         each step scores are the learner's then (`rows`)."""
         self.policy = policy
         self.cfg = cfg
+        self.unmeasured: set[str] = set()  # games whose exact numbers cannot be read here
         self.games = {
             game_id: self._expand(game_id, game_params.get(game_id))
             for game_id in dict.fromkeys(cfg.env_ids)
@@ -158,7 +161,10 @@ class FullWidth:
                 )
             return k
 
-        tree = expand(deals, key, MAX_DECISIONS)
+        try:
+            tree = expand(deals, key, MAX_DECISIONS)
+        except ValueError as err:  # a prompt that does not tell two move sets apart
+            raise UsageError(f"rollout=full_width: {err}; use rollout=sampled") from None
         first: dict[Hashable, int] = {}
         for i, k in enumerate(tree.keys):
             first.setdefault(k, i)
@@ -204,8 +210,9 @@ class FullWidth:
             )
         picked: list[tuple[Situation, int, float, float]] = []  # situation, move, weight, adv
         metrics: dict[str, float] = {}
-        share = 1.0 / len(self.games)  # games take equal shares of a sampled step
+        n_ids = len(self.cfg.env_ids)
         for game_id, game in self.games.items():
+            share = self.cfg.env_ids.count(game_id) / n_ids  # as a sampled step's games
             values, root = exact_values(game.tree, probs)
             for k, v in values.items():
                 s, p = game.situations[k], probs[k]
@@ -219,10 +226,14 @@ class FullWidth:
             metrics[f"full_width/{game_id}/decisions_per_game"] = math.fsum(
                 v.reach for v in values.values()
             )
+        # Rows of moves the policy all but never makes carry no gradient worth a row, and
+        # their centering offsets (divided by the weight) would overflow.
+        total = math.fsum(w for _, _, w, _ in picked)
+        picked = [row for row in picked if row[2] > NEGLIGIBLE * total]
         offsets = private_centering_offsets(
             [(s.game_id, s.seat, s.public) for s, _, _, _ in picked],
             [s.prompt_ids for s, _, _, _ in picked],
-            [a for _, a, _, _ in picked],
+            [s.answers[a] for s, a, _, _ in picked],
             [adv for _, _, _, adv in picked],
             centering,
             weights=[w for _, _, w, _ in picked],
@@ -271,7 +282,16 @@ class FullWidth:
             try:
                 report = EXACT_TABLES[game_id](table, self.cfg.temperature)
             except ImportError:  # no OpenSpiel: the numbers are the evaluation's to skip
-                return {}
+                continue
+            except KeyError:  # the measure's prompts are not the tree's (game params)
+                if game_id not in self.unmeasured:
+                    self.unmeasured.add(game_id)
+                    warnings.warn(
+                        f"full width: {game_id}'s exact exploitability needs prompts the "
+                        "tree does not hold (the evaluation still measures it)",
+                        stacklevel=2,
+                    )
+                continue
             prefix = f"full_width/{game_id}"
             for key, value in report.items():
                 if isinstance(value, (int, float)) and key in EXACT_KEYS:

@@ -10,8 +10,9 @@ descent with a moving magnet). Two rules move it, either or both:
   read from the KL to the magnet that the learner measures each step
   (`train/kl_to_magnet`: exact under `rollout=full_width`, an estimate from the sampled
   rows otherwise): after a refresh it grows as the policy moves away and flattens where
-  the regularised game is solved; the magnet moves once it changed by at most x of its
-  value from one step to the next, at least `MIN_AGE` steps after the last refresh.
+  the regularised game is solved; the magnet moves once its last change is at most x
+  times its largest change since the refresh (its growth has slowed to x of its
+  fastest), at least `MIN_AGE` steps after the refresh.
 
 A run without a magnet yet (step 0, or a checkpoint that holds none) takes one at once.
 The magnet is saved with every checkpoint as `learner/magnet/`, the settle rule's record
@@ -88,10 +89,11 @@ MIN_AGE = 3  # steps a magnet is kept at least under the settle rule
 
 
 def settled(kls: list[float], tolerance: float) -> bool:
-    """The KL to the magnet has flattened: its last change at most `tolerance` of its
-    value, the magnet at least `MIN_AGE` steps old (a fresh magnet's KL starts at 0 and
-    grows by about as much each step, which no tolerance below 1 mistakes for settled)."""
+    """The KL to the magnet has flattened: its last change at most `tolerance` times its
+    largest change since the refresh, the magnet at least `MIN_AGE` steps old. A KL that
+    still grows as fast as it did is never settled (a tolerance is below 1)."""
     if len(kls) < MIN_AGE:
         return False
-    last, before = kls[-1], kls[-2]
-    return last > 0 and abs(last - before) <= tolerance * last
+    changes = [abs(b - a) for a, b in zip(kls, kls[1:], strict=False)]
+    largest = max(changes)
+    return largest > 0 and changes[-1] <= tolerance * largest

@@ -42,9 +42,14 @@ def main(argv: Sequence[str]) -> int:
         if ranks.main:
             kind = "fully sharded (FSDP)" if cfg.compute.fsdp else "data-parallel"
             world = f", {ranks.world} {kind} ranks" if ranks.world > 1 else ""
+            per_step = (
+                "every deal and move expanded each step (rollout=full_width)"
+                if cfg.learning.rollout == "full_width"
+                else f"{cfg.games_per_step} games/step"
+            )
             print(
                 f"run folder: {setup.run_dir}  ({cfg.num_steps} steps, "
-                f"{cfg.games_per_step} games/step{world}; console kept in console.log)"
+                f"{per_step}{world}; console kept in console.log)"
             )
             print(compute_line(cfg))
         try:

@@ -272,6 +272,13 @@ class TrainConfig:
                 "play and the async actors play sampled games: turn them off or use "
                 "rollout=sampled"
             )
+        learning = self.learning
+        if learning.num_substeps > 1 or learning.gamma < 1 or learning.filter_zero_adv:
+            raise ConfigError(
+                "rollout=full_width trains every prompt once with its moves' exact values: "
+                "num_substeps=1, gamma=1 and filter_zero_adv=false (the keys that split or "
+                "reshape sampled rows), or rollout=sampled"
+            )
 
     def to_json(self) -> dict[str, Any]:
         """Every key by its flat name (a run folder's config.json, a checkpoint's config)."""

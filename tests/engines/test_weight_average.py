@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from spiral.agents.model_agent import resolve_source
-from spiral.engines.base import StaleSamplerError
+from spiral.engines.base import AVERAGED, StaleSamplerError
 from spiral.engines.loading import ModelConfig
 from spiral.engines.torch.learner import TorchLearner
-from spiral.train.averaging import AVERAGED, WeightAverage
+from spiral.train.averaging import WeightAverage
 from spiral.types import Datum
 
 from .conftest import PROMPT_TEXTS, chat_prompts, is_loss, to_datum
