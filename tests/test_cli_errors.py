@@ -149,7 +149,9 @@ def test_version_and_a_presets_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().out.strip() == f"spiral {__version__}"
     assert cli.main(["train", "preset=embedded-kuhn", "lora_rank=8", "--help"]) == 0
     text = capsys.readouterr().out
-    assert "  learning_rate (set: 0.001*0.3@30; a number or a schedule" in text  # the recipe's
+    assert (
+        "  learning_rate (set: cosine:0.0003->3e-05; a number or a schedule" in text
+    )  # the recipe's
     assert "  lora_rank (set: 8; an integer)" in text  # the command line's
     assert "  seed (0; an integer)" in text  # untouched keys keep their default
 

@@ -159,7 +159,7 @@ def test_regularised_learning_keys_parse_and_validate() -> None:
         [0.95, 0.7, 0.45]
     )
     floored = parse_config(["recipe=embedded-kuhn"])
-    assert (floored.regularizer.move_floor, floored.regularizer.move_floor_coef) == (0.1, 0.2)
+    assert (floored.regularizer.move_floor, floored.regularizer.move_floor_coef) == (0.05, 0.2)
     off = parse_config(["recipe=embedded-kuhn", "move_floor=0", "move_floor_coef=0"])
     assert (off.regularizer.move_floor, off.regularizer.move_floor_coef) == (0.0, 0.0)
     for bad, hint in (
@@ -235,7 +235,7 @@ def test_the_async_loop_defaults_to_a_kl_trust_region() -> None:
     assert parse_config(["use_async_actor_learner=true"]).learning.lr_kl_target == 0.05
     given = parse_config(["lr_kl_target=0", "use_async_actor_learner=true"])
     assert given.learning.lr_kl_target == 0.0  # a value given (anywhere) is kept
-    preset = parse_config(["preset=embedded-kuhn", "use_async_actor_learner=true"])
+    preset = parse_config(["preset=embedded-leduc", "use_async_actor_learner=true"])
     assert preset.learning.lr_kl_target == 0.05
     assert parse_config(["use_async_actor_learner=false"]).learning.lr_kl_target == 0.0
 
@@ -270,10 +270,10 @@ def test_what_a_stranger_tried_is_one_line(args: list[str], message: str) -> Non
 
 def test_an_earlier_key_still_adjusts_a_recipes_schedule() -> None:
     """A recipe's schedule is the user's to adjust with the original's keys."""
-    cfg = parse_config(["recipe=embedded-kuhn", "lr_schedule=step", "lr_step_at=40"])
-    assert cfg.learning_rate.drops == ((40, 0.3),)
-    cfg = parse_config(["recipe=embedded-kuhn", "entropy_coef_final=0.05"])
-    assert str(cfg.regularizer.entropy_coef) == "0.3->0.05"
+    cfg = parse_config(["recipe=embedded-tictactoe", "lr_schedule=step", "lr_step_at=40"])
+    assert cfg.learning_rate.drops == ((40, 0.1),)
+    cfg = parse_config(["recipe=embedded-tictactoe", "entropy_coef_final=0.05"])
+    assert str(cfg.regularizer.entropy_coef) == "0.1->0.05"
     assert (
         str(parse_config(["entropy_coef=0.3", "entropy_coef_final=0.1"]).regularizer.entropy_coef)
         == "0.3->0.1"

@@ -19,8 +19,19 @@ from spiral.train.resume import check_resume_config
 
 DATA = Path(__file__).parents[1] / "data" / "configs-before-recipes"
 TODAY = {
-    # the preset has kept a floor under every move since these files were written
-    "embedded-kuhn": ["recipe=embedded-kuhn", "move_floor=0", "move_floor_coef=0"],
+    # the preset has changed since these files were written: the words of its keys then
+    "embedded-kuhn": [
+        "recipe=embedded-kuhn",
+        "rollout=sampled",
+        "prompt_style=focused",
+        "max_steps=120",
+        "learning_rate=1e-3*0.3@30",
+        "entropy_coef=0.3->0.1",
+        "kl_coef=0->0.6",
+        "private_centering=0.95->0.5",
+        "move_floor=0",
+        "move_floor_coef=0",
+    ],
     "embedded-tictactoe": ["recipe=embedded-tictactoe"],
     "async-linear-lr": [
         "use_async_actor_learner=true",
@@ -73,7 +84,27 @@ def test_a_run_from_before_the_floor_says_how_to_resume_without_it() -> None:
 def test_the_earlier_command_lines_give_todays_configs() -> None:
     """The earlier keys, typed as before, parse to the same config as today's words."""
     for name, earlier in (
-        ("embedded-kuhn", ["preset=embedded-kuhn", "move_floor=0", "move_floor_coef=0"]),
+        (
+            "embedded-kuhn",
+            [
+                "preset=embedded-kuhn",
+                "rollout=sampled",
+                "prompt_style=focused",
+                "max_steps=120",
+                "learning_rate=1e-3",
+                "lr_schedule=step",
+                "lr_step_at=30",
+                "lr_step_factor=0.3",
+                "entropy_coef=0.3",
+                "entropy_coef_final=0.1",
+                "kl_coef=0",
+                "kl_coef_final=0.6",
+                "private_centering=0.95",
+                "private_centering_final=0.5",
+                "move_floor=0",
+                "move_floor_coef=0",
+            ],
+        ),
         (
             "async-linear-lr",
             [
@@ -102,11 +133,13 @@ def test_the_earlier_command_lines_give_todays_configs() -> None:
 def test_an_earlier_key_never_rewrites_a_schedule_it_cannot_express(words: list[str]) -> None:
     with pytest.raises(ConfigError, match="give the schedule alone"):
         parse_config(words)
-    # where it can, it still folds: the recipe's one drop moved, its linear fade ended lower
-    cfg = parse_config(["recipe=embedded-kuhn", "lr_step_at=40", "entropy_coef_final=0.05"])
+    # where it can, it still folds: a recipe's constant rate given a drop, its linear
+    # fade ended lower
+    words = ["recipe=embedded-tictactoe", "lr_schedule=step", "lr_step_at=40"]
+    cfg = parse_config([*words, "entropy_coef_final=0.05"])
     assert (str(cfg.learning_rate), str(cfg.regularizer.entropy_coef)) == (
-        "0.001*0.3@40",
-        "0.3->0.05",
+        "0.0003*0.1@40",
+        "0.1->0.05",
     )
 
 

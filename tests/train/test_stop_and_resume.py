@@ -223,15 +223,16 @@ def test_a_refusal_names_every_changed_key_and_its_words_resume() -> None:
 def test_a_longer_run_says_how_its_spanning_schedules_move() -> None:
     from spiral.train.resume import stretched_schedules
 
-    short = parse_config(["recipe=embedded-kuhn", "max_steps=3"])
-    longer = parse_config(["recipe=embedded-kuhn", "max_steps=120"])
+    spans = ["entropy_coef=0.3->0.1", "kl_coef=0->0.6", "learning_rate=1e-3*0.3@30"]
+    short = parse_config([*spans, "max_steps=3"])
+    longer = parse_config([*spans, "max_steps=120"])
     notice = stretched_schedules(short.to_json(), longer, step=3)
     assert notice is not None and notice.startswith("3 -> 120 steps")
     # linear 0.3->0.1: the saved run's last value at step 3, the longer run's 0.3 - 0.2 * 3/119
     assert "entropy_coef 0.1 -> 0.295" in notice and "kl_coef 0.6 -> 0.0151" in notice
     assert "learning_rate" not in notice  # a step schedule keeps its steps
     assert stretched_schedules(longer.to_json(), longer, step=3) is None
-    flat = parse_config(["recipe=embedded-kuhn", "max_steps=9", "entropy_coef=0.2"])
+    flat = parse_config([*spans, "max_steps=9", "entropy_coef=0.2"])
     assert stretched_schedules(short.to_json(), flat, step=3) is not None  # kl still spans
     plain = parse_config(["max_steps=9"])
     assert stretched_schedules(parse_config(["max_steps=3"]).to_json(), plain, 3) is None
