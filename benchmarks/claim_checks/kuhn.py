@@ -1,13 +1,21 @@
-"""The claims on learning Kuhn poker: exact exploitability at step 120 of each run."""
+"""The claims on learning Kuhn poker: exact exploitability at the end of each run (step
+200 for `make train` since it trains on the whole tree, step 120 before)."""
 
 from __future__ import annotations
 
+from spiral.args import flat_json
 from spiral.train.recipes import RECIPES
 
 from .core import AVERAGED, LIVE, Check, NoData, Row, claim, f, mean_sd, span, words
 
-# The preset today (the centering fade and the move floor): bf16 on the AVX512-BF16 CPU,
-# and fp32 on the AVX2 CPU; before the floor, the fade alone (bf16).
+# `make train` since 2026-12-07: full width, its seeds on the AVX2 CPU.
+FULL_WIDTH = "docs/results/kuhn-full-width/seeds"
+FULL_WIDTH_STEPS = 200
+# The sampled preset before it (the centering fade and a 0.1 move floor, 2026-11-30 to
+# 2026-12-06): bf16 on the AVX512-BF16 CPU, and fp32 on the AVX2 CPU; before the floor, the
+# fade alone (bf16).
+SAMPLED_FLOOR = (0.1, 0.2)  # its move_floor, move_floor_coef
+SAMPLED = "the sampled preset with its move floor"
 PRESET_RUNS = [
     f"docs/results/kuhn-centering/move-floor-bf16/seed{s}/metrics.jsonl" for s in range(5)
 ]
@@ -69,19 +77,47 @@ def before_fade_finals(row: Row, key: str = LIVE) -> list[float]:
     return finals(row.row("the preset before the centering fade"), BEFORE_FADE, key)
 
 
+def full_width_runs(row: Row) -> list[str]:
+    """`make train`'s runs, each checked to hold today's recipe (its keys but the seed and
+    the run folder)."""
+    runs = row.glob(FULL_WIDTH, "seed*/metrics.jsonl")
+    today = flat_json(RECIPES["embedded-kuhn"]())
+    for m in runs:
+        ran = row.config(config_of(m))
+        changed = sorted(
+            k for k in today if k not in ("seed", "log_path", "recipe") and ran.get(k) != today[k]
+        )
+        if changed:
+            raise NoData(f"{m} ran with other keys than the recipe: {', '.join(changed)}")
+    return runs
+
+
 @claim("make train lowers Kuhn exploitability")
 def make_train(row: Row) -> list[Check]:
+    runs = full_width_runs(row)
+    live = [row.final(m, step=FULL_WIDTH_STEPS) for m in runs]
+    averaged = [row.final(m, AVERAGED, FULL_WIDTH_STEPS) for m in runs]
+    start = [row.evals(m)[0] for m in runs]
+    return [
+        Check("base model at step 0", span(start), "claim"),
+        *stats("live", live),
+        Check("seeds", seed_range(seeds(row, runs))),
+        Check("averaged weights", f"averaged weights {mean_sd(averaged)}"),
+        Check(
+            "at or below 0.05", f"{sum(x <= 0.05 for x in live)} of {len(live)} at or below 0.05"
+        ),
+    ]
+
+
+@claim(SAMPLED)
+def sampled_preset(row: Row) -> list[Check]:
     live, averaged = finals(row, PRESET_RUNS), finals(row, PRESET_RUNS, AVERAGED)
     start = [row.evals(m)[0] for m in PRESET_RUNS + FLOOR_RUNS]
     fp32 = finals(row, FLOOR_RUNS)
-    today = RECIPES["embedded-kuhn"]().regularizer
     for m in PRESET_RUNS + FLOOR_RUNS:
         cfg = row.config(config_of(m))
-        if (cfg.get("move_floor"), cfg.get("move_floor_coef")) != (
-            today.move_floor,
-            today.move_floor_coef,
-        ):
-            raise NoData(f"{m} ran without the preset's move floor")
+        if (cfg.get("move_floor"), cfg.get("move_floor_coef")) != SAMPLED_FLOOR:
+            raise NoData(f"{m} ran without the sampled preset's move floor")
     return [
         Check("base model at step 0", span(start), "claim"),
         *stats("live", live),

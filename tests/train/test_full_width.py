@@ -136,6 +136,8 @@ def test_a_full_width_run_trains_checkpoints_and_resumes_exactly(
         (("answer_format=bracket",), "answer_format=constrained think_budget=0"),
         (("think_budget=8",), "answer_format=constrained think_budget=0"),
         (("fsp_enabled=true",), "population play"),
+        (("num_substeps=2",), "num_substeps=1, gamma=1"),
+        (("gamma=0.9",), "num_substeps=1, gamma=1"),
     ],
 )
 def test_what_cannot_be_expanded_is_refused_in_one_line(
