@@ -73,7 +73,7 @@ def test_the_settle_rule_moves_the_magnet_and_resumes_exactly(
 
     straight = run(tmp_path / "straight", 9)
     kls = [r["train/kl_to_magnet"] for r in straight]
-    refreshed = [i for i in range(1, len(kls)) if kls[i] == 0.0]
+    refreshed = [i for i in range(1, len(kls)) if kls[i] < 1e-6]  # a fresh magnet: KL 0
     assert refreshed, kls  # the magnet moved after step 0 by the settle rule alone
     run(tmp_path / "resumed", 6)
     record = tmp_path / "resumed" / "checkpoints" / "step_000006" / "learner" / "magnet"
