@@ -80,7 +80,8 @@ def run_async_benchmark(
     """Seconds per step, games/s and waits of the sync and the async loop on `preset`."""
     import torch
 
-    base = [f"preset={preset}", f"model_name={model}", *extra]
+    # the async actors play sampled games, so both loops sample
+    base = [f"preset={preset}", f"model_name={model}", "rollout=sampled", *extra]
     games_per_step = parse_config(base).games_per_step
     before = torch.get_num_threads()
     t0 = time.perf_counter()

@@ -161,6 +161,7 @@ def run_pool_benchmark(
             f"model_name={model}",
             f"batch_size={2 * hands}",
             "log_path=/dev/null",
+            "rollout=sampled",  # population play samples its games
             "fsp_enabled=true",
             f"fsp_pool_size={members}",
             *extra,
