@@ -142,6 +142,18 @@ def test_machine_errors_come_before_any_model_work(
     assert not cache.exists() or not any(cache.iterdir())
 
 
+def test_python_dash_m_is_the_command() -> None:
+    import subprocess
+    import sys
+
+    from spiral import __version__
+
+    done = subprocess.run(
+        [sys.executable, "-m", "spiral", "--version"], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0 and done.stdout.strip() == f"spiral {__version__}"
+
+
 def test_version_and_a_presets_help(capsys: pytest.CaptureFixture[str]) -> None:
     from spiral import __version__
 

@@ -60,6 +60,14 @@ class CheckpointNotFound(SpiralError, FileNotFoundError):
     """A path that is neither a run, a checkpoint nor a model folder (says what to pass)."""
 
 
+class DamagedCheckpoint(CheckpointNotFound):
+    """A checkpoint whose files fail their manifest; `advice` says what to use instead."""
+
+    def __init__(self, folder: Path, problems: list[str], advice: str = "use an earlier one"):
+        super().__init__(f"checkpoint {folder} is damaged ({'; '.join(problems)}); {advice}")
+        self.folder, self.problems = folder, problems
+
+
 @dataclass(frozen=True)
 class ModelSource:
     """What `arg` resolved to: where the weights are, the run config, and a display name."""
@@ -133,9 +141,7 @@ def _checkpoint_source(folder: Path) -> ModelSource:
         ) from err
     problems = verify_or_say(folder)
     if problems:
-        raise CheckpointNotFound(
-            f"checkpoint {folder} is damaged ({'; '.join(problems)}); use an earlier one"
-        )
+        raise DamagedCheckpoint(folder, problems)
     config = dict(state.get("config") or {})
     step = int(state.get("step", 0))
     model = _model_folder(folder / "learner")

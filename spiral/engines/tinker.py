@@ -28,9 +28,10 @@ Choices:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,17 @@ def service_client() -> Any:
             "service trains and samples); or train locally with engine=torch"
         )
     return _tinker().ServiceClient()
+
+
+@contextlib.contextmanager
+def starting() -> Iterator[None]:
+    """The SDK's refusals while an engine starts (a key it rejects, a model the service does
+    not offer) as one line, before any work."""
+    tinker = _tinker()
+    try:
+        yield
+    except tinker.TinkerError as err:
+        raise SpiralError(f"engine=tinker could not start: {err}; check {API_KEY_ENV}") from None
 
 
 # ---- our nouns <-> the SDK's types ----------------------------------------------------
@@ -183,11 +195,12 @@ class TinkerLearner:
         if cfg.lora_rank <= 0:
             raise TinkerUnsupported("Tinker trains LoRA adapters; set lora_rank > 0")
         self.cfg = cfg
-        self.service = service if service is not None else service_client()
-        self.client = self.service.create_lora_training_client(
-            base_model=cfg.model, rank=cfg.lora_rank, seed=cfg.seed
-        )
-        self.tokenizer = self.client.get_tokenizer()
+        with starting():
+            self.service = service if service is not None else service_client()
+            self.client = self.service.create_lora_training_client(
+                base_model=cfg.model, rank=cfg.lora_rank, seed=cfg.seed
+            )
+            self.tokenizer = self.client.get_tokenizer()
         self.max_grad_norm = max_grad_norm
         self.version = 0
         self.temperature = 1.0
@@ -297,9 +310,10 @@ class TinkerLearner:
 
 def tinker_sampler(cfg: ModelConfig, version: int = 0) -> Sampler:
     """A sampler over a base model or a saved `tinker://` path (eval, serve, agents)."""
-    service = service_client()
-    if cfg.model.startswith("tinker://"):
-        client = service.create_sampling_client(model_path=cfg.model)
-    else:
-        client = service.create_sampling_client(base_model=cfg.model)
-    return TinkerSampler(client, client.get_tokenizer(), version)
+    with starting():
+        service = service_client()
+        if cfg.model.startswith("tinker://"):
+            client = service.create_sampling_client(model_path=cfg.model)
+        else:
+            client = service.create_sampling_client(base_model=cfg.model)
+        return TinkerSampler(client, client.get_tokenizer(), version)

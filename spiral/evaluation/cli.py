@@ -9,7 +9,12 @@ from pathlib import Path
 
 from spiral.agents.llm_policy import LLMPolicy
 from spiral.agents.mixture import MixturePolicy, mixture_checkpoints
-from spiral.agents.model_agent import CheckpointNotFound, make_checkpoint_agent, resolve_source
+from spiral.agents.model_agent import (
+    CheckpointNotFound,
+    DamagedCheckpoint,
+    make_checkpoint_agent,
+    resolve_source,
+)
 from spiral.engines.base import AVERAGED
 from spiral.evaluation.compare import compare_main, league_main
 from spiral.evaluation.eval_args import (
@@ -77,11 +82,27 @@ def make_candidate(a: EvalArgs) -> LLMPolicy | MixturePolicy:
     run = Path(source.checkpoint).parent.parent
     named = None if Path(a.checkpoint).resolve() == run.resolve() else source.step
     folders = mixture_checkpoints(run, a.mixture_from, named)
-    members = [
-        make_checkpoint_agent(str(f), seed=a.seed, **overrides, name=f.name) for f in folders
-    ]
+    members = []
+    for i, folder in enumerate(folders):
+        try:
+            members.append(
+                make_checkpoint_agent(str(folder), seed=a.seed, **overrides, name=folder.name)
+            )
+        except DamagedCheckpoint as err:
+            raise DamagedCheckpoint(err.folder, err.problems, _leave_out(folders, i)) from None
     steps = f"{members[0].source.step}-{members[-1].source.step}"
     return MixturePolicy(members, f"{run.name}/mixture_{steps}")
+
+
+def _leave_out(folders: list[Path], bad: int) -> str:
+    """How a mixture leaves out its damaged member `folders[bad]`."""
+    if bad + 1 < len(folders):
+        after = folders[bad + 1].name.removeprefix("step_").lstrip("0") or "0"
+        return f"for weights=mixture, mixture_from={after} starts the mixture after it"
+    return (
+        "for weights=mixture, name an earlier checkpoint (checkpoint=RUN/checkpoints/step_N) "
+        "to end the mixture before it"
+    )
 
 
 def _check_out(a: EvalArgs) -> None:

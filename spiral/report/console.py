@@ -29,7 +29,8 @@ HEADLINE: tuple[tuple[str, str, str], ...] = (
     ("adv_std", "*assemble/std_advantage", "{:.3f}"),
     ("exploitability", "full_width/*/exploitability", "{:.3f}"),  # rollout=full_width
     ("entropy", "train/entropy", "{:.3f}"),
-    ("kl", "*approx_kl", "{:.4f}"),
+    ("kl", "*approx_kl", "{:.4f}"),  # the sampler's rows against the learner's
+    ("kl_magnet", "train/kl_to_magnet", "{:.4f}"),  # logged only with a KL magnet
     ("floor", "*move_floor_deficit", "{:.4f}"),  # logged only when the move floor is on
     ("clip", "*clip_frac", "{:.3f}"),
     ("tokens", "train/*/seat*/mean_response_tokens", "{:.0f}"),

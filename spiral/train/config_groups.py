@@ -233,6 +233,18 @@ class RegularizerConfig:
                 "kl_magnet_interval > 0 (the steps between refreshes, e.g. 10) or "
                 "kl_magnet_settle > 0 (once the policy settles, e.g. 0.02)"
             )
+        moved = self.kl_magnet_interval > 0 or self.kl_magnet_settle > 0
+        if moved and self.kl_reference != "snapshot":
+            raise ConfigError(
+                f"kl_magnet_interval and kl_magnet_settle move a snapshot magnet, and "
+                f"kl_reference={self.kl_reference} does not move: set kl_reference=snapshot, "
+                "or leave both at 0"
+            )
+        if self.kl_reference == "snapshot" and self.kl_coef.is_off:
+            raise ConfigError(
+                "kl_reference=snapshot with kl_coef=0 keeps a magnet that pulls nothing: "
+                "set kl_coef (e.g. 0.2), or leave kl_reference at its default"
+            )
         if self.kl_magnet_settle >= 1:
             raise ConfigError(
                 f"kl_magnet_settle compares the KL's last change with its largest, below 1 "

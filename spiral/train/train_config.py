@@ -272,6 +272,16 @@ class TrainConfig:
                 "play and the async actors play sampled games: turn them off or use "
                 "rollout=sampled"
             )
+        if self.prompts.max_turns > 0 or self.prompts.top_p < 1:
+            raise ConfigError(
+                "rollout=full_width plays every game to its end with the policy's whole "
+                "distribution: leave max_turns=0 and top_p=1, or rollout=sampled"
+            )
+        if self.compute.engine == "tinker":
+            raise ConfigError(
+                "rollout=full_width scores and trains on this machine's learner; "
+                "engine=tinker takes sampled games: use rollout=sampled"
+            )
         learning = self.learning
         if learning.num_substeps > 1 or learning.gamma < 1 or learning.filter_zero_adv:
             raise ConfigError(

@@ -55,6 +55,15 @@ def test_without_a_key_the_engine_says_what_to_set(monkeypatch: pytest.MonkeyPat
         registry.sampler("tinker", ModelConfig(model="Qwen/Qwen3-4B-Base"))
 
 
+def test_a_key_the_sdk_rejects_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SDK refuses a key without its prefix when the first client is made, before any
+    request: that becomes one line, not the SDK's traceback."""
+    monkeypatch.setenv(API_KEY_ENV, "not-a-tinker-key")
+    for build in (registry.learner, registry.sampler):
+        with pytest.raises(SpiralError, match="engine=tinker could not start: .*TINKER_API_KEY"):
+            build("tinker", ModelConfig(model="Qwen/Qwen3-4B-Base", lora_rank=8))
+
+
 def test_datums_take_the_original_ports_layout() -> None:
     got = to_tinker_datum(_datum(weight=3.0), scale=0.5)
     assert isinstance(got, types.Datum)

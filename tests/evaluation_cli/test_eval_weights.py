@@ -5,6 +5,7 @@ exploitability is the members' reach-weighted average."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -131,3 +132,22 @@ def test_averaged_weights_of_a_run_that_kept_none_are_refused(
     assert cli_main(["eval", f"checkpoint={run}", "weights=averaged"]) == 2
     err = capsys.readouterr().err.strip()
     assert "holds no averaged weights" in err and len(err.splitlines()) == 1
+
+
+def test_a_damaged_member_names_the_mixture_that_leaves_it_out(
+    kuhn_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A mixture member that fails its manifest is refused with the mixture_from that
+    starts after it (not "an earlier one", which would still hold it)."""
+    run = tmp_path / "run"
+    shutil.copytree(kuhn_run, run)
+    weights = run / "checkpoints" / "step_000003" / "learner" / "adapter_model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    assert cli_main(["eval", f"checkpoint={run}", "weights=mixture", "games=2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "step_000003 is damaged" in err and "mixture_from=4" in err
+    assert len(err.splitlines()) == 1
+    argv = ["eval", f"checkpoint={run}", "weights=mixture", "mixture_from=4", "games=2"]
+    assert cli_main([*argv, "opponents=random", f"out={tmp_path / 'out.json'}"]) == 0

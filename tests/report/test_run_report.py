@@ -89,6 +89,8 @@ def test_format_progress() -> None:
         10, 40, {"train/approx_kl": 0.002, "train/move_floor_deficit": 0.0217}, 5.0
     )
     assert "| kl 0.0020 | floor 0.0217 |" in floored  # shown only where the floor is logged
+    magnet = format_progress(10, 40, {"train/approx_kl": 0.0, "train/kl_to_magnet": 0.31}, 5.0)
+    assert "| kl 0.0000 | kl_magnet 0.3100 |" in magnet  # the magnet's KL is its own
 
 
 def test_format_duration() -> None:

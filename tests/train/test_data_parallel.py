@@ -97,7 +97,7 @@ def _cfg(model: Path, *extra: str):  # type: ignore[no-untyped-def]
         (("fsdp=true", "fsp_enabled=true"), "fsdp=true cannot run with fsp_enabled"),
         (("fsdp=true", "weight_ema_decay=0.9"), "cannot run with weight_ema_decay"),
         (
-            ("fsdp=true", "kl_reference=snapshot", "kl_magnet_interval=10"),
+            ("fsdp=true", "kl_reference=snapshot", "kl_magnet_interval=10", "kl_coef=0.2"),
             "cannot run with kl_reference=snapshot",
         ),
     ],

@@ -139,6 +139,9 @@ def test_a_full_width_run_trains_checkpoints_and_resumes_exactly(
         (("fsp_enabled=true",), "population play"),
         (("num_substeps=2",), "num_substeps=1, gamma=1"),
         (("gamma=0.9",), "num_substeps=1, gamma=1"),
+        (("max_turns=1",), "leave max_turns=0 and top_p=1"),  # a cut tree: no values at all
+        (("top_p=0.5",), "leave max_turns=0 and top_p=1"),
+        (("engine=tinker",), "engine=tinker takes sampled games"),
     ],
 )
 def test_what_cannot_be_expanded_is_refused_in_one_line(

@@ -29,6 +29,30 @@ def test_settled_worked_by_hand() -> None:
     assert not settled([0.0, 0.0, 0.0], 0.5)  # no KL at all: nothing to settle on
 
 
+@given(
+    reference=st.sampled_from(["reference", "uniform", "snapshot"]),
+    interval=st.integers(0, 50),
+    settle=st.floats(0.0, 0.99),
+    kl=st.sampled_from(["0", "0.2", "0->0.6", "0.5->0"]),
+)
+def test_magnet_keys_that_would_do_nothing_are_refused(
+    reference: str, interval: int, settle: float, kl: str
+) -> None:
+    """A rule given to a magnet that does not move, or a snapshot magnet with no pull, is
+    refused in one line; whatever is accepted moves a magnet that pulls."""
+    words = [f"kl_reference={reference}", f"kl_magnet_interval={interval}"]
+    words += [f"kl_magnet_settle={settle}", f"kl_coef={kl}", "model_name=/nonexistent"]
+    try:
+        cfg = parse_config([*words, "log_path=/nonexistent/run"])
+    except UsageError as err:
+        assert "\n" not in str(err)
+        return
+    reg = cfg.regularizer
+    moves = reg.kl_magnet_interval > 0 or reg.kl_magnet_settle > 0
+    assert moves == (reference == "snapshot")
+    assert reference != "snapshot" or not reg.kl_coef.is_off
+
+
 @given(st.lists(st.floats(0.0, 10.0), max_size=40), st.floats(0.0, 0.99))
 def test_settled_needs_a_magnet_of_age_and_a_small_last_change(
     kls: list[float], tolerance: float
@@ -45,6 +69,11 @@ def test_a_magnet_needs_a_rule(tiny_model: Path, tmp_path: Path) -> None:  # noq
         parse_config([*args, "kl_magnet_interval=0"])
     with pytest.raises(UsageError, match="below 1"):
         parse_config([*args, "kl_magnet_settle=1.5"])
+    with pytest.raises(UsageError, match="pulls nothing: set kl_coef"):
+        parse_config([*args, "kl_coef=0", "kl_magnet_interval=5"])
+    plain = [*tiny_args(tiny_model, tmp_path / "run", 2), "kl_coef=0.5"]
+    with pytest.raises(UsageError, match="set kl_reference=snapshot, or leave both at 0"):
+        parse_config([*plain, "kl_magnet_settle=0.1"])
 
 
 def test_the_settle_rule_moves_the_magnet_and_resumes_exactly(
