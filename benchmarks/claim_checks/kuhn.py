@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import statistics
+
 from spiral.args import flat_json
 from spiral.train.recipes import RECIPES
 
 from .core import AVERAGED, LIVE, Check, NoData, Row, claim, f, mean_sd, span, words
+from .engine import elapsed_min
 
 # `make train` since 2026-12-07: full width, its seeds on the AVX2 CPU.
 FULL_WIDTH = "docs/results/kuhn-full-width/seeds"
@@ -92,6 +95,55 @@ def full_width_runs(row: Row) -> list[str]:
     return runs
 
 
+NATIVE = "make train natively on a 2-core AVX2 CPU"
+
+
+def timed_runs(row: Row) -> tuple[list[str], list[str]]:
+    """(every seed folder of `make train` with GNU time's report, those that had the
+    machine alone); `contended.json` names the others and why."""
+    timed = [t.removesuffix("/time") for t in row.glob(FULL_WIDTH, "seed*/time")]
+    contended = row.json(f"{FULL_WIDTH}/contended.json")
+    alone = [t for t in timed if t.rsplit("/", 1)[1] not in contended]
+    if not alone:
+        raise NoData("every timed run shared the machine: no wall time to state")
+    return timed, alone
+
+
+def wall_minutes(row: Row, folder: str) -> float:
+    return elapsed_min(row.text(f"{folder}/time"))[1] / 60
+
+
+def peak_gb(row: Row, folder: str) -> float:
+    """The largest per-step peak resident memory (`perf/peak_rss_mb`, MiB) in GB: the loop
+    starts a new window every step, so GNU time's maximum is only the last one's."""
+    peaks = [
+        r["perf/peak_rss_mb"]
+        for r in row.metrics(f"{folder}/metrics.jsonl")
+        if "perf/peak_rss_mb" in r
+    ]
+    if not peaks:
+        raise NoData(f"{folder}/metrics.jsonl has no perf/peak_rss_mb")
+    return max(peaks) * 2**20 / 1e9
+
+
+def median_step(row: Row, folder: str) -> float:
+    return statistics.median(
+        r["time/total"] for r in row.metrics(f"{folder}/metrics.jsonl") if "time/total" in r
+    )
+
+
+@claim(NATIVE)
+def native_time(row: Row) -> list[Check]:
+    timed, alone = timed_runs(row)
+    return [
+        Check("minutes", f"{span([wall_minutes(row, t) for t in alone], 1)} min"),
+        Check("median step", f"{span([median_step(row, t) for t in alone], 1)} s"),
+        Check("peak", f"peak {span([peak_gb(row, t) for t in timed], 2)} GB"),
+        Check("alone", f"seed {', '.join(t.rsplit('seed', 1)[1] for t in alone)} alone"),
+        Check("targets (not data)", "<= 30 min", "claim"),
+    ]
+
+
 @claim("make train lowers Kuhn exploitability")
 def make_train(row: Row) -> list[Check]:
     runs = full_width_runs(row)
@@ -103,10 +155,28 @@ def make_train(row: Row) -> list[Check]:
         *stats("live", live),
         Check("seeds", seed_range(seeds(row, runs))),
         Check("averaged weights", f"averaged weights {mean_sd(averaged)}"),
+        Check("mixture", f"the mixture of checkpoints 100-200 {mean_sd(mixtures(row, runs))}"),
         Check(
             "at or below 0.05", f"{sum(x <= 0.05 for x in live)} of {len(live)} at or below 0.05"
         ),
     ]
+
+
+MIXTURES = "docs/results/kuhn-full-width/mixture"
+
+
+def mixtures(row: Row, runs: list[str]) -> list[float]:
+    """Each seed's exact exploitability of the mixture of its checkpoints 100-200 (the
+    `spiral eval weights=mixture` report), checked to be that run's checkpoints."""
+    out = []
+    for m in runs:
+        seed = int(row.config(config_of(m))["seed"])
+        report = row.json(f"{MIXTURES}/seed{seed}-mixture.json")
+        steps = [int(p.rsplit("step_", 1)[1]) for p in report["candidate"]["members"]]
+        if steps != list(range(100, FULL_WIDTH_STEPS + 1, 20)):
+            raise NoData(f"seed {seed}'s mixture holds steps {steps}, not 100-200")
+        out.append(report["exploitability"]["KuhnPokerSingle-v0"]["exploitability"])
+    return out
 
 
 @claim(SAMPLED)

@@ -13,7 +13,6 @@ import statistics
 from collections.abc import Callable
 from pathlib import Path
 
-from . import cpu_classes
 from .core import AVERAGED, POOL, Check, NoData, Outcome, Table, compare, f, mean_sd, span, words
 from .engine import CPU_BENCH_FOLDERS, DECODE_RUNS, FIRST_BENCH, H200, benches, elapsed_min
 from .kuhn import (
@@ -25,12 +24,18 @@ from .kuhn import (
     FADE,
     FLOOR_RUNS,
     FULL_WIDTH_STEPS,
+    NATIVE,
     PRESET_RUNS,
     SAMPLED,
     config_of,
     finals,
     full_width_runs,
+    median_step,
+    mixtures,
+    peak_gb,
     seeds,
+    timed_runs,
+    wall_minutes,
 )
 from .kuhn_levers import bound_two, floor_bound, fp32_preset
 from .leduc import BALANCED, lower, recipe_runs, scale
@@ -89,6 +94,12 @@ def preset(table: Table) -> tuple[list[float], list[float], list[float]]:
     return finals(row, PRESET_RUNS), finals(row, PRESET_RUNS, AVERAGED), start
 
 
+def mixture_of(table: Table) -> str:
+    """`make train`'s seeds' mixtures of checkpoints 100-200, as the README writes them."""
+    row = table.find(MAKE_TRAIN)
+    return mean_sd(mixtures(row, full_width_runs(row)))
+
+
 def full_width(table: Table) -> tuple[list[float], list[float], list[float], list[int]]:
     """`make train`'s runs: live and averaged at the end, the base model at step 0, seeds."""
     row = table.find(MAKE_TRAIN)
@@ -119,6 +130,7 @@ def make_train_table(table: Table) -> list[Check]:
         Check("last weights", f"{mean_sd(live)} ({f(min(live))} to {f(max(live))})"),
         Check("averaged weights", f"averaged weights {mean_sd(averaged)}"),
         Check("seeds", f"over seeds {seed_words(runs)}"),
+        Check("mixture", f"checkpoints {mixture_of(table)}"),
         Check(
             "sampled preset",
             f"{mean_sd(sampled)} ({f(min(sampled))} to {f(max(sampled))}, seeds {seed_span()}",
@@ -149,30 +161,14 @@ def make_train_steps(table: Table) -> list[Check]:
 
 @headline("time, memory")
 def make_train_cost(table: Table) -> list[Check]:
-    checks = []
-    for prefix, name in (
-        ("make train on a CPU without AVX-512", "avx2"),
-        ("make train on a CPU with AVX512-BF16", "native"),
-    ):
-        row = table.find(prefix)
-        stems = cpu_classes.runs(row, name)
-        mins = cpu_classes.minutes(row, cpu_classes.alone(row, stems))
-        peaks = [cpu_classes.peak_gb(row, s) for s in stems]
-        checks += [
-            Check(f"{name} minutes", f"{span(mins, 0)} minutes"),
-            Check(f"{name} memory", f"{span(peaks, 1)} GB"),
-        ]
-    row = table.find(SMALL_HEAP)
-    peaks = [cpu_classes.peak_gb(row, s) for s in cpu_classes.runs(row, "avx2-mmap-1mib")]
-    slower = {c.label: c.value for c in cpu_classes.capped_small_heap(row)}["slower"]
+    row = table.find(NATIVE)
+    timed, alone = timed_runs(row)
     return [
-        *checks,
-        Check("mmap threshold memory", f"{span(peaks, 1)} GB"),
-        Check("mmap threshold learner", f"learner {slower} slower"),
+        Check("minutes", f"{span([wall_minutes(row, t) for t in alone], 0)} minutes"),
+        Check("step", f"a step {span([median_step(row, t) for t in alone], 1)} s"),
+        Check("memory", f"peak {span([peak_gb(row, t) for t in timed], 1)} GB"),
+        Check("bf16 class", "not yet measured on a CPU with AVX512-BF16"),
     ]
-
-
-SMALL_HEAP = "make train under the AVX2 cap with glibc's mmap threshold"
 
 
 @headline("Kuhn exploitability from")
@@ -184,6 +180,7 @@ def kuhn(table: Table) -> list[Check]:
     return [
         Check("make train", f"from {span(start)} (the base model) to {mean_sd(live)}"),
         Check("seeds", f"seeds {seed_words(runs)} (worst {f(max(live))})"),
+        Check("mixture", f"is at {mixture_of(table)}"),
         Check("sampled preset", f"ended at {mean_sd(sampled)} (worst {f(max(sampled))})"),
         Check("before the floor", f"{mean_sd(fade)} (worst {f(max(fade))})"),
         Check(
