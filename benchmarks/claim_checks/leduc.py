@@ -7,6 +7,7 @@ from __future__ import annotations
 import statistics
 
 from .core import Check, NoData, Row, claim, mean_sd, span, words
+from .engine import elapsed_min
 
 FOLDER = "docs/results/leduc-base"
 
@@ -111,3 +112,42 @@ def leduc_recipe(row: Row) -> list[Check]:
         Check("uniform", f"{uniform:.4f}"),
         Check("CFR-1000", f"CFR-1000 {solved:.4f}"),
     ]
+
+
+FULL_WIDTH = "docs/results/leduc-full-width"
+FW = "full_width/LeducPoker-v0/"
+
+
+@claim("full width on Leduc")
+def leduc_full_width(row: Row) -> list[Check]:
+    """The full-width seeds: exact exploitability at the last step (live, averaged), the
+    lowest any step's scored policy reached, each round's best-response gain from the
+    first step to the last, and GNU time's wall clock where a run had the machine alone."""
+    runs = row.glob(FULL_WIDTH, "seed*/metrics.jsonl")
+    last = {max(row.evals(m, GAME + "exploitability_t1")) for m in runs}
+    if len(last) != 1:
+        raise NoData(f"the seeds' last evaluations differ: steps {sorted(last)}")
+    end = last.pop()
+    live = [row.final(m, GAME + "exploitability_t1", step=end) for m in runs]
+    averaged = [row.final(m, GAME + "averaged/exploitability_t1", step=end) for m in runs]
+    lowest = [min(row.evals(m, FW + "exploitability").values()) for m in runs]
+    checks = [
+        Check("seeds", f"n = {len(runs)}"),
+        Check("steps", f"{end} steps"),
+        Check("live", mean_sd(live) if len(live) > 1 else f"{live[0]:.3f}"),
+        Check("averaged", f"averaged {span(averaged)}"),
+        Check("lowest", f"lowest {span(lowest)}"),
+        Check("target words (not data)", "at most 1.16", "claim"),
+    ]
+    for rnd in (1, 2):
+        first, final = (
+            statistics.fmean(
+                sum(row.evals(m, f"{GAME}br_gain_seat{s}_round{rnd}_t1")[step] for s in (0, 1))
+                for m in runs
+            )
+            for step in (0, end)
+        )
+        checks.append(Check(f"round {rnd}", f"round-{rnd} gains {first:.2f} -> {final:.2f}"))
+    timed = row.glob(FULL_WIDTH, "seed*/time")
+    minutes = [elapsed_min(row.text(t))[1] / 60 for t in timed]
+    return [*checks, Check("minutes", f"{span(minutes, 0)} min a seed")]

@@ -38,7 +38,7 @@ from .kuhn import (
     wall_minutes,
 )
 from .kuhn_levers import bound_two, floor_bound, fp32_preset
-from .leduc import BALANCED, lower, recipe_runs, scale
+from .leduc import BALANCED, leduc_full_width, lower, recipe_runs, scale
 
 Headline = Callable[[Table], list[Check]]
 HEADLINES: dict[str, Headline] = {}
@@ -234,6 +234,17 @@ def leduc(table: Table) -> list[Check]:
         Check("range", f"({span(r['live'])}, seeds"),
         Check("scale", f"uniform play is at {uniform:.3f}"),
         Check("CFR", f"1,000 iterations at {solved:.3f}"),
+        *leduc_full_width_words(table),
+    ]
+
+
+def leduc_full_width_words(table: Table) -> list[Check]:
+    """The README's sentence on full width, from that claim's own checks."""
+    got = {c.label: c.value for c in leduc_full_width(table.find("full width on Leduc"))}
+    return [
+        Check("full width: seeds", f"seed 0, {got['steps']}"),
+        Check("full width: lowest", f"reached {got['lowest'].removeprefix('lowest ')}"),
+        Check("full width: live", f"drifted back to {got['live']}"),
     ]
 
 
