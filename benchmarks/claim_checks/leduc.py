@@ -148,6 +148,11 @@ def leduc_full_width(row: Row) -> list[Check]:
             for step in (0, end)
         )
         checks.append(Check(f"round {rnd}", f"round-{rnd} gains {first:.2f} -> {final:.2f}"))
+    sampled = [
+        row.final(m, GAME + "exploitability_t1", step=end)
+        for m in row.glob(FULL_WIDTH, "sampled-seed*/metrics.jsonl")
+    ]
+    checks.append(Check("sampled", f"the same keys sampled {span(sampled)}"))
     timed = row.glob(FULL_WIDTH, "seed*/time")
     minutes = [elapsed_min(row.text(t))[1] / 60 for t in timed]
     return [*checks, Check("minutes", f"{span(minutes, 0)} min a seed")]

@@ -1,8 +1,9 @@
 """Full-width Leduc runs beside the sampled recipe's: the exact exploitability of the live
 policy at every full-width step (`full_width/LeducPoker-v0/exploitability`, from the rows
 each step scored) and what a best responder gains in each betting round (both seats
-summed), for every run folder here (`seed*/`, `pilots/*/`), with the sampled recipe's
-evaluations (`docs/results/leduc-recipe/seed*/`, every 5 steps) in grey.
+summed), for every run folder here (`seed*/`, `pilots/*/`); the same keys sampled
+(`sampled-seed*/`, evaluated every 5 steps) dashed, and the sampled recipe's evaluations
+(`docs/results/leduc-recipe/seed*/`) in grey.
 `python docs/results/leduc-full-width/plot.py` writes `curves.png`."""
 
 from __future__ import annotations
@@ -48,6 +49,10 @@ for k, path in enumerate(runs):
     label = str(path.parent.relative_to(HERE))
     for ax, (x, y) in zip(axes, series(path, FW).values(), strict=True):
         ax.plot(x, y, color=f"C{k}", lw=1.2, label=label)
+for k, path in enumerate(sorted(HERE.glob("sampled-seed*/metrics.jsonl"))):
+    label = f"{path.parent.name} (same keys, sampled)"
+    for ax, (x, y) in zip(axes, series(path, EV, "_t1").values(), strict=True):
+        ax.plot(x, y, color=f"C{k}", lw=1.2, ls="--", marker="o", label=label)
 for ax, title in zip(
     axes, ("exact exploitability (chips)", "round-1 gain", "round-2 gain"), strict=True
 ):
