@@ -7,7 +7,7 @@ import statistics
 from typing import Any
 
 from .core import Check, NoData, Row, claim, f, mean_sd, span
-from .engine import elapsed_min
+from .engine import elapsed_min, peak_gb_of
 from .kuhn import seed_range
 
 CLASSES = "docs/results/make-train-cpu-classes"
@@ -35,13 +35,7 @@ def alone(row: Row, stems: list[str]) -> list[str]:
 
 
 def peak_gb(row: Row, stem: str) -> float:
-    """The largest per-step peak (`perf/peak_rss_mb`, MiB) in GB (1e9 bytes): GNU time's
-    maximum is only the last window, since the loop resets the peak every step."""
-    rows = row.metrics(f"{stem}.metrics.jsonl")
-    peaks = [r["perf/peak_rss_mb"] for r in rows if "perf/peak_rss_mb" in r]
-    if not peaks:
-        raise NoData(f"{stem}.metrics.jsonl has no perf/peak_rss_mb")
-    return max(peaks) * 2**20 / 1e9
+    return peak_gb_of(row.metrics(f"{stem}.metrics.jsonl"), f"{stem}.metrics.jsonl")
 
 
 def step_seconds(row: Row, stem: str) -> float:
@@ -140,7 +134,3 @@ def capped_small_heap(row: Row) -> list[Check]:
         Check("with the default allocator's seeds", mean_sd(both)),
         Check("n", f"n = {len(both)}"),
     ]
-
-
-def peak_gb_of(rows: list[dict[str, Any]]) -> float:
-    return max(r["perf/peak_rss_mb"] for r in rows if "perf/peak_rss_mb" in r) * 2**20 / 1e9

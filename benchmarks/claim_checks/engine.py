@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import statistics
+from typing import Any
 
 from .core import Check, NoData, Row, claim, f, mean_sd, sci, span, thousands
 
@@ -95,6 +96,15 @@ def elapsed_min(text: str) -> tuple[str, float]:
     parts = [float(x) for x in clock.group(1).split(":")]
     seconds = sum(x * 60**i for i, x in enumerate(reversed(parts)))
     return f"{int(seconds // 60)}:{int(seconds % 60):02d}", seconds
+
+
+def peak_gb_of(rows: list[dict[str, Any]], where: str = "the metrics") -> float:
+    """The largest per-step peak (`perf/peak_rss_mb`, MiB) in GB (1e9 bytes): GNU time's
+    maximum is only the last window, since the loop resets the peak every step."""
+    peaks = [r["perf/peak_rss_mb"] for r in rows if "perf/peak_rss_mb" in r]
+    if not peaks:
+        raise NoData(f"{where} has no perf/peak_rss_mb")
+    return max(peaks) * 2**20 / 1e9
 
 
 @claim("make train got faster and smaller")

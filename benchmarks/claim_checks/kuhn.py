@@ -9,7 +9,7 @@ from spiral.args import flat_json
 from spiral.train.recipes import RECIPES
 
 from .core import AVERAGED, LIVE, Check, NoData, Row, claim, f, mean_sd, span, words
-from .engine import elapsed_min
+from .engine import elapsed_min, peak_gb_of
 
 # `make train` since 2026-12-07: full width, its seeds on the AVX2 CPU.
 FULL_WIDTH = "docs/results/kuhn-full-width/seeds"
@@ -114,16 +114,7 @@ def wall_minutes(row: Row, folder: str) -> float:
 
 
 def peak_gb(row: Row, folder: str) -> float:
-    """The largest per-step peak resident memory (`perf/peak_rss_mb`, MiB) in GB: the loop
-    starts a new window every step, so GNU time's maximum is only the last one's."""
-    peaks = [
-        r["perf/peak_rss_mb"]
-        for r in row.metrics(f"{folder}/metrics.jsonl")
-        if "perf/peak_rss_mb" in r
-    ]
-    if not peaks:
-        raise NoData(f"{folder}/metrics.jsonl has no perf/peak_rss_mb")
-    return max(peaks) * 2**20 / 1e9
+    return peak_gb_of(row.metrics(f"{folder}/metrics.jsonl"), f"{folder}/metrics.jsonl")
 
 
 def median_step(row: Row, folder: str) -> float:

@@ -34,14 +34,16 @@ BALANCED = "docs/results/leduc-recipe"  # each step's deals spread over all 120
 GAME = "eval/LeducPoker-v0/"
 
 
+def round_gain(row: Row, metrics: str, step: int, rnd: int) -> float:
+    """What a best responder gains in betting round `rnd` at `step`, both seats summed."""
+    keys = [f"{GAME}br_gain_seat{s}_round{rnd}_t1" for s in (0, 1)]
+    return sum(row.evals(metrics, k)[step] for k in keys)
+
+
 def recipe_runs(row: Row, folder: str = LISTED) -> dict[str, list[float]]:
     """The recipe's seeds in `folder`: exploitability at steps 0 and 10 (live, averaged),
     what a best responder gains per round (both seats) at steps 0 and 10, wall minutes."""
     runs = row.glob(folder, "seed*/metrics.jsonl")
-
-    def gains(m: str, step: int, rnd: int) -> float:
-        keys = [f"{GAME}br_gain_seat{s}_round{rnd}_t1" for s in (0, 1)]
-        return sum(row.evals(m, k)[step] for k in keys)
 
     out = {
         "live": [row.final(m, GAME + "exploitability_t1", step=10) for m in runs],
@@ -57,7 +59,7 @@ def recipe_runs(row: Row, folder: str = LISTED) -> dict[str, list[float]]:
     }
     for rnd in (1, 2):
         for step in (0, 10):
-            out[f"round{rnd}@{step}"] = [gains(m, step, rnd) for m in runs]
+            out[f"round{rnd}@{step}"] = [round_gain(row, m, step, rnd) for m in runs]
     return out
 
 
@@ -141,11 +143,7 @@ def leduc_full_width(row: Row) -> list[Check]:
     ]
     for rnd in (1, 2):
         first, final = (
-            statistics.fmean(
-                sum(row.evals(m, f"{GAME}br_gain_seat{s}_round{rnd}_t1")[step] for s in (0, 1))
-                for m in runs
-            )
-            for step in (0, end)
+            statistics.fmean(round_gain(row, m, step, rnd) for m in runs) for step in (0, end)
         )
         checks.append(Check(f"round {rnd}", f"round-{rnd} gains {first:.2f} -> {final:.2f}"))
     sampled = [
