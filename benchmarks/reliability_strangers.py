@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from reliability_probe import ENV, SPIRAL, Outcome, fresh, judged, newest, run, train_args
+from probe_kit import ENV, SPIRAL, Outcome, fresh, judged, newest, run, train_args
 
 REPO = Path(__file__).resolve().parents[1]
 

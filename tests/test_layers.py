@@ -170,3 +170,25 @@ def test_the_product_and_the_benchmarks_use_only_the_public_makers() -> None:
     }
     assert {k: v for k, v in used.items() if v} == {}
     assert not {"pytest", "hypothesis"} & set(_imports(ROOT / "testing.py"))
+
+
+def _benchmark_graph() -> dict[str, set[str]]:
+    """benchmarks/: script -> the scripts beside it that it imports (by bare name, as a
+    script run from that folder does; the claim checks' package counts as one node)."""
+    folder = ROOT.parent / "benchmarks"
+    scripts = {p.stem: p for p in folder.glob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in scripts.items():
+        graph[f"benchmarks.scripts.{name}"] = {
+            f"benchmarks.scripts.{module.split('.')[0]}"
+            for module in _imports(path)
+            if module.split(".")[0] in scripts
+        }
+    return graph
+
+
+def test_no_import_circles_among_the_benchmark_scripts() -> None:
+    graph = _benchmark_graph()
+    assert graph, "no benchmark scripts found"
+    circles = [c for m in sorted(graph) if (c := _cycle_from(graph, m)) is not None]
+    assert not circles, "import circles: " + "; ".join(" -> ".join(c) for c in circles[:5])
