@@ -384,6 +384,6 @@ def move_floor_model(row: Row) -> list[Check]:
         *against_the_preset(row, runs, live),
         Check("bf16 fade", f"bf16 (the fade) {listed(fade)}: {mean_sd(fade)}"),
         Check("lower in bf16", f"lower in {words(sum(map(float.__lt__, live, fade)))} of five"),
-        Check("bound", f"at least {f(bound['searched'])} exploitable"),
+        Check("bound", f"is {bound['least']:.4f} exploitable at best"),
         Check("clipped equilibrium", f"clipped into [0.1, 0.9] {f(bound['clipped_equilibrium'])}"),
     ]

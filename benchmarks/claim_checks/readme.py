@@ -216,7 +216,7 @@ def move_floor(table: Table) -> list[Check]:
         Check("fp32 preset", f"without it ends at {span(fp32)} (seeds 0-{len(fp32) - 1})"),
         Check("five seeds", f"with it at {span(live)} (seeds 0-{len(live) - 1})"),
         Check("floor", f"every move at {bound['p_min']} or more"),
-        Check("bound", f"at least {f(bound['searched'])} exploitable"),
+        Check("bound", f"is {bound['least']:.4f} exploitable at best"),
         Check("aim (not data)", "0.05 aim"),
     ]
 

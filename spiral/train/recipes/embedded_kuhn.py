@@ -20,7 +20,7 @@ steps, both held (the converging methods' fixed coefficients and moving magnet; 
 let the J bluff die); private-information centering 0.95 -> 0 (it leaves the card-blind
 plateau, and fading to 0 rather than 0.5 takes its bias off the fixed point by the end); a
 floor of 0.05 under every legal move (without one the faded centering let Q stop calling
-and the J bluff swing; its own bias is at least 0.016, half the 0.1 floor's); a moving
+and the J bluff swing; its own bias is 0.0156 at best, half the 0.1 floor's); a moving
 average of the weights (decay 0.95) evaluated beside the last iterate.
 """
 
