@@ -13,7 +13,8 @@ of the claim's text)`) returns (label, value formatted as the table writes it) p
 Each value must appear in the row's cell, and every decimal number of the claim and value
 cells must be one of the recomputed values: a number no data backs is a disagreement too.
 Targets a claim is judged against are the one kind of constant the functions return, and
-their labels say so.
+their labels say so. A verdict the cells state ("met", "missed") must come from a check
+that judged the recomputed number against its target (`core.verdict`), as a number must.
 """
 
 from __future__ import annotations

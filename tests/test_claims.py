@@ -14,7 +14,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import claims  # noqa: E402
-from claim_checks.core import COLUMNS, Outcome, split_cells  # noqa: E402
+from claim_checks.core import (  # noqa: E402
+    COLUMNS,
+    ROWS,
+    VERDICT,
+    Outcome,
+    Row,
+    read_table,
+    run_row,
+    split_cells,
+)
 
 RESULTS = ROOT / "docs" / "results.md"
 README = ROOT / "README.md"
@@ -90,6 +99,35 @@ def test_a_number_no_data_backs_is_a_disagreement(tmp_path: Path) -> None:
     )
     found = _outcome(claims.check(planted), "parsers never raise")
     assert found.status == "DISAGREE" and "0.321" in " ".join(found.details)
+
+
+def test_every_verdict_word_flipped_is_a_disagreement() -> None:
+    """Each "met" or "missed" the table states comes from a judgement of the number against
+    its target: turned into the other word, its row disagrees."""
+    table = read_table(RESULTS, ROOT)
+    flips = 0
+    for row in table.rows:
+        for where in ("claim", "value"):
+            for found in VERDICT.finditer(row.cells[where]):
+                other = "missed" if found.group(1) == "met" else "met"
+                text = row.cells[where]
+                cells = {**row.cells, where: text[: found.start()] + other + text[found.end() :]}
+                outcome = run_row(Row(cells, row.root, row.table), ROWS)
+                assert outcome.status != "agree", (row.claim[:60], found.group(1))
+                flips += 1
+    assert flips >= 10
+
+
+def test_a_flipped_verdict_in_a_headline_is_a_disagreement(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    text = README.read_text(encoding="utf-8")
+    words = list(VERDICT.finditer(text))
+    assert words, "the README states no verdict"
+    for found in words:
+        other = "missed" if found.group(1) == "met" else "met"
+        readme.write_text(text[: found.start()] + other + text[found.end() :], encoding="utf-8")
+        outcomes = claims.check(RESULTS, readme)
+        assert any(o.status != "agree" for o in outcomes if o.name.startswith("README")), found
 
 
 def test_a_changed_headline_is_a_disagreement(tmp_path: Path) -> None:

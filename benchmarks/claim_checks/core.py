@@ -26,6 +26,9 @@ COLUMNS = ("claim", "metric", "value", "machine", "date", "command", "data")
 # A decimal number as prose writes it, units (x, %, s) after it or not; not part of a
 # version (2.13.0), of a word (Qwen3) or a model's size (0.6B).
 DECIMAL = re.compile(r"(?<![\w.])\d[\d,]*\.\d+(?:e-?\d+)?(?!\d|\.\d|B\b)")
+# A verdict on a target: every one a cell states must come from a check that judged the
+# number against the target (`verdict`), as every decimal must come from the data.
+VERDICT = re.compile(r"\b(met|missed)\b")
 
 
 class NoData(Exception):
@@ -54,6 +57,12 @@ def decimals(text: str) -> list[str]:
 
 
 # ---- formatting, as the tables write numbers ------------------------------------------
+
+
+def verdict(label: str, met: bool, text: str, where: str = "value") -> Check:
+    """The check of a verdict word: `text` with "{}" replaced by "met" or "missed" as the
+    data judged it against the target (the label names the target)."""
+    return Check(label, text.format("met" if met else "missed"), where)
 
 
 def f(x: float, digits: int = 3) -> str:
@@ -280,7 +289,22 @@ def compare(name: str, cells: dict[str, str], checks: list[Check]) -> Outcome:
     details = missing + (
         [f"table has {', '.join(unbacked)} (no data behind it)"] if unbacked else []
     )
+    details += unjudged(cells, backed)
     return Outcome(name, "DISAGREE" if details else "agree", details)
+
+
+def unjudged(cells: dict[str, str], backed: list[Check]) -> list[str]:
+    """The verdict words of the claim and value cells that no check's judgement backs:
+    each cell's count of "met" and of "missed" must not exceed the backed checks' count."""
+    out = []
+    for where in ("claim", "value"):
+        said = VERDICT.findall(plain(cells[where]))
+        judged = [w for c in backed if c.where == where for w in VERDICT.findall(c.value)]
+        for word in ("met", "missed"):
+            extra = said.count(word) - judged.count(word)
+            if extra > 0:
+                out.append(f"table says {word!r} {extra} time(s) with no judgement behind it")
+    return out
 
 
 def run_row(row: Row, registry: dict[str, Recompute]) -> Outcome:

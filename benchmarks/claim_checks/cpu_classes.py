@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from .core import Check, NoData, Row, claim, f, mean_sd, span
+from .core import Check, NoData, Row, claim, f, mean_sd, span, verdict
 from .engine import elapsed_min, peak_gb_of
 from .kuhn import seed_range
 
@@ -74,7 +74,12 @@ def capped(row: Row) -> list[Check]:
     return [
         *class_checks(row, "avx2"),
         Check("target band (the preset's five seeds)", f"{f(mean)} ± {f(sd)}", "claim"),
+        memory_target([peak_gb(row, s) for s in runs(row, "avx2")]),
     ]
+
+
+def memory_target(peaks: list[float]) -> Check:
+    return verdict("memory target: <= 3.5 GB", max(peaks) <= 3.5, "(memory target {})")
 
 
 @claim("make train on a CPU with AVX512-BF16")
@@ -130,6 +135,7 @@ def capped_small_heap(row: Row) -> list[Check]:
         Check("learner, 1 MiB", f"{f(learner_s(small), 1)} s"),
         Check("slower", f"{f(learner_s(small) / learner_s(default), 2)}x"),
         Check("peak, 120 steps", f"{span([peak_gb(row, s) for s in stems], 2)} GB"),
+        memory_target([peak_gb(row, s) for s in stems]),
         Check("exploitability", span(live)),
         Check("with the default allocator's seeds", mean_sd(both)),
         Check("n", f"n = {len(both)}"),

@@ -3,7 +3,7 @@ population play and the async actor-learner; each against the runs it is compare
 
 from __future__ import annotations
 
-from .core import AVERAGED, POOL, Check, Row, claim, f, mean_sd, span, words
+from .core import AVERAGED, POOL, Check, Row, claim, f, mean_sd, span, verdict, words
 from .kuhn import (
     ASYNC,
     BEFORE_FADE,
@@ -80,6 +80,12 @@ def twin_end(row: Row) -> list[Check]:
     ]
 
 
+def target(live: list[float], text: str) -> Check:
+    """The Kuhn levers' target, judged on the seeds' live exploitability at the end."""
+    met = sum(live) / len(live) <= 0.05 and max(live) <= 0.10
+    return verdict("target: mean <= 0.05, worst <= 0.10", met, text)
+
+
 @claim("private-information centering")
 def centering(row: Row) -> list[Check]:
     beta08 = [f"{CENTERING}/seed{s}.metrics.jsonl" for s in range(5)]
@@ -96,6 +102,7 @@ def centering(row: Row) -> list[Check]:
             "the preset",
             f"the preset's {mean_sd(before_fade_finals(row))} (n = {len(BEFORE_FADE)})",
         ),
+        target(finals(row, beta08), "the target (mean <= 0.05, worst <= 0.10) {}"),
         Check("beta 0.95", f"beta {held}, seeds 0/3/4: {mean_sd(finals(row, beta095))}"),
         Check("beta 0.95, below 0.2 at 40", "each below 0.2 by step 40" if each else "not each"),
         Check(
@@ -109,7 +116,6 @@ def centering(row: Row) -> list[Check]:
             f"the same seeds with {beta}: {f(sum(finals(row, beta08)) / 5)}",
         ),
         *twin_end(row),
-        Check("target (not data)", "mean <= 0.05, worst <= 0.10"),
     ]
 
 
@@ -174,7 +180,7 @@ def four_times_hands(row: Row) -> list[Check]:
             Check(f"fp32, seed {s}", f"{f(by_seed[s])} vs {f(row.final(FP32_384[s]))} (seed {s})")
             for s in (1, 3)  # the 1,536-hand seeds that ran in fp32 and have a 384-hand pair
         ],
-        Check("target (not data)", "mean <= 0.05, worst <= 0.10"),
+        target(live, "Target (mean <= 0.05, worst <= 0.10) {}"),
     ]
 
 
@@ -272,6 +278,11 @@ def prioritised(row: Row) -> list[Check]:
     ]
     return checks + [
         Check("mean", f"{f(sum(live) / 3)} (pool {f(sum(pool) / 3)}) vs plain {f(sum(plain) / 3)}"),
+        verdict(
+            "target: the population arm no worse than plain",
+            sum(live) <= sum(plain),
+            "{} (the population arm should be no worse)",
+        ),
         Check(
             "with the fade",
             f"{mean_sd(fade_live)} (pool {mean_sd(fade_pool)}; {listed(fade_live)})",

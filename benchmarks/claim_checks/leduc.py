@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import statistics
 
-from .core import Check, NoData, Row, claim, mean_sd, span, words
+from .core import Check, NoData, Row, claim, mean_sd, span, verdict, words
 from .engine import elapsed_min
 
 FOLDER = "docs/results/leduc-base"
@@ -139,7 +139,14 @@ def leduc_full_width(row: Row) -> list[Check]:
         Check("live", mean_sd(live) if len(live) > 1 else f"{live[0]:.3f}"),
         Check("averaged", f"averaged {span(averaged)}"),
         Check("lowest", f"lowest {span(lowest)}"),
-        Check("target words (not data)", "at most 1.16", "claim"),
+        *(
+            verdict("target: <= 1.16 in three seeds", met, text, where)
+            for met in [len(live) >= 3 and max(live) <= 1.16]
+            for text, where in (
+                ("at most 1.16 in three seeds, {}", "claim"),
+                ("the target {}", "value"),
+            )
+        ),
     ]
     for rnd in (1, 2):
         first, final = (

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from .core import Check, NoData, Row, claim, f, span
+from .core import Check, NoData, Row, claim, f, span, verdict
 
 KNOWN = "tests/agents/test_known_values.py"
 EXPLOITABILITY = "tests/evaluation/test_exploitability.py"
@@ -201,7 +201,13 @@ def sparring(row: Row) -> list[Check]:
             f"{rate(end, 'optimal', 0, 'draw')} / {rate(end, 'optimal', 1, 'draw')}",
         ),
         Check("best draws", f"best: {rate(mid, 'optimal', 1, 'draw')} as second mover at step 45"),
-        Check("targets (not data)", "targets 0.9 / 0.7 / 0.5"),
+        verdict(
+            "targets: first mover 0.9 and second 0.7 against random, draws 0.5 against perfect",
+            end[f"{p}/random/seat0/win_rate"] >= 0.9
+            and end[f"{p}/random/seat1/win_rate"] >= 0.7
+            and max(end[f"{p}/optimal/seat{s}/draw_rate"] for s in (0, 1)) >= 0.5,
+            "targets 0.9 / 0.7 / 0.5 {}",
+        ),
     ]
 
 
