@@ -5,6 +5,7 @@ data backs, a missing data folder and a row nobody can recompute. Reads files on
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -128,6 +129,42 @@ def test_a_flipped_verdict_in_a_headline_is_a_disagreement(tmp_path: Path) -> No
         readme.write_text(text[: found.start()] + other + text[found.end() :], encoding="utf-8")
         outcomes = claims.check(RESULTS, readme)
         assert any(o.status != "agree" for o in outcomes if o.name.startswith("README")), found
+
+
+def _row_with_data_in(tmp_path: Path, start: str) -> Row:
+    """The claims row starting `start`, reading a copy of the data it cites in tmp_path."""
+    (row,) = [r for r in read_table(RESULTS, ROOT).rows if r.claim.startswith(start)]
+    for cited in row.cited():
+        source, copy = ROOT / cited, tmp_path / cited
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, copy)
+        else:
+            shutil.copy(source, copy)
+    return Row(row.cells, tmp_path, row.table)
+
+
+def test_a_probe_case_turned_traceback_is_a_disagreement(tmp_path: Path) -> None:
+    row = _row_with_data_in(tmp_path, "damaged files, hostile folders")
+    assert run_row(row, ROWS).status == "agree"
+    (path,) = (tmp_path / "docs/results/reliability-probe").glob("2026-11-28-full.json")
+    data = json.loads(path.read_text())
+    first = next(iter(data["outcomes"]))
+    data["outcomes"][first]["kind"] = "traceback"  # the summary's tally left as it was
+    path.write_text(json.dumps(data))
+    assert run_row(row, ROWS).status == "DISAGREE"
+
+
+def test_a_swapped_leduc_policy_table_is_a_disagreement(tmp_path: Path) -> None:
+    row = _row_with_data_in(tmp_path, "the embedded model's Leduc play before training")
+    path = tmp_path / "docs/results/leduc-base/base-brief.json"
+    data = json.loads(path.read_text())
+    table = data["exploitability"]["LeducPoker-v0"]["distributions"]
+    for dist in table.values():  # every situation's moves reversed; the numbers left as they were
+        moves = list(dist)
+        dist.update(zip(moves, reversed([dist[m] for m in moves]), strict=True))
+    path.write_text(json.dumps(data))
+    assert run_row(row, ROWS).status == "DISAGREE"
 
 
 def test_a_changed_headline_is_a_disagreement(tmp_path: Path) -> None:

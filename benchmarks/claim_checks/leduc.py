@@ -5,6 +5,8 @@ embedded-leduc recipe, on the scale of the uniform policy and of the shipped CFR
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
+from typing import Any
 
 from .core import Check, NoData, Row, claim, mean_sd, span, verdict, words
 from .engine import elapsed_min
@@ -12,11 +14,23 @@ from .engine import elapsed_min
 FOLDER = "docs/results/leduc-base"
 
 
+def from_table(row: Row, path: str) -> dict[str, Any]:
+    """An evaluation report's Leduc numbers recomputed from the policy table it stores
+    (every situation's move distribution) through OpenSpiel, not read from its summary."""
+    from spiral.analysis.leduc import leduc_exploitability
+
+    stored = row.json(path)["exploitability"]["LeducPoker-v0"]["distributions"]
+
+    def dists(positions: Sequence[tuple[Any, int]]) -> list[dict[str, float]]:
+        return [stored[repr((seat, *state.info_key(seat)))] for state, seat in positions]
+
+    return leduc_exploitability(dists)
+
+
 @claim("the embedded model's Leduc play before training")
 def leduc_base(row: Row) -> list[Check]:
     reports = {
-        style: row.json(f"{FOLDER}/base-{style}.json")["exploitability"]["LeducPoker-v0"]
-        for style in ("focused", "brief")
+        style: from_table(row, f"{FOLDER}/base-{style}.json") for style in ("focused", "brief")
     }
     brief = reports["brief"]
     second = sum(brief[f"br_gain_seat{s}_round2"] for s in (0, 1)) / brief["nash_conv"]
