@@ -57,7 +57,7 @@ test: lint
 # The tests that touch the engine, the commands and training again, as on the commonest
 # CPUs (AVX2, no AVX-512, no native bf16), on any x86-64 CPU: torch's kernels, oneDNN's
 # (which then refuses bf16 as such a CPU does) and MKL's capped at AVX2, so Spiral's probe,
-# which asks torch, answers "no bf16" (docs/architecture.md, "What this CPU does").
+# which asks torch, answers "no bf16" (spiral/engines/torch/cpu.py).
 CAPPED := ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2
 CAPPED_TESTS ?= tests/engines tests/train tests/evaluation_cli tests/serving tests/bench \
 	tests/test_cli_errors.py tests/test_args.py tests/test_example.py

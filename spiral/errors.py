@@ -4,6 +4,7 @@ Every such error derives from `SpiralError`; the `spiral` command prints it as o
 and exits with status 2 (`--debug` or SPIRAL_DEBUG=1 shows the traceback). Anything else
 that escapes is a bug and keeps its traceback. Subclasses also derive from the builtin
 they refine (ValueError, FileNotFoundError, ...) so existing `except` clauses still hold.
+docs/reliability.md lists the cases, command by command.
 """
 
 from __future__ import annotations

@@ -4,7 +4,9 @@
 seat sees (board or cards, and the legal moves), reads a move, and answers bad input with
 a message instead of crashing. Moves may be typed with or without brackets, in any case;
 in games whose moves are numbers (TicTacToe cells, Connect Four columns) a number is
-that move; elsewhere it picks from the numbered list of legal moves. `quit` ends the game.
+that move; elsewhere it picks from the numbered list of legal moves (`numbered_moves`, one
+rule per game). `quit` ends the game. Without `game=`, a checkpoint opponent brings the
+first game its run trained on (`default_game`).
 """
 
 from __future__ import annotations

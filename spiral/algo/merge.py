@@ -2,8 +2,9 @@
 
 Self-play asks the same questions over and over: single-hand Kuhn poker has 12 distinct
 prompts and two answers to each, so a 512-hand batch of ~1,100 rows holds at most 24
-distinct (prompt, answer) pairs. Training each copy separately repeats the same forward
-and backward pass; a merged row does it once.
+distinct (prompt, answer) pairs, and merges into ~33 weighted rows once the advantages'
+signs split some of them (docs/results.md, "Throughput of a step"). Training each copy
+separately repeats the same forward and backward pass; a merged row does it once.
 
 `merge_identical(datums)` groups rows that are equal in everything the learner reads
 (input and target ids, sampler log-probs, mask, constraint, game, seat) and in the SIGN

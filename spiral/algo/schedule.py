@@ -11,6 +11,9 @@ coefficients are each one `Schedule`, written as one `key=value` word.
 A run of N steps has steps 0..N-1; "the last step" is N-1, so a linear or cosine schedule
 reaches its end value on the run's last update. `at(step, num_steps)` is a pure function of
 its arguments; `str(schedule)` gives the word back, so a saved config reads as it was given.
+A schedule's drops stand at increasing steps and its values stay finite, or the word is
+refused in one line. Spiral's earlier spellings of schedules (`lr_schedule`,
+`entropy_coef_final`, ...) are folded into this one by `spiral/train/legacy_keys.py`.
 """
 
 from __future__ import annotations

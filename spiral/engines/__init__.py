@@ -1,6 +1,15 @@
-"""engines layer: Sampler / Learner protocols and the local torch backend.
+"""engines layer: on what hardware? The Sampler / Learner protocols and their backends.
 
-See docs/architecture.md, "Engines".
+What every backend shares sits here: the protocols (`base.py`), the one place engines are
+built by name (`registry.py`), what an engine knows of a model before it loads it
+(`loading.py`: the `ModelConfig`, where the weights are, device and dtype; `hub.py`: a
+hub id with or without network; `embedded.py`: the embedded default model) and export
+folders that prove they are whole (`model_folder.py`). Each backend has its own room:
+`torch/` (the local engine; `torch/parallel/` its learners over torchrun ranks), `vllm/`
+(sampling beside a torch learner, or of fixed weights) and `tinker.py` (the hosted
+service). Checkpoint manifests sit below the engines, in `spiral/checkpoints/`, since the
+engines, the agents and the training loop all verify through them. A new engine is one
+module or package here and one `register` call in `registry.py`.
 
 Importing `spiral.engines` stays light: the protocols and ModelConfig come without torch;
 the torch classes load on first attribute access (PEP 562 module `__getattr__`).

@@ -1,8 +1,31 @@
 """Sampler and Learner protocols, mirroring Tinker's primitives.
 
-Every backend (local torch, vLLM, Tinker) fits behind these. After an optimiser step the
-loop asks the learner for a *new* sampler, so stale weights cannot be used by accident:
-a sampler carries the `version` of the weights it samples from.
+Every backend (local torch, vLLM, Tinker) fits behind these. A `Sampler` samples, scores
+and reports its counters. The `Learner` is narrow: learning (`forward_backward`,
+`optim_step`), what sampling needs (`sampler()`, and the weights as data:
+`trained_state`, `load_trained_state`), checkpoints (`save`, `load`), model folders of
+given weights (`save_weights`, `read_weights`, `export`), `before_main_alone` (what
+torchrun ranks do before rank 0 works alone) and `frozen`, the engine's `FrozenCopies`:
+named frozen copies of the trained weights it can hold and sample, None where it holds
+none (Tinker, FSDP). What is done with those copies and weights is not the engine's:
+the weight average (`train/averaging.py`) and the KL's snapshot magnet (`train/magnet.py`)
+belong to the loop, the pool's members to the population (`train/population.py`), the
+weights' travel to actors to the async collector.
+
+The door: the loop and the commands call only these methods; a wrapper (`LearnerWrapper`:
+data-parallel ranks, vLLM's sampling) delegates each of them by name and forwards nothing
+else (no `__getattr__`), and nothing under `spiral/train/` names a concrete engine class:
+learners come from `registry.learner`, torchrun's wrappers from
+`engines.torch.parallel.on_ranks` (`tests/test_engine_door.py` reads the source for both).
+A backend may offer more for its own tests and tools (the torch learner's `logprobs`,
+`save_trained`, `tokenizer`).
+
+Stale samplers: after an optimiser step the loop asks the learner for a *new* sampler.
+A sampler carries the `version` of the weights it samples from and, by one rule
+(`check_current`), raises `StaleSamplerError` once those weights have changed: the torch
+sampler as soon as its learner steps or loads, vLLM's once a newer adapter has been
+published into the engine, a frozen copy's once the copy is dropped. A Tinker sampler is
+bound to weights saved on the service, which never change under it.
 """
 
 from __future__ import annotations

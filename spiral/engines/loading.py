@@ -4,6 +4,10 @@ id), whether a folder is safe to load (no pickle, no code of its own), the devic
 compute dtype (`resolve_device`, `resolve_dtype`). The torch engine's loader is
 `engines/torch/loading.py`; vLLM and Tinker read the same config.
 
+A model name that looks like a path and does not exist is refused at once, not tried on
+the hub (`looks_like_hub_id`), and a local folder must hold a model and not be a
+half-written export (`model_folder.refuse_unfinished_export`).
+
 Choices: `lora_alpha=None` means alpha = 2 * rank (the common "alpha/r = 2" scaling);
 device "auto" is CUDA when available else CPU; dtype "auto" is bf16 on CUDA, bf16 for
 LoRA on CPUs with native bf16 (AVX512-BF16, AMX: ~2x fp32 matmuls; `torch/cpu.py` asks

@@ -18,9 +18,11 @@ Choices:
   `ppo_clip` is refused). The loss is computed by the service; the diagnostics
   (ratio_mean, clip_frac, approx_kl, ...) are ours, computed from the log-probs the
   service returns for the targets.
-- **Not on Tinker** (refused with the reason, never silently dropped): constrained
-  answers (the service samples without our logit masks), entropy/KL regularisers, weight
-  averaging, snapshots for population play and the async loop's weight transfer.
+- **Not on Tinker** (refused with the reason, never silently dropped): full fine-tuning
+  (the service trains LoRA adapters), constrained answers (the service samples without
+  our logit masks), entropy/KL regularisers, weight averaging, snapshots for population
+  play, the async loop's weight transfer, and `export` (the weights stay on the service).
+- Contract tests use the SDK's own types and a stand-in service.
 - `TINKER_API_KEY` must be set; without it building the engine stops with that message.
   Every service call blocks on its future (`.result()`), so errors surface where they
   happen.

@@ -33,6 +33,9 @@ Choices:
   same float), so a resumed run rates the next games exactly as an uninterrupted one.
   `write_league` replaces league.json atomically (temp file, then os.replace), so a
   reader never sees half a file.
+- **In evaluation, not analysis**: it plays its own games (`play_round_robin`, through
+  agents and the rollout), which spiral/analysis/ may not import; population play rates
+  its pool with it.
 """
 
 from __future__ import annotations

@@ -9,7 +9,15 @@ Choices:
 - Each seat has its own message log, exactly what that seat has been told. Observations
   are rendered from it in one of two styles, as the original's TextArena wrappers did:
   "history" (every message, `[GAME] ...` lines) or "latest" (the first message, i.e. the
-  rules, then the latest one, then "Next Action:").
+  rules, then the latest one, the game's `situation(seat)` where it has one so that a
+  poker seat still sees its card, then "Next Action:"). Each game has a default style;
+  a run's `use_llm_obs_wrappers` picks one per game, as the original's wrappers did.
+- An illegal move raises `IllegalMoveError` and changes nothing. Whose turn it is comes
+  from the game: a seat moving twice in a row (a Pig roll, the loser of a Liar's Dice
+  call) is normal, never read as an illegal move.
+- A game that can list its deals takes a fixed one (`cards=`, checked by `fixed_deal`)
+  and lists them all (`chance_outcomes`), so training can deal each equally often and
+  evaluation can enumerate them.
 - A turn limit (`max_turns`, counting moves by both seats) ends the game as a draw with
   `truncated()` True. Returns are +1 / -1 / 0 for win / loss / draw.
 """

@@ -7,11 +7,19 @@ rules go into a system message, and (constrained format only) a free reasoning b
 Answer formats (a closed set):
 - "boxed": the original SPIRAL convention, reason freely and put the move in the last
   `\\boxed{...}`.
-- "bracket": a short request for one bracketed move; the last legal `[...]` wins. Small
-  models manage this far more often than `\\boxed{}`.
+- "bracket" (the default): a short request for one bracketed move; the last legal
+  `[...]` wins. Small models manage this far more often than `\\boxed{}` (measured:
+  templates.py).
 - "constrained": the reply is forced to be exactly one legal move right after an answer
   marker ("\\nMove:"), optionally after `think_budget` free tokens. The sampler enforces
   it with an `AnswerConstraint` (see spiral/prompts/render.py: constraint_for).
+
+Prompt styles: "original" keeps the game's observation and the format's instruction with
+an example move; "focused" ends the prompt with the game's `situation(seat)` and the
+legal moves; "brief" replaces observation and rules with the game's `brief(seat)` (the
+rules in one sentence and the position: ~125 tokens a TicTacToe turn with the embedded
+model's chat template against ~256 focused, docs/results.md "TicTacToe"), falling back to
+focused for games without one. `tests/golden_prompts/` pins the text of each.
 """
 
 from __future__ import annotations

@@ -14,8 +14,9 @@ Every sink takes a flat dict of floats and a step. Choices made here:
   skips it and says so (`damaged="skip"`).
 - **Resuming from an earlier checkpoint** calls `truncate_after(step)`, which rewrites
   the file (atomically, via a temporary file and rename) without rows from the lost future.
-- W&B and TensorBoard are optional extras, imported only when their sink is built; the
-  error says which extra to install.
+- W&B and TensorBoard are optional extras, imported only when their sink is built; a
+  missing package is named before a run loads its model (`missing_sink_package`), with
+  the extra to install.
 """
 
 from __future__ import annotations

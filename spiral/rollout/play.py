@@ -7,6 +7,8 @@ agent (the policy and its pool members, adapters of one model) share one call. A
 to a legal move ends its game under the declared invalid-move policy; the state's own
 rules decide every other ending (turn limits included). Nothing here knows about
 training: the same function serves self-play, population play and evaluation.
+`play_with_draw_retry` re-plays drawn games with fresh seeds (`filter_draw`), draws
+read from the outcomes.
 """
 
 from __future__ import annotations

@@ -9,12 +9,17 @@ Layout of a run folder:
     checkpoints/step_000010/       learner/ (HF/PEFT model folder + optimizer state),
                                    loop_state.json, COMPLETE
 
-A checkpoint is written into a hidden temporary folder and renamed into place only when
-everything (the COMPLETE marker last) is on disk, so a crash never leaves a folder that
-resume would pick. A disk that refuses the write (full, over quota, read-only, no
-permission) is a `CheckpointWriteError`: the half-written folder is removed, the
-checkpoints before it stay as they were, and the message says which step the same
-command resumes from. `loop_state.json` holds the next step, the RAE baselines and the
+A checkpoint is written into a hidden temporary folder, given a `MANIFEST.json` (each
+file's size and SHA-256) and a COMPLETE marker that seals the manifest's own hash
+(`spiral/checkpoints/manifest.py`: a deleted or rewritten manifest is damage), and renamed
+into place only when everything is on disk, so a crash never leaves a folder that resume
+would pick. `index.jsonl` lists complete checkpoints by names that cannot leave
+`checkpoints/` (a row that does, a hand edit, is skipped). Pool members are hashed and
+sealed the same way when they join (`pool_files.check_member` on resume). A disk that
+refuses the write (full, over quota, read-only, no permission: `refused_write`, which
+also reads the errno out of the errors safetensors and tokenizers raise from Rust) is a
+`CheckpointWriteError`: the half-written folder is removed, the checkpoints before it
+stay as they were, and the message says which step the same command resumes from. `loop_state.json` holds the next step, the RAE baselines and the
 config. No RNG state is needed: every seed (games, sampling) is derived from
 (`seed`, step), so a resumed run continues exactly as an uninterrupted one.
 """

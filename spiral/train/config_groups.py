@@ -1,6 +1,14 @@
 """The groups of `spiral train`'s keys beyond the core: one typed sub-config each, with
-its own checks (`validate`), nested in `TrainConfig` (spiral/train/config.py). Every key
-keeps its flat name on the command line and in a run folder's config.json."""
+its own checks (`validate`), nested in `TrainConfig` (spiral/train/train_config.py). Every
+key keeps its flat name on the command line, in config.json and in the code
+(`fsp_pool_size=5` reaches `cfg.population.fsp_pool_size`; `spiral.args` flattens the
+groups and refuses a name two groups share).
+
+`prompts`, `learning`, `regularizer`, `compute`, `evaluation` and `logging` always exist.
+The two modes exist only when on: `population: PopulationConfig | None`
+(`fsp_enabled=true`) and `actors: AsyncConfig | None` (`use_async_actor_learner=true`),
+the original's flat switches. A mode's key without its switch is refused in one line;
+beside its switch set to false it is dropped with a note, as the original ignored it."""
 
 from __future__ import annotations
 

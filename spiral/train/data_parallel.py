@@ -13,6 +13,10 @@ with gloo).
   read back from rank 0's folder by the others). Resume reads the checkpoint on every
   rank (a multi-node run needs the run folder on a shared file system).
 
+Population play runs on ranks as in one process; the async actor-learner, other engines
+than torch and fewer games a step than ranks are refused (`check_config`), and so is
+`fsdp=true` in one process.
+
 Ctrl-C: torchrun forwards it to every rank, which finish the step and save; torchrun
 kills them after `--shutdown-timeout` seconds (30 by default), so give it more than a step
 and a checkpoint take.

@@ -6,6 +6,8 @@ from; a reader on another machine learns nothing from it. This card says what th
 weights are (the base model by its hub id, LoRA or full weights, the games, the step),
 how they were trained (the keys that shape a run), and how to load, evaluate and play
 them. The metadata block is the Hugging Face hub's (`base_model`, `library_name`, `tags`).
+The embedded model is named by its hub id, never by a local cache folder; Spiral's
+loaders map that id back to the embedded model (`engines/embedded.py`).
 """
 
 from __future__ import annotations

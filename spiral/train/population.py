@@ -6,7 +6,11 @@ loop does the side effects (the learner takes, loads and drops snapshots).
 
 - **Membership** (the original's rule, its names): at the start of step `i`, if
   `i >= fsp_start_from` and `i % fsp_update_interval == 0`, the weights that play step
-  `i` join the pool as member `step_<i>`; the pool is FIFO at `fsp_pool_size`.
+  `i` join the pool as member `step_<i>`; the pool is FIFO at `fsp_pool_size`. Start the
+  pool after the policy has left its first degenerate strategy: on Kuhn a pool filled
+  from step 0 with snapshots of the card-blind plateau held the policy on it, and a pool
+  from step 40 (`fsp_start_from=40`) was no worse than self-play over three seeds
+  (docs/results.md, "Population play on Kuhn").
 - **Opponents**: per game, uniform over the pool members, the fixed members
   (`fsp_fixed_opponents`: random, optimal, checkpoint:PATH, api:MODEL) and, with
   `fsp_include_current`, the current policy itself (a plain self-play game) — the
@@ -20,6 +24,13 @@ loop does the side effects (the learner takes, loads and drops snapshots).
   (`confine`), so no member is read from disk more than once a step; the shares of
   member, fixed and self-play games are unchanged, and with uniform sampling so is each
   member's chance per game.
+- **Cost**: with LoRA the policy and its members are one joint agent, one sampler call
+  per wave (`agents/llm_policy.py`, members as adapters of one model).
+- **On disk and on resume**: each member lives in `run_dir/pool/<member>/`
+  (`pool_files.py`), hashed and sealed when it joins and checked before it loads back; a
+  member folder goes once neither the pool nor a kept checkpoint refers to it
+  (`prune_folders`). The league rates every step's games (`league/<name>/...` metrics,
+  `league.json`, spiral/evaluation/league.py) and is saved with each checkpoint.
 - Every draw is seeded by (seed, step), so a resumed run plays the same games.
 """
 

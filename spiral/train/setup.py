@@ -2,6 +2,11 @@
 policy, per-game options, the learner, metrics sinks and the in-training evaluation.
 
 Engines come from the engine registry (`spiral.engines.registry`), by the `engine` key.
+
+`build_setup` checks first, in one line each and before any model is downloaded,
+converted or loaded: the games and the evaluation opponents, the prompt choices and, in
+`check_machine`, what the run needs from this machine (the device and dtype, a local
+model folder that exists, the packages of the metrics sinks asked for).
 """
 
 from __future__ import annotations

@@ -1,11 +1,19 @@
 """One step of self-play, as functions both loops share (`loop.py`, sync; the async
-actor-learner in `async_collector.py`):
+actor-learner in `actors/collector.py`):
 
     collect: play a step's games with the current weights     (actors, in the async loop)
     learn:   RAE advantages -> training rows -> merged rows -> update   (the learner)
 
 `train_step` is the sync loop's step: collect, then learn, with the same weights. The
-async loop calls `learn` on games its actors collected with the same `collect`.
+async loop calls `learn` on games its actors collected with the same `collect`;
+`full_width_step` (`rollout=full_width`) takes the update on the whole game tree's rows
+instead (`full_width.py`).
+
+A step's games and seeds are fixed by (`seed`, step, index) (`step_specs`), so no random
+state is saved and a resumed run replays what an uninterrupted one played. With
+`balanced_chance`, a game that lists its chance outcomes (`State.chance_outcomes`) deals
+them in turn, in the order `spread` gives, so that a step holding part of a cycle still
+sees every card about equally often.
 """
 
 from __future__ import annotations

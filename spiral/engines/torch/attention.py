@@ -31,6 +31,10 @@ the model's dtype. Dropout, soft-capping and position biases go to `sdpa` unchan
 Under autograd, a query that sees no key (a left pad) is let see every key before sdpa
 runs (`no_blind_queries`): its output is never read, but CUDA's sdpa backward turns a
 fully masked row into NaN gradients.
+
+On a CPU in fp32, sdpa takes grouped query heads as they are (`enable_gqa`,
+`_sdpa_grouped`) instead of keys and values repeated per query head: transformers'
+numbers bit for bit, without the copies the backward pass kept.
 """
 
 from __future__ import annotations

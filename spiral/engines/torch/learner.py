@@ -32,6 +32,14 @@ Choices:
 - `temperature` is the run's sampling temperature (the loop sets it); it is saved with a
   checkpoint for the record but NOT restored by `load`, so a resumed run that changes
   `temperature=` scores at the temperature it now samples at.
+- `optim_step` clips the gradient norm (`max_grad_norm`); a step whose norm is not finite
+  is skipped, weights unchanged, and counted (`skipped_nonfinite`; the loop stops a run
+  after `max_bad_steps` of them in a row).
+- Gradient checkpointing runs every row whole: transformers drops the KV cache in a
+  checkpointed training forward, and shared prefixes continue rows from that cache.
+- `trained=False` builds a copy that only samples (what an async actor holds): full
+  fine-tuning's weights in the compute dtype instead of fp32 masters, no optimizer or KL
+  reference; training calls are refused.
 - Staleness: every weight change (optim_step, load) bumps an internal epoch; a sampler
   made earlier raises StaleSamplerError instead of sampling from changed weights.
 - Checkpoints are HF folders (PEFT adapter or full model, plus tokenizer) and the

@@ -15,6 +15,13 @@ and the learner runs under):
 - LoRA over a half-precision base (below): the adapters are fp32, their products run in
   the base's dtype.
 
+A model that is only sampled (eval, play, serve, an async actor) or the KL's frozen
+reference loads in the compute dtype itself (`loading.load_model_and_tokenizer` with
+`trained=False`). Full fine-tuning under autocast decodes with the model's own forward
+(the packed decode step stands aside: `decode.py`), and its checkpoints hold the fp32
+weights. Sampler and learner agree to 1e-4 in log-prob in fp32 and to 0.05 in bf16; the
+test suite runs `dtype=auto` as fp32.
+
 The LoRA path's precision: adapters kept in fp32, computed in the base model's dtype.
 
 PEFT keeps LoRA weights in fp32 over a bf16 base model (their optimizer state and small

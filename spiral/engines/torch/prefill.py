@@ -12,6 +12,17 @@ Rows may compute with different LoRA adapters of one PEFT model (`adapters=`, po
 play: the trained policy and frozen pool members in one batch, PEFT's mixed-adapter
 forward). A prefix's keys and values depend on the adapter, so the prefix then runs once
 per distinct adapter (a batch of that many rows) and each row takes its adapter's copy.
+
+`prefill_grouped` is the learner's tree and `score`'s: the common prefix once, each
+distinct prompt (stem) once, then every row's tail. Short tails (up to `PACKED_TAILS_MAX`
+tokens a prompt, what constrained answers give) follow their prompt in one sequence
+under a tree-shaped attention mask, each tail seeing the prompt and itself, instead of a
+row each over a copy of the prompt's cache (`GroupedPrefill.locate` finds each row's
+positions). The gradient through the shared cache equals the per-row one (tested).
+
+`packed_hidden` concatenates rows run whole into one sequence without padding. Exact,
+but off in the learner: under sdpa's block mask attention covers the whole packed
+sequence, 0.56-0.65x the padded batch on a CPU (`benchmarks/pack_ab.py`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """The torch learner sampled by vLLM (`sampler_engine=vllm`): each new version's LoRA
 adapter hot-swapped into one running engine (full weights: loaded into a private one),
-pool members as adapters beside it; and a sampler over fixed weights (`engine=vllm`).
+pool members as adapters beside it (`VllmCopies`, its frozen copies; other weights given
+to `load_trained_state`, such as the loop's average, are published for the next sampler);
+and a sampler over fixed weights (`engine=vllm`).
 The choices are in `engine.py`'s docstring."""
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ GPU could be given the learner's and hold a second model copy there. So the loca
 instance is started seeing every visible GPU except the learner's (`ray_visible`), and a
 plan that asks for more GPUs than that leaves is refused with the numbers and the fix.
 Fractions of a GPU (`actor_num_gpus=0.5`) pack actors onto one device, as Ray does.
+
+The local instance listens on 127.0.0.1 only (`loopback_only`); `ray_address` joins a
+running cluster instead, as its operator set it up.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 that loads the weights it is sent (only when its version is behind), keeps a copy of the
 learner's population for population play (members loaded from the files each batch
 refers to, dropped when the pool drops them) and plays a batch with the sync loop's
-`collect`. The learner's side, and the design, are in `async_collector.py`.
+`collect`. The learner's side, and the design, are in `collector.py`.
 """
 
 from __future__ import annotations

@@ -8,7 +8,9 @@ steps. The summed gradient is then exactly the one-process gradient of the whole
 (tested to 1e-5 with two gloo processes), every rank applies the same update, and the
 weights stay equal without being broadcast. Diagnostics are combined over the ranks as
 the one-process learner combines them over micro-batches (token-weighted means; sums for
-`loss` and `num_tokens`; min / max for `ratio_min` / `ratio_max`).
+`loss` and `num_tokens`; min / max for `ratio_min` / `ratio_max`). Its frozen copies
+(`RankedCopies`: pool members, the magnet) are written by rank 0 and read back by the
+others, and `before_main_alone` checks that the replicas agree before every checkpoint.
 
 Launch: `torchrun --nproc-per-node N --no-python spiral train ...` (or Ray actors that set
 the same environment variables); `join_from_env()` joins the group (MASTER_ADDR,

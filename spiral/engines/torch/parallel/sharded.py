@@ -19,9 +19,12 @@ What that asks of the loop, and how this learner gives it:
     micro-batch with sync on, which reduce-scatters each layer's accumulated gradient
     once. Memory during learning: whole weights and whole gradients, as data parallelism;
     the optimizer state stays sharded.
-  - without: each layer is gathered only while it runs (least memory); one
+  - without: each layer is gathered only while it runs (the least memory for weights); one
     forward per micro-batch, and ranks with fewer micro-batches run idle ones until all
-    have run as many as the busiest rank (counts agreed by one all-reduce).
+    have run as many as the busiest rank (counts agreed by one all-reduce). On a CPU
+    with the embedded model that was 2.5x slower than with shared prefixes and took more
+    memory, not less, nearly all of it the lost sharing (docs/results.md, "Data-parallel
+    and FSDP").
   An idle micro-batch is one token divided by an infinite normaliser: the same forward
   and backward as a real one, with a zero gradient.
 - **Summed gradients.** FSDP averages over ranks by default; here the divide factor is 1,
