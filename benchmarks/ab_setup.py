@@ -1,6 +1,12 @@
-"""What the one-process A/B scripts (`step_ab.py`, `merge_ab.py`, `decode_ab.py`) share:
-their arguments, a preset's learner with the rows of one warm-up step, and the summary
-they print and write."""
+"""What the one-process A/B scripts share: their arguments, a preset's learner with the
+rows of one warm-up step, and the summary they print and write. Nothing here runs on its
+own.
+
+Imported by `pool_decode.py` beside it and by the A/B scripts kept with their results
+under docs/results/ (`engine-matmul-attention/step_ab.py`, `merged-lora/merge_ab.py`,
+`engine-decode-step/decode_ab.py` and `tokenize_once_ab.py`,
+`make-train-cpu-classes/cpu_step_profile.py`, `state-baseline/state_baseline_variance.py`,
+`engine-ceilings/kuhn_reference_time.py`), which put this folder on their import path."""
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ gradient changes by exactly that amount whatever the policy's true probabilities
 
 Not a baseline: it changes the expected update (the policy gradient part only; the
 regulariser is left alone), so its fixed point moves with `beta`. On the shared-parameter
-twin (`benchmarks/kuhn_shared_twin.py`, cosine 0.995, lr 0.1) beta 0.5-0.95 left the
+twin (`docs/results/kuhn-centering/kuhn_shared_twin.py`, cosine 0.995, lr 0.1) beta 0.5-0.95 left the
 card-blind plateau 2-4x sooner and ended at 0.08-0.10 instead of 0.20; on the embedded
 model (beta 0.8, five seeds) it left the plateau sooner and ended where the preset does
 (`docs/results.md`, "Private-information centering"). Public states with one private

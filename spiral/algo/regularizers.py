@@ -51,7 +51,7 @@ which does not, so a mixed move that the updates of other states drag towards 0 
 near p_min. Where a move is clearly worse the policy gradient outweighs it and the move
 goes below the floor at a cost of about coef / (its loss in chips). Free-text positions
 (no token ruled out) have no moves to floor. Why Kuhn needs it, measured in a twin:
-`benchmarks/kuhn_twin_floor.py`.
+`docs/results/kuhn-centering/kuhn_twin_floor.py`.
 """
 
 from __future__ import annotations

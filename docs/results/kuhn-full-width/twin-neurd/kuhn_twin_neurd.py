@@ -2,13 +2,13 @@
 NeuRD form (each legal move's logit moved by its regularised advantage, the softmax's
 Jacobian left out), exact values, no sampling noise.
 
-    python benchmarks/kuhn_twin_neurd.py [OUT_DIR]
+    python docs/results/kuhn-full-width/twin-neurd/kuhn_twin_neurd.py [OUT_DIR]
 
-The twin (`benchmarks/kuhn_shared_twin.py`): logits `features @ theta`, the cards of one
-history sharing their features (cosine 0.995), the two seats' decisions of one kind tied
-(cosine 0.92) and, with `ordinal`, the cards in rank order along one direction per history,
-as a language model knows them; `theta` trained by Adam. Per information state I with
-reach R(I) and the acting seat's move values Q(I, a):
+The twin (`docs/results/kuhn-centering/kuhn_shared_twin.py`): logits `features @ theta`,
+the cards of one history sharing their features (cosine 0.995), the two seats' decisions
+of one kind tied (cosine 0.92) and, with `ordinal`, the cards in rank order along one
+direction per history, as a language model knows them; `theta` trained by Adam. Per
+information state I with reach R(I) and the acting seat's move values Q(I, a):
 
 - "pg": the exact expected policy gradient, R x pi(a) x (Q(a) - V), plus the entropy
   bonus and the KL to the magnet through the softmax's Jacobian (what sampled rows, and
@@ -29,8 +29,17 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from kuhn_shared_twin import _index, action_values, exploitability, features, logit_gradient
-from kuhn_tabular_twin import _softmax, write_table
+
+# the twin's modules, kept with the centering results
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "kuhn-centering"))
+from kuhn_shared_twin import (  # noqa: E402
+    _index,
+    action_values,
+    exploitability,
+    features,
+    logit_gradient,
+)
+from kuhn_tabular_twin import _softmax, write_table  # noqa: E402
 
 SEEDS = range(6)
 J_BLUFF = _index(0, "p")

@@ -1,7 +1,7 @@
 """An exact tabular twin of the learner's update on single-hand Kuhn poker, to choose how
 often the KL's snapshot magnet is refreshed before spending CPU hours on the model.
 
-    python benchmarks/kuhn_tabular_twin.py [OUT_DIR]
+    python docs/results/kuhn-centering/kuhn_tabular_twin.py [OUT_DIR]
 
 The policy is a table of logits (12 information states x 2 moves, one table for both
 seats, as one model plays both), updated by exact expected gradient ascent on what the

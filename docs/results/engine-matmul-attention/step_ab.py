@@ -10,25 +10,30 @@ Each arm samples one step of games (the preset's batch, same seeds) and runs the
 learner's forward + backward on one fixed set of rows; arms alternate, `--reps` times.
 Usage:
 
-    python benchmarks/step_ab.py --preset embedded-kuhn --json out.json [key=value ...]
+    python docs/results/engine-matmul-attention/step_ab.py --preset embedded-kuhn \
+        --json out.json [key=value ...]
 """
 
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
-from ab_setup import ab_args, preset_learner, report
+# ab_setup.py, shared with the scripts in benchmarks/, stays there
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
+from ab_setup import ab_args, preset_learner, report  # noqa: E402
 
-import spiral.engines.torch.learner as learner_module
-import spiral.engines.torch.sampler as sampler_module
-from spiral.algo.losses import importance_sampling_loss
-from spiral.engines.torch.attention import NAME
-from spiral.engines.torch.learner import Regularizer
-from spiral.engines.torch.precision import model_compute
-from spiral.train.loop import collect
+import spiral.engines.torch.learner as learner_module  # noqa: E402
+import spiral.engines.torch.sampler as sampler_module  # noqa: E402
+from spiral.algo.losses import importance_sampling_loss  # noqa: E402
+from spiral.engines.torch.attention import NAME  # noqa: E402
+from spiral.engines.torch.learner import Regularizer  # noqa: E402
+from spiral.engines.torch.precision import model_compute  # noqa: E402
+from spiral.train.loop import collect  # noqa: E402
 
 
 @contextlib.contextmanager

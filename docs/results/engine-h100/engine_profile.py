@@ -1,7 +1,7 @@
 """Where the torch engine's sampler and learner spend their time, on one device.
 
-    python benchmarks/engine_profile.py --shape benchmarks/model-shapes/qwen3-0.6b.json \
-        --device cuda --json engine-profile.json
+    python docs/results/engine-h100/engine_profile.py \
+        --shape benchmarks/model-shapes/qwen3-0.6b.json --device cuda --json engine-profile.json
 
 Builds a random-initialised model of the shape (no download), then times, per decode step
 of `--batch` rows after a `--prompt`-token prefill:

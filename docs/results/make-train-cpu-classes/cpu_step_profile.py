@@ -1,6 +1,6 @@
 """Where a `make train` step spends its time on this CPU, in one process.
 
-    python benchmarks/cpu_step_profile.py --json OUT.json [key=value ...]
+    python docs/results/make-train-cpu-classes/cpu_step_profile.py --json OUT.json [key=value ...]
 
 Builds the preset's learner (`--preset`, default `embedded-kuhn`) with the rows of one
 warm-up step, then times, median of `--reps` after an untimed call of each:
@@ -18,19 +18,24 @@ Run it under the CPU cap of `make test-capped` to see the commonest CPUs' profil
 from __future__ import annotations
 
 import statistics
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
-from ab_setup import ab_args, preset_learner, report
 
-from spiral.algo.losses import importance_sampling_loss
-from spiral.algo.regularizers import Regularizer
-from spiral.engines.base import MAGNET
-from spiral.engines.torch.batching import first_needed, micro_batches
-from spiral.engines.torch.cpu import describe
-from spiral.engines.torch.prefill import common_prefix_len
-from spiral.train.loop import collect
+# ab_setup.py, shared with the scripts in benchmarks/, stays there
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
+from ab_setup import ab_args, preset_learner, report  # noqa: E402
+
+from spiral.algo.losses import importance_sampling_loss  # noqa: E402
+from spiral.algo.regularizers import Regularizer  # noqa: E402
+from spiral.engines.base import MAGNET  # noqa: E402
+from spiral.engines.torch.batching import first_needed, micro_batches  # noqa: E402
+from spiral.engines.torch.cpu import describe  # noqa: E402
+from spiral.engines.torch.prefill import common_prefix_len  # noqa: E402
+from spiral.train.loop import collect  # noqa: E402
 
 ARMS = {
     "plain": Regularizer(),

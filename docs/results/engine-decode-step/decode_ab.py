@@ -6,18 +6,23 @@ changes the weights) does, so packing is counted. The LoRA adapter is first made
 by a few learner updates on the warm-up games (PEFT starts it at zero). Checks that both
 arms sampled the same tokens.
 
-    python benchmarks/decode_ab.py --preset embedded-tictactoe --json out.json [key=value ...]
+    python docs/results/engine-decode-step/decode_ab.py --preset embedded-tictactoe \
+        --json out.json [key=value ...]
 """
 
 from __future__ import annotations
 
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
-from ab_setup import ab_args, preset_learner, report
+# ab_setup.py, shared with the scripts in benchmarks/, stays there
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
+from ab_setup import ab_args, preset_learner, report  # noqa: E402
 
-from spiral.engines.torch.decode import drop_packed
-from spiral.train.loop import collect
+from spiral.engines.torch.decode import drop_packed  # noqa: E402
+from spiral.train.loop import collect  # noqa: E402
 
 
 def _tokens(episodes: list[Any]) -> list[tuple[int, ...]]:

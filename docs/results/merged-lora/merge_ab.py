@@ -5,19 +5,24 @@ drops its cached merge before each step, as a training step (whose update change
 adapter) does, so the merge's cost is counted. The adapter is first made non-zero by a
 few learner updates on the warm-up games (PEFT starts it at zero).
 
-    python benchmarks/merge_ab.py --preset embedded-kuhn --json out.json [key=value ...]
+    python docs/results/merged-lora/merge_ab.py --preset embedded-kuhn --json out.json \
+        [key=value ...]
 """
 
 from __future__ import annotations
 
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
-from ab_setup import ab_args, preset_learner, report
+# ab_setup.py, shared with the scripts in benchmarks/, stays there
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
+from ab_setup import ab_args, preset_learner, report  # noqa: E402
 
-from spiral.engines.torch.merged import _lora_layers, drop_merged, merged_weights
-from spiral.engines.torch.snapshots import TRAINED
-from spiral.train.loop import collect
+from spiral.engines.torch.merged import _lora_layers, drop_merged, merged_weights  # noqa: E402
+from spiral.engines.torch.snapshots import TRAINED  # noqa: E402
+from spiral.train.loop import collect  # noqa: E402
 
 
 def main() -> None:

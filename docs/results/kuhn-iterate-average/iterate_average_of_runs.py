@@ -1,11 +1,12 @@
 """Where finished Kuhn runs ended, last iterate against the average of their policies.
 
-    python benchmarks/iterate_average_of_runs.py OUT_DIR METRICS.jsonl...
+    python docs/results/kuhn-iterate-average/iterate_average_of_runs.py OUT_DIR METRICS.jsonl...
 
 For each run: the exact exploitability of its live policy and of its averaged weights at
 the last evaluation, and of the average of the policies it was evaluated at (every
 evaluation, and the later half; `spiral/analysis/iterate_average.py`); then mean ±
 sample std and range over the runs. Writes OUT_DIR/table.md and OUT_DIR/runs.jsonl.
+For a user's own seeds, `spiral seeds` reports the same averages in its `seeds.md`.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Why the second mover's J bluff dies, and whether a floor under each move's probability
-keeps it: the shared-parameter Kuhn twin (`benchmarks/kuhn_shared_twin.py`) with the
+keeps it: the shared-parameter Kuhn twin (`kuhn_shared_twin.py` beside it) with the
 preset's schedules, 384 sampled games an update and the seats tied (cosine 0.92).
 
-    python benchmarks/kuhn_twin_floor.py [OUT_DIR]
+    python docs/results/kuhn-centering/kuhn_twin_floor.py [OUT_DIR]
 
 `ordinal` puts the cards in rank order along one direction per history (J < Q < K, as a
 language model knows them), so that the update cannot move J's play without pushing Q's

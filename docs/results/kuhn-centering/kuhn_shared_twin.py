@@ -1,7 +1,7 @@
 """A twin of the learner's update on single-hand Kuhn poker whose parameters are SHARED
 between the cards, as a language model's are, to test private-information centering.
 
-    python benchmarks/kuhn_shared_twin.py [OUT_DIR]
+    python docs/results/kuhn-centering/kuhn_shared_twin.py [OUT_DIR]
 
 The model measured that its gradients for the three cards at one betting history point
 the same way (cosine 0.993-0.997): the update moves every card's policy together, and the
@@ -11,7 +11,7 @@ shared by the cards plus a card-and-history part `eps` times smaller, rotated in
 basis (so no parameter belongs to one card alone), cosine 1 / (1 + eps^2) between the
 cards of one history; `theta` is trained by Adam on the exact expected gradient of the
 regularised objective (chips, entropy bonus, reverse KL to a snapshot magnet refreshed
-every 20 updates), the same terms as `benchmarks/kuhn_tabular_twin.py`.
+every 20 updates), the same terms as `kuhn_tabular_twin.py` beside it.
 
 Centering with `beta`: each information state's action values are replaced by
 Q(a) - beta * M(history, a), where M is the mean of Q(a) over the cards at that history,
@@ -195,8 +195,8 @@ def run(
     ordinal: float = 0.0,
 ) -> dict:
     """One run; `beta`, `lam` and `lr` may be functions of the update (1-based), for
-    schedules (`benchmarks/kuhn_twin_schedules.py`); `games` > 0 adds the error of a
-    batch of that many sampled games to each update (`pg_noise`, seeded by `seed`)."""
+    schedules (`kuhn_twin_schedules.py`); `games` > 0 adds the error of a batch of that
+    many sampled games to each update (`pg_noise`, seeded by `seed`)."""
     beta_at = beta if callable(beta) else (lambda _: beta)
     lam_at = lam if callable(lam) else (lambda _: lam)
     lr_at = lr if callable(lr) else (lambda _: lr)

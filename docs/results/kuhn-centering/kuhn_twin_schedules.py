@@ -1,8 +1,8 @@
 """Centering and magnet schedules in the shared-parameter Kuhn twin
-(`benchmarks/kuhn_shared_twin.py`): which `private_centering` (beta) and KL weight (lam)
-over the run leave the card-blind plateau and end nearest the equilibrium.
+(`kuhn_shared_twin.py` beside it): which `private_centering` (beta) and KL weight (lam) over
+the run leave the card-blind plateau and end nearest the equilibrium.
 
-    python benchmarks/kuhn_twin_schedules.py [OUT_DIR]
+    python docs/results/kuhn-centering/kuhn_twin_schedules.py [OUT_DIR]
 
 Cosine 0.995 between the cards, Adam lr 0.1, entropy 0.1, the snapshot magnet refreshed
 every 20 updates, 400 updates, 3 random bases. A schedule "a -> b" moves linearly from a

@@ -2,7 +2,7 @@
 alternating (rep 0 is a warm-up): a random-initialised Qwen3-0.6B shape in bf16, LoRA
 rank 32 with B drawn non-zero, 16 prompts of 256 tokens, 64 new tokens. Writes
 merge-gpu.json into the folder named by the OUT environment variable (default: the current
-folder). Run on a CUDA machine: `python3 benchmarks/merge_ab_gpu.py`."""
+folder). Run on a CUDA machine: `python3 docs/results/engine-h100/merge_ab_gpu.py`."""
 
 from __future__ import annotations
 

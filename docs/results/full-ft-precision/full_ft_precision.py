@@ -2,7 +2,7 @@
 update moves with fp32 master weights (what the learner does), and how many the same
 update would move if the weights were kept in bf16 (the update rounded onto bf16 weights).
 
-    python benchmarks/full_ft_precision.py [OUT.json]
+    python docs/results/full-ft-precision/full_ft_precision.py [OUT.json]
 
 On the embedded SmolLM2-135M, one AdamW step over 16 sampled Kuhn-style completions.
 """

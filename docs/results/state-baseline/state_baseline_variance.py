@@ -1,8 +1,8 @@
 """How much advantage variance a baseline per identical state removes, on a preset's
 own self-play games.
 
-    python benchmarks/state_baseline_variance.py [--preset embedded-kuhn] [--reps 3] [--json OUT]
-        [checkpoint=RUN/checkpoints/step_000120] [key=value ...]
+    python docs/results/state-baseline/state_baseline_variance.py [--preset embedded-kuhn]
+        [--reps 3] [--json OUT] [checkpoint=RUN/checkpoints/step_000120] [key=value ...]
 
 Plays `reps` steps of the preset's games with its policy (untrained, or the trained
 weights of `checkpoint=`, a run's checkpoint folder) and compares, over
@@ -16,16 +16,19 @@ turn of their state in the batch.
 from __future__ import annotations
 
 import statistics
+import sys
 from collections import defaultdict
 from pathlib import Path
 
-from ab_setup import ab_args, report
+# ab_setup.py, shared with the scripts in benchmarks/, stays there
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
+from ab_setup import ab_args, report  # noqa: E402
 
-from spiral.algo.state_baseline import leave_one_out_advantages
-from spiral.rollout.state_keys import turn_state_keys
-from spiral.train.config import parse_config
-from spiral.train.loop import POLICY, collect
-from spiral.train.setup import build_setup, make_learner_factory
+from spiral.algo.state_baseline import leave_one_out_advantages  # noqa: E402
+from spiral.rollout.state_keys import turn_state_keys  # noqa: E402
+from spiral.train.config import parse_config  # noqa: E402
+from spiral.train.loop import POLICY, collect  # noqa: E402
+from spiral.train.setup import build_setup, make_learner_factory  # noqa: E402
 
 
 def main() -> None:
