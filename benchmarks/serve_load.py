@@ -12,13 +12,21 @@ p50/p99 idle and under load, on the same server in the same run. After the load,
 `--big-body-mb` body (default 50 MB) is sent with a small request 0.2 s behind it: each
 one's status and time.
 
+`--long-clients N` adds N clients that each ask for one long reply (`--long-tokens`,
+default 256, temperature 1) after another: with more of them than the running batch
+holds (16), they show whether a short request waits for a long reply. `--trees
+NAME=DIR ...` runs the whole benchmark once per source tree (the server started from
+DIR, e.g. a copy of the code before a change) and reports them side by side. Every
+small request's time is kept (`each`), not only the percentiles.
+
 What must hold (the script exits 1 otherwise): every hostile request gets a 4xx (the
 leaver excepted: it is gone), every valid one a 200, no 5xx, and the server is still
 alive and answering at the end.
 
 Usage: `python benchmarks/serve_load.py [--model PATH] [--seconds 60] [--clients 8]
-[--json PATH]`; without `--model` a tiny random model is made in a temporary folder (no
-download). A benchmark, not a test: times depend on the machine and its load.
+[--long-clients 0] [--trees NAME=DIR ...] [--json PATH]`; without `--model` a tiny
+random model is made in a temporary folder (no download). A benchmark, not a test: times
+depend on the machine and its load.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import socket
 import statistics
@@ -64,11 +73,18 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_server(model: str, port: int, log: Path, limit: int = 256) -> subprocess.Popen[bytes]:
+def start_server(
+    model: str, port: int, log: Path, limit: int = 256, tree: str = ""
+) -> subprocess.Popen[bytes]:
+    """The real `spiral serve` on 127.0.0.1:port; from source tree `tree` if given (run
+    there, first on PYTHONPATH, so its `spiral` package is the one imported)."""
     cmd = [sys.executable, "-m", "spiral.cli", "serve", f"checkpoint={model}", f"port={port}",
            f"max_tokens_limit={limit}", "device=cpu"]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": tree} if tree else None
     with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=tree or None
+        )
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -121,6 +137,16 @@ async def loader(client: httpx.AsyncClient, until: float, rng: random.Random) ->
     return seen
 
 
+async def long_loader(client: httpx.AsyncClient, until: float, tokens: int) -> Counter[str]:
+    """One long reply after another until `until`."""
+    seen: Counter[str] = Counter()
+    body = {"messages": USER, "max_tokens": tokens, "temperature": 1.0}
+    while time.monotonic() < until:
+        status = await post(client, body, timeout=600)
+        seen[f"valid {tokens} tokens -> {status}"] += 1
+    return seen
+
+
 async def big_body(client: httpx.AsyncClient, megabytes: float) -> dict[str, Any]:
     """A valid chat body of `megabytes` MB (one long user message) and, sent 0.2 s after
     it, a small request: each one's status and time."""
@@ -143,17 +169,34 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+def timings(values: list[float]) -> dict[str, Any]:
+    """Percentiles of a list of times, and every time (in the order they were taken)."""
+    if not values:
+        return {"n": 0, "each": []}
+    return {"n": len(values), "p50": percentile(values, 0.5), "p99": percentile(values, 0.99),
+            "mean": statistics.fmean(values), "each": [round(v, 4) for v in values]}  # fmt: skip
+
+
 async def run(
-    base: str, seconds: float, clients: int, seed: int, big_mb: float = 0
+    base: str,
+    seconds: float,
+    clients: int,
+    seed: int,
+    big_mb: float = 0,
+    long_clients: int = 0,
+    long_tokens: int = 256,
 ) -> dict[str, Any]:
-    async with httpx.AsyncClient(base_url=base) as client:
+    limits = httpx.Limits(max_connections=clients + long_clients + 8)
+    async with httpx.AsyncClient(base_url=base, limits=limits) as client:
         idle: list[float] = []
         await probe(client, time.monotonic() + min(10.0, seconds / 4), idle)
         loaded: list[float] = []
         until = time.monotonic() + seconds
         rngs = [random.Random(seed * 1000 + k) for k in range(clients)]
         tallies = await asyncio.gather(
-            probe(client, until, loaded), *(loader(client, until, r) for r in rngs)
+            probe(client, until, loaded),
+            *(loader(client, until, r) for r in rngs),
+            *(long_loader(client, until, long_tokens) for _ in range(long_clients)),
         )
         big = await big_body(client, big_mb) if big_mb else None
         alive = (await client.get("/models")).status_code == 200
@@ -161,19 +204,12 @@ async def run(
     return {
         "seconds": seconds,
         "clients": clients,
+        "long_clients": long_clients,
+        "long_tokens": long_tokens,
         "requests": sum(status.values()),
         "by_kind_and_status": dict(sorted(status.items())),
-        "small_idle_s": {
-            "n": len(idle),
-            "p50": percentile(idle, 0.5),
-            "p99": percentile(idle, 0.99),
-        },
-        "small_loaded_s": {
-            "n": len(loaded),
-            "p50": percentile(loaded, 0.5),
-            "p99": percentile(loaded, 0.99),
-            "mean": statistics.fmean(loaded),
-        },
+        "small_idle_s": timings(idle),
+        "small_loaded_s": timings(loaded),
         "big_body": big,
         "server_alive_at_end": alive,
     }
@@ -199,43 +235,64 @@ def failures(result: dict[str, Any]) -> list[str]:
     return bad
 
 
+def bench_tree(args: argparse.Namespace, model: str, tmp: Path, tree: str) -> dict[str, Any]:
+    """The whole benchmark against one server (from source tree `tree`, or this one)."""
+    port = free_port()
+    log_path = tmp / f"serve-{port}.log"
+    server = start_server(model, port, log_path, tree=tree)
+    try:
+        result = asyncio.run(
+            run(
+                f"http://127.0.0.1:{port}/v1",
+                args.seconds,
+                args.clients,
+                args.seed,
+                args.big_body_mb,
+                args.long_clients,
+                args.long_tokens,
+            )  # fmt: skip
+        )
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    log = log_path.read_text(errors="replace")
+    result["tracebacks_in_server_log"] = log.count("Traceback")
+    result["failures"] = failures(result)
+    if result["tracebacks_in_server_log"]:
+        result["failures"].append(f"{result['tracebacks_in_server_log']} tracebacks in the log")
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="", help="model folder (default: a tiny random one)")
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--long-clients", type=int, default=0,
+                        help="clients asking one long reply after another")  # fmt: skip
+    parser.add_argument("--long-tokens", type=int, default=256)
+    parser.add_argument("--trees", nargs="*", default=[], metavar="NAME=DIR",
+                        help="run once per source tree, side by side")  # fmt: skip
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default="", help="write the result here")
     parser.add_argument("--big-body-mb", type=float, default=50.0,
                         help="after the load, one body this large beside a small request "
                         "(0: skip)")  # fmt: skip
     args = parser.parse_args(argv)
+    trees = dict(t.split("=", 1) for t in args.trees)
     with tempfile.TemporaryDirectory() as tmp:
         model = args.model
         if not model:
             from spiral.testing import make_tiny_model
 
             model = str(make_tiny_model(Path(tmp) / "model"))
-        port = free_port()
-        server = start_server(model, port, Path(tmp) / "serve.log")
-        try:
-            result = asyncio.run(
-                run(
-                    f"http://127.0.0.1:{port}/v1",
-                    args.seconds,
-                    args.clients,
-                    args.seed,
-                    args.big_body_mb,
-                )  # fmt: skip
-            )
-        finally:
-            server.terminate()
-            server.wait(timeout=30)
-        log = (Path(tmp) / "serve.log").read_text(errors="replace")
-    result["tracebacks_in_server_log"] = log.count("Traceback")
-    result["failures"] = failures(result)
-    if result["tracebacks_in_server_log"]:
-        result["failures"].append(f"{result['tracebacks_in_server_log']} tracebacks in the log")
+        if trees:
+            runs = {name: bench_tree(args, model, Path(tmp), tree) for name, tree in trees.items()}
+            result: dict[str, Any] = {"argv": sys.argv[1:] if argv is None else argv,
+                                      "trees": trees, "runs": runs}  # fmt: skip
+            result["failures"] = [f"{n}: {f}" for n, r in runs.items() for f in r["failures"]]
+        else:
+            result = bench_tree(args, model, Path(tmp), "")
     text = json.dumps(result, indent=2)
     print(text)
     if args.json:

@@ -23,6 +23,8 @@ asked at the time; a `guided_choice` reply is drawn whole (its constraint follow
 reply from its first token) with requests asking the same length. Each row keeps its
 own answer constraint. At most `max_rows` rows share a call.
 
+A streamed request is told its tokens after each slice (`Job.progress`).
+
 Cancelling: each request carries its own flag (a client that left, a time limit, a
 shutdown). The call's flag is set only once every request in it is cancelled, so one
 client leaving does not take the others' answers with it; a request cancelled while it
@@ -36,7 +38,7 @@ import contextlib
 import dataclasses
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from spiral.engines.base import CancelFlag, Sampler, SamplingCancelled, SamplingParams
@@ -60,6 +62,8 @@ class Job:
     queued: float = dataclasses.field(default_factory=time.monotonic)  # joined the queue
     tokens: list[int] = dataclasses.field(default_factory=list)  # drawn in earlier slices
     logprobs: list[float] = dataclasses.field(default_factory=list)
+    # told the tokens drawn so far as they come (a streamed reply), in the model's thread
+    progress: Callable[[tuple[int, ...]], None] | None = None
 
     def cancelled(self) -> bool:
         return self.params.cancel is not None and self.params.cancel.is_set()
@@ -118,10 +122,16 @@ class ModelThread:
         raise NotImplementedError
 
     def submit(
-        self, prompt_ids: list[int], params: SamplingParams, constraint: AnswerConstraint | None
+        self,
+        prompt_ids: list[int],
+        params: SamplingParams,
+        constraint: AnswerConstraint | None,
+        progress: Callable[[tuple[int, ...]], None] | None = None,
     ) -> concurrent.futures.Future[Any]:
-        """Queue one prompt; the future gets its Completion (or SamplingCancelled)."""
-        job = Job(prompt_ids, params, constraint)
+        """Queue one prompt; the future gets its Completion (or SamplingCancelled).
+        `progress`, if given, is called from the model's thread with the reply's tokens
+        so far whenever more are drawn (it must return at once)."""
+        job = Job(prompt_ids, params, constraint, progress=progress)
         with self._ready:
             self._waiting.append(job)
             self._ready.notify()
@@ -189,6 +199,8 @@ class Batcher(ModelThread):
                     settle(job, result=done)
                 else:
                     unfinished.append(job)
+                    if job.progress is not None:
+                        job.progress(tuple(job.tokens))
         except BaseException as err:  # handed to every waiting request, the thread goes on
             for job in jobs:
                 settle(job, error=err)

@@ -48,11 +48,15 @@ class Intake:
         self.lock = threading.Lock()
 
     def prepare(
-        self, messages: list[dict[str, str]], params: SamplingParams, choices: list[str] | None
+        self,
+        messages: list[dict[str, str]],
+        params: SamplingParams,
+        choices: list[str] | None,
+        choice_field: str = "guided_choice",
     ) -> Prepared | JSONResponse:
         """Render, bound, tokenise and check one request, outside the model's thread (the
         tokenizer lock keeps one encoding at a time): (prompt ids, params, constraint),
-        or the 400 that refuses it."""
+        or the 400 that refuses it (`choice_field`: the field the choices came in)."""
         with self.lock:
             try:
                 text = render_messages(messages, self.template, self.tokenizer)
@@ -68,17 +72,20 @@ class Intake:
                 try:
                     constraint = choice_constraint(choices, self.tokenizer)
                 except ValueError as err:
-                    return error_reply(400, str(err), "guided_choice")
-        if constraint is not None:
+                    return error_reply(400, str(err), choice_field)
+        if constraint is not None and choices is not None:
             longest = max(len(c) for c in constraint.choices)
             if longest > self.max_tokens_limit:  # every limit holds after the extension
+                name = choices[[len(c) for c in constraint.choices].index(longest)]
+                shown = repr(name) if len(name) <= 40 else f"{name[:40]!r}..."
                 return error_reply(
                     400,
-                    f"the longest guided_choice reply has {longest} tokens, above this "
-                    f"server's limit of {self.max_tokens_limit} (spiral serve max_tokens_limit=...)",
-                    "guided_choice",
+                    f"the longest guided_choice reply has {longest} tokens ({shown}), "
+                    f"above this server's limit of {self.max_tokens_limit} (spiral serve "
+                    "max_tokens_limit=...); shorten it",
+                    choice_field,
                 )
-            params = dataclasses.replace(params, max_tokens=max(params.max_tokens, longest))
+            params = dataclasses.replace(params, max_tokens=longest)  # the reply is one choice
         if self.context is not None and len(prompt_ids) + params.max_tokens > self.context:
             return error_reply(
                 400,

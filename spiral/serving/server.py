@@ -1,9 +1,31 @@
 """`spiral serve checkpoint=PATH`: an OpenAI-compatible chat endpoint over a local model.
 
-Endpoints: POST /v1/chat/completions (model, messages, max_tokens or
-max_completion_tokens, temperature, top_p, stop, n=1, seed) and GET /v1/models. Any
-OpenAI client, `spiral eval opponents=api:NAME api_base_url=http://127.0.0.1:8000/v1`,
-or another team's harness can play against a checkpoint this way.
+Endpoints: POST /v1/chat/completions and GET /v1/models. Any OpenAI client (`stream=True`
+included), `spiral eval opponents=api:NAME api_base_url=http://127.0.0.1:8000/v1`, or
+another team's harness can play against a checkpoint this way.
+
+Fields honoured: model (not checked; the reply names the served model), messages (roles
+system, user, assistant, developer, tool; content a string or text parts; `name` and
+`tool_call_id` read and ignored), max_tokens or max_completion_tokens (default 256, or
+`max_tokens_limit` where lower), temperature, top_p, stop, n=1, seed, stream,
+stream_options.include_usage, and vLLM's `guided_choice` / `structured_outputs.choice`.
+Accepted and ignored, since they change nothing here: user, metadata, store,
+service_tier, parallel_tool_calls, prompt_cache_key, safety_identifier, and the fields
+below at their "off" values (logprobs=false, presence_penalty=0, tools=[],
+response_format={"type": "text"}, tool_choice="none", ...).
+
+Refused with a 400 in OpenAI's error shape whose `param` names the field and whose
+message says what to do (fields.py), never dropped: logprobs, top_logprobs,
+response_format other than text, tools / tool_choice / functions / function_call,
+presence_penalty, frequency_penalty, logit_bias, modalities other than text, audio,
+prediction, reasoning_effort, verbosity, web_search_options; vLLM's top_k, min_p,
+repetition_penalty, min_tokens, best_of, use_beam_search, ignore_eos, echo,
+include_stop_str_in_output, guided_json, guided_grammar, guided_regex; a message
+holding tool calls, or a content part that is not text (an image, audio, a file);
+`stream_options` without `stream`; `n` other than 1; an empty message list or an unknown
+role; and any field this server does not know (as OpenAI refuses one, so a misspelt
+`temperture` is not silently ignored). A value of the wrong type is a 400 naming its
+field (`messages[0].role`).
 
 Choices:
 - `create_app(sampler, model_name, template)` takes any Sampler, so tests start the app
@@ -12,41 +34,59 @@ Choices:
   default) or by a named template's chat markup (chatml, llama3, plain, ...), then
   encoded with `spiral.prompts.encode` (at most one BOS).
 - One thread samples. Over the torch engine every request joins one running batch
-  between two decode steps and leaves it when done (continuous.py), so a short request
-  waits for a step of the others, not for their replies; over other samplers requests
+  between two decode steps and leaves it when done (continuous.py): a short request
+  (at most 32 tokens) joins at the next step even when long replies fill the batch, so it
+  waits for a step of the others, not for their replies. Over other samplers requests
   that arrive together and ask for the same sampling parameters share one sampler call
   (batcher.py, where a seeded request is sampled alone). A seeded request's reply is
   the one the sampler draws for it alone.
   Rendering, tokenising and every check run in the request's own worker thread, before
   it joins the queue, so a huge prompt never holds up the model.
+- Streaming (`stream: true`, streaming.py): server-sent events as OpenAI sends them:
+  `data: {chat.completion.chunk}` lines, the first delta with role "assistant", the text
+  as the model decodes it (over the torch engine token by token; over other samplers
+  a slice at a time where replies are drawn in slices, else whole when done), never a stop string or a partial character, a last chunk with the
+  finish_reason, with `stream_options={"include_usage": true}` a chunk with the usage,
+  then `data: [DONE]`. A `guided_choice` reply comes whole in one delta. A refusal
+  before sampling is an ordinary 4xx; what ends a stream once begun (the time limit, a
+  shutdown, a model failure) is an error event in OpenAI's shape, then `[DONE]`.
 - finish_reason: the sampler's "eos" and "stop" -> "stop", "length" -> "length".
   `usage` counts prompt and completion tokens exactly (our own ids).
-- temperature 0 is greedy (the sampler's convention). `n` other than 1, an empty
-  message list or an unknown role is a 400 in OpenAI's error shape.
-- The model name in a request is not checked (OpenAI clients insist on sending one); the
-  reply names the served model.
+- temperature 0 is greedy (the sampler's convention).
 - Binds 127.0.0.1 by default; pass host=0.0.0.0 deliberately to expose it.
+- Start-up, each refusal one line before the server listens (startup.py): a checkpoint
+  that does not exist, an address it cannot listen on (before the model loads), and
+  weights that hold NaN or inf (the parameter checked, then one token drawn from a short
+  prompt, whose NaN logits are refused too); such a model would answer every request
+  with a 500.
 - Limits, so one request cannot tie the server up (limits.py): a body over
   `max_request_mb` (default 1) is a 413 before it is read; a prompt whose length alone
   shows it cannot fit is a 400 before it is tokenised; `max_tokens` above
   `max_tokens_limit` (default 4096) is a 400, and so is a prompt whose tokens plus
   `max_tokens` exceed the model's context (`max_position_embeddings`). A request that
   takes longer than `request_timeout_s` (default 300, queued and sampled) is a 408. A
-  request is cancelled when its client disconnects: the handler polls the connection
-  every DISCONNECT_POLL_S, and its row leaves the running batch before the next token
-  (over other samplers the cancel flag, `SamplingParams.cancel`, stops the call before
-  its next token once every request sharing it is cancelled). On SIGTERM
-  the server stops accepting; the requests in flight get FINISH_ON_SHUTDOWN_S to finish,
-  then are cancelled the same way and answered 503 ("the server is shutting down"), and
-  the process exits.
+  request is cancelled when its client disconnects (flight.py): the handler polls the
+  connection every DISCONNECT_POLL_S (a stream: its client's leaving ends it), and its
+  row leaves the running batch before the next token (over other samplers the cancel
+  flag, `SamplingParams.cancel`, stops the call before its next token once every request
+  sharing it is cancelled).
+- Signals (shutdown.py): on SIGTERM, SIGHUP (the terminal or ssh session closing; left
+  alone when it is ignored, as under nohup) or SIGINT (Ctrl-C) the server stops
+  accepting; the requests in flight get FINISH_ON_SHUTDOWN_S (1 s) to finish, then are
+  cancelled the same way and answered 503 ("the server is shutting down"; a stream: that
+  error event), and the process exits.
 - Constrained replies: vLLM's structured-output extension for a fixed choice list
   (`guided_choice`, or `structured_outputs={"choice": [...]}`) restricts the reply to
   exactly one of the listed strings, the way training constrains answers to the legal
   moves (the sampler's AnswerConstraint: one choice's tokens, token by token). An outside
   harness can so keep a served checkpoint to legal moves. The reply is always one whole
-  choice: `max_tokens` is raised to the longest choice's tokens (within
-  `max_tokens_limit`), and `stop` with `guided_choice` is a 400. `guided_regex` is
-  refused.
+  choice, exactly as listed: each choice is encoded as plain text (text spelled like a
+  special token, "<|im_end|>", is its characters, not the special token), and the reply
+  is the listed string whose tokens were drawn. An empty choice, a choice listed twice
+  or two that encode to the same tokens is a 400 naming them. `max_tokens` is the
+  longest choice's tokens, whatever was asked (within `max_tokens_limit`; a list of moves
+  so makes a short request, which joins a full batch), and `stop` with `guided_choice`
+  is a 400. `guided_regex` is refused.
 - `api_key_env=NAME`: requests must carry `Authorization: Bearer <value of $NAME>`
   (401 otherwise, in OpenAI's shape); without it the server is open (loopback only).
 """
@@ -58,7 +98,6 @@ import contextlib
 import dataclasses
 import hmac
 import os
-import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -67,7 +106,7 @@ from typing import Any
 import chz
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from spiral.args import (
@@ -81,23 +120,26 @@ from spiral.args import (
 )
 from spiral.engines.base import Sampler, SamplingCancelled
 from spiral.engines.registry import known_engine
+from spiral.errors import SpiralError
 from spiral.prompts.spec import TemplateName
 from spiral.prompts.templates import TEMPLATES
 from spiral.serving.continuous import make_batcher
+from spiral.serving.flight import Flight, Stopping
 from spiral.serving.intake import Intake
 from spiral.serving.limits import MAX_BODY_MB, BodyLimit
 from spiral.serving.openai_api import (
     ChatRequest,
     error_reply,
     finished_reply,
+    invalid_field,
     message_text,
     refusal,
 )
+from spiral.serving.shutdown import GRACEFUL_SHUTDOWN_S, run_server
+from spiral.serving.startup import refuse_broken_model, refuse_unusable_address
+from spiral.serving.streaming import Chunks, stream_reply
 
 MAX_TOKENS_LIMIT = 4096
-DISCONNECT_POLL_S = 0.1  # how often a running request checks its client is still there
-GRACEFUL_SHUTDOWN_S = 2  # how long uvicorn waits for the request in flight after SIGTERM
-FINISH_ON_SHUTDOWN_S = 1.0  # within that, how long the request may run before its 503
 REQUEST_TIMEOUT_S = 300.0  # default time limit of one request, queued and sampled
 
 
@@ -202,7 +244,7 @@ def create_app(
 
     @app.exception_handler(RequestValidationError)
     def _validation(request: Any, exc: RequestValidationError) -> JSONResponse:
-        return error_reply(400, f"invalid request: {exc.errors()}")
+        return invalid_field(exc.errors())
 
     @app.exception_handler(StarletteHTTPException)
     def _http(request: Any, exc: StarletteHTTPException) -> JSONResponse:
@@ -218,106 +260,63 @@ def create_app(
 
     @app.post("/v1/chat/completions")
     async def chat_completions(req: ChatRequest, request: Request) -> Any:
-        began = time.monotonic()
+        deadline = time.monotonic() + request_timeout_s
         refused = refusal(req, max_tokens_limit)
         if refused is not None:
             return refused
         messages = [{"role": m.role, "content": message_text(m.content)} for m in req.messages]
-        cancel = threading.Event()
-        params = dataclasses.replace(req.sampling_params(), cancel=cancel)
-        prepared = await asyncio.to_thread(intake.prepare, messages, params, req.choices())
+        params = req.sampling_params(max_tokens_limit)
+        params = dataclasses.replace(params, cancel=threading.Event())
+        choices = req.choices()
+        prepared = await asyncio.to_thread(
+            intake.prepare, messages, params, choices, req.choice_field()
+        )
         if isinstance(prepared, JSONResponse):
             return prepared
-        prompt_ids, params, constraint = prepared
-        work = asyncio.wrap_future(batcher.submit(prompt_ids, params, constraint))
-        try:
-            # Watch the client, the clock and the server while the request waits and is
-            # sampled: a disconnect, the time limit, or a shutdown past its grace cancels
-            # it (dropped if still queued; otherwise its rows stop at the next token once
-            # every request sharing the call is cancelled).
-            while not work.done():
-                await asyncio.wait({work}, timeout=DISCONNECT_POLL_S)
-                if work.done():
-                    break
-                if time.monotonic() - began > request_timeout_s:
-                    cancel.set()
-                    work.add_done_callback(_retrieved)  # its outcome no longer matters
-                    return error_reply(
-                        408,
-                        f"the request took longer than this server's limit of "
-                        f"{request_timeout_s:g} s (spiral serve request_timeout_s=...)",
-                    )
-                if app.state.stopping.overdue() or await request.is_disconnected():
-                    cancel.set()
-            return finished_reply(await work, params, len(prompt_ids), model_name)
-        except SamplingCancelled:
-            if app.state.stopping.since is not None:
-                return error_reply(503, "the server is shutting down", kind="server_error")
-            return error_reply(499, "the client closed the request; generation was cancelled")
-        except asyncio.CancelledError:  # cancelled by uvicorn itself: answer if we still can
-            cancel.set()  # the request's rows stop at their next token; give them a moment
-            await asyncio.wait({work}, timeout=GRACEFUL_SHUTDOWN_S)
-            return error_reply(503, "the server is shutting down", kind="server_error")
+        stream = bool(req.stream) and prepared[2] is None  # a choice comes whole
+        flight = Flight(app.state.batcher, prepared, app.state.stopping, deadline, stream)
+        if req.stream:
+            chunks = Chunks(model_name, req.include_usage())
+            events = stream_reply(flight, chunks, decode, choices, request_timeout_s)
+            return StreamingResponse(events, media_type="text/event-stream")
+        return await whole_reply(flight, request, model_name, choices, request_timeout_s)
+
+    def decode(tokens: Sequence[int]) -> str:
+        return str(sampler.tokenizer.decode(list(tokens), skip_special_tokens=True))
 
     return app
 
 
-def _retrieved(future: asyncio.Future[Any]) -> None:
-    """Read a dropped request's outcome, so that asyncio does not log it as unread."""
-    if not future.cancelled():
-        future.exception()
-
-
-class Stopping:
-    """When the server was told to stop (SIGTERM / Ctrl-C), for the request in flight."""
-
-    def __init__(self) -> None:
-        self.since: float | None = None
-
-    def begin(self) -> None:
-        if self.since is None:
-            self.since = time.monotonic()
-
-    def overdue(self) -> bool:
-        return self.since is not None and time.monotonic() - self.since > FINISH_ON_SHUTDOWN_S
-
-
-def run_server(app: FastAPI, host: str, port: int) -> None:
-    """Serve until SIGTERM / Ctrl-C: uvicorn then stops accepting; the request in flight
-    sees `app.state.stopping`, finishes or is cancelled after FINISH_ON_SHUTDOWN_S and
-    answered 503, and the process exits."""
-    import uvicorn
-
-    class Server(uvicorn.Server):
-        def handle_exit(self, sig: int, frame: Any) -> None:
-            app.state.stopping.begin()
-            super().handle_exit(sig, frame)
-
-    config = uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        log_level="warning",
-        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
-    )
-    Server(config).run()
-
-
-def refuse_unusable_address(host: str, port: int) -> None:
-    """One line where the server could not listen on host:port (the port in use, a host
-    this machine does not have), said before the model loads and the server starts."""
+async def whole_reply(
+    flight: Flight, request: Request, model_name: str, choices: Any, timeout_s: float
+) -> Any:
+    """The reply of an unstreamed request, or the error that ends it. The client, the
+    clock and the server are watched while the request waits and is sampled: a
+    disconnect, the time limit, or a shutdown past its grace cancels it (dropped if
+    still queued; otherwise its row stops at the next token)."""
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        family, kind, proto, _, address = infos[0]
-        with socket.socket(family, kind, proto) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            probe.bind(address)
-    except OSError as err:
-        reason = err.strerror or str(err)
-        raise UsageError(
-            f"cannot listen on {host}:{port} ({reason}); pass another port=... or a host= "
-            "of this machine (127.0.0.1, 0.0.0.0)"
-        ) from None
+        while not flight.work.done():
+            if not await flight.watch(request):
+                return error_reply(
+                    408,
+                    f"the request took longer than this server's limit of {timeout_s:g} s "
+                    "(spiral serve request_timeout_s=...)",
+                )
+        completion = await flight.work
+        return finished_reply(
+            completion, flight.params, flight.prompt_tokens, model_name,
+            flight.constraint, choices,
+        )  # fmt: skip
+    except SamplingCancelled:
+        if flight.stopping.since is not None:
+            return error_reply(503, "the server is shutting down", kind="server_error")
+        return error_reply(499, "the client closed the request; generation was cancelled")
+    except SpiralError as err:  # the model failed on this request (e.g. NaN logits)
+        return error_reply(500, str(err), kind="server_error")
+    except asyncio.CancelledError:  # cancelled by uvicorn itself: answer if we still can
+        flight.cancel.set()  # the request's row stops at its next token; give it a moment
+        await asyncio.wait({flight.work}, timeout=GRACEFUL_SHUTDOWN_S)
+        return error_reply(503, "the server is shutting down", kind="server_error")
 
 
 def parse_args(args: Sequence[str]) -> ServeArgs:
@@ -337,10 +336,11 @@ def main(args: list[str]) -> int:
             raise UsageError(f"api_key_env={values.api_key_env}: that variable is empty or unset")
     from spiral.agents.model_agent import load_sampler, resolve_source
 
+    source = resolve_source(values.checkpoint, values.model_name)  # loads nothing yet
     refuse_unusable_address(values.host, values.port)  # before the model loads
-    source = resolve_source(values.checkpoint, values.model_name)
     sampler = load_sampler(source, device=values.device, engine=values.engine)
     name = values.model_name or source.name
+    refuse_broken_model(sampler, source.name)  # NaN weights: one line, not a 500 a request
     app = create_app(
         sampler,
         name,

@@ -107,3 +107,35 @@ def test_a_request_that_fails_to_join_fails_alone(real: Any) -> None:
     assert len(running.result(timeout=60).tokens) > 0  # the running request went on
     assert len(batcher.submit(ids, SamplingParams(max_tokens=3), None).result(30).tokens) <= 3
     batcher.close()
+
+
+def test_a_short_request_is_not_kept_waiting_by_a_full_batch_of_long_ones(real: Any) -> None:
+    ids = real.tokenizer.encode("hello there")
+    batcher = ContinuousBatcher(real, max_rows=2)
+    leave = threading.Event()
+    long = [
+        batcher.submit(ids, SamplingParams(max_tokens=2000, cancel=leave), None) for _ in range(3)
+    ]
+    _running(batcher, 2)  # the batch is full; the third long request waits
+    short = batcher.submit(ids, SamplingParams(max_tokens=3, temperature=0), None)
+    assert len(short.result(timeout=60).tokens) <= 3
+    assert not any(f.done() for f in long)  # answered while every long reply decodes
+    assert len(batcher.batch) == 2  # the waiting long request did not jump in with it
+    leave.set()
+    for future in long:
+        with pytest.raises(SamplingCancelled):
+            future.result(timeout=30)
+    batcher.close()
+
+
+def test_a_streaming_request_sees_its_tokens_as_they_are_decoded(real: Any) -> None:
+    ids = real.tokenizer.encode("hello there")
+    params = SamplingParams(max_tokens=12, temperature=0)
+    seen: list[tuple[int, ...]] = []
+    batcher = ContinuousBatcher(real)
+    done = batcher.submit(ids, params, None, progress=lambda tokens: seen.append(tuple(tokens)))
+    tokens = done.result(timeout=60).tokens
+    batcher.close()
+    assert len(seen) >= len(tokens) - 1  # one look per decoded token but the last
+    assert all(len(a) < len(b) for a, b in zip(seen, seen[1:], strict=False))
+    assert all(tuple(tokens[: len(s)]) == s for s in seen)

@@ -226,8 +226,8 @@ def test_a_port_in_use_or_a_foreign_host_is_one_line_before_the_model_loads(
     from spiral.cli import main as cli_main
 
     monkeypatch.setattr(
-        "spiral.agents.model_agent.resolve_source",
-        lambda *a: pytest.fail("the model was loaded before the address was checked"),
+        "spiral.agents.model_agent.load_sampler",
+        lambda *a, **k: pytest.fail("the model was loaded before the address was checked"),
     )
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

@@ -7,6 +7,7 @@ tests do not depend on how fast the machine decodes."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -172,3 +173,111 @@ def test_sigterm_ends_the_server_promptly_mid_request(tmp_path: Path) -> None:
 def _ignore_errors(fn: Any, *args: Any, **kwargs: Any) -> None:
     with contextlib.suppress(httpx.HTTPError):
         fn(*args, **kwargs)
+
+
+LOGGED_SAMPLER = textwrap.dedent(
+    '''
+    class Logged:
+        """The real sampler, saying on stdout how many requests joined its running batch."""
+
+        version = 0
+
+        def __init__(self, real, log):
+            self.real, self.model, self.tokenizer, self.log = real, real.model, real.tokenizer, log
+
+        def sample(self, *args, **kwargs):
+            return self.real.sample(*args, **kwargs)
+
+        def running_batch(self):
+            batch = self.real.running_batch()
+            join = batch.join
+
+            def logged_join(prompts, *rest):
+                join(prompts, *rest)
+                self.log(f"joined {len(prompts)}")
+
+            batch.join = logged_join
+            return batch
+    '''
+)
+
+
+def _serve_logged(tmp_path: Path, port: int) -> subprocess.Popen[bytes]:
+    script = tmp_path / "serve_logged.py"
+    script.write_text(
+        LOGGED_SAMPLER
+        + textwrap.dedent(
+            f"""
+            from spiral.agents.model_agent import load_sampler, resolve_source
+            from spiral.serving.server import create_app, run_server
+
+            log = lambda word: print(word, flush=True)
+            real = load_sampler(resolve_source({str(tiny_model_dir())!r}), device="cpu")
+            try:
+                run_server(create_app(Logged(real, log), "tiny"), "127.0.0.1", {port})
+            except KeyboardInterrupt:  # Ctrl-C, after the drain; `spiral` says "interrupted"
+                pass
+            log("exited")
+            """
+        )
+    )
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
+
+
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGINT], ids=["SIGHUP", "SIGINT"])
+def test_a_hangup_or_interrupt_drains_like_sigterm(tmp_path: Path, sig: signal.Signals) -> None:
+    """Requests in flight when the terminal hangs up (or Ctrl-C) each get their reply or
+    a 503 (a stream: an error event, then [DONE]); none is dropped."""
+    port = free_port()
+    proc = _serve_logged(tmp_path, port)
+    url = f"http://127.0.0.1:{port}/v1/chat/completions"
+    body = {"model": "x", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4000,
+            "temperature": 1.0}  # fmt: skip
+    answers: list[Any] = []
+
+    def ask(stream: bool) -> None:
+        try:
+            if stream:
+                with httpx.stream("POST", url, json={**body, "stream": True}, timeout=60) as r:
+                    answers.append([line for line in r.iter_lines() if line])
+            else:
+                answers.append(httpx.post(url, json=body, timeout=60))
+        except httpx.HTTPError as err:
+            answers.append(err)
+
+    try:
+        for _ in range(600):  # up to ~60 s for the model to load and the port to open
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=1)
+                break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        clients = [threading.Thread(target=ask, args=(k == 0,), daemon=True) for k in range(5)]
+        for client in clients:
+            client.start()
+        assert proc.stdout is not None
+        joined = 0
+        while joined < len(clients):  # every request is decoding before the signal
+            joined += int(proc.stdout.readline().split()[-1])
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    for client in clients:
+        client.join(timeout=30)
+    assert proc.returncode in (0, -sig), err.decode()[-2000:]
+    assert "Traceback" not in err.decode(), err.decode()[-2000:]
+    assert len(answers) == len(clients)
+    for answer in answers:
+        if isinstance(answer, list):  # the stream: its last event ends it or says why
+            assert answer[-1] == "data: [DONE]", answer[-3:]
+            last = json.loads(answer[-2].removeprefix("data: "))
+            ended = "error" in last or last["choices"][0]["finish_reason"] is not None
+            assert ended, last
+            continue
+        assert isinstance(answer, httpx.Response), f"a client was dropped: {answer!r}"
+        assert answer.status_code in (200, 503), answer.text

@@ -9,6 +9,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from evaluation_cli import running_server, tiny_model_dir
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from spiral import games
 from spiral.agents.model_agent import load_sampler, resolve_source
@@ -99,3 +101,49 @@ def test_choice_tokens_are_each_choice_alone(served: tuple[str, object]) -> None
         tuple(encode("[5]", add_special_tokens=False)),
     )
     assert constraint.marker == () and constraint.think_budget == 0
+
+
+SPECIAL = ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<s>", "</s>", "<unk>"]
+
+
+def test_choices_spelled_like_special_tokens_are_replied_as_written(
+    served: tuple[str, object],
+) -> None:
+    url, _ = served
+    for choices in (["<|im_start|>", "<|endoftext|>"], ["<|im_end|>", "a<|im_end|>"]):
+        for seed in range(3):
+            body = {"model": "x", "messages": [{"role": "user", "content": "pick"}],
+                    "guided_choice": choices, "seed": seed}  # fmt: skip
+            reply = httpx.post(f"{url}/chat/completions", json=body, timeout=60)
+            assert reply.status_code == 200, reply.text
+            assert reply.json()["choices"][0]["message"]["content"] in choices
+
+
+choice_texts = st.one_of(
+    st.sampled_from([*SPECIAL, "", " ", "[1]", "[1] ", "é", "e\u0301", "\u00a0", "\x00"]),
+    st.text(max_size=8),
+    st.builds("".join, st.lists(st.sampled_from([*SPECIAL, "[", "1", "]", " "]), max_size=4)),
+)
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(choices=st.lists(choice_texts, min_size=1, max_size=5), seed=st.integers(0, 9))
+def test_a_choice_reply_is_exactly_one_choice_or_a_400_naming_the_choice(
+    served: tuple[str, object], choices: list[str], seed: int
+) -> None:
+    url, _ = served
+    body = {"model": "x", "messages": [{"role": "user", "content": "pick"}],
+            "guided_choice": choices, "seed": seed, "max_tokens": 1}  # fmt: skip
+    reply = httpx.post(f"{url}/chat/completions", json=body, timeout=60)
+    if reply.status_code == 200:
+        assert reply.json()["choices"][0]["message"]["content"] in choices
+        assert reply.json()["choices"][0]["finish_reason"] == "stop"
+        return
+    assert reply.status_code == 400, reply.text
+    error = reply.json()["error"]
+    assert error["param"] == "guided_choice"
+    assert any(repr(c) in error["message"] for c in choices), error["message"]
