@@ -4,6 +4,7 @@ ask it by name (a probe engine, registered here, records every build)."""
 from __future__ import annotations
 
 import importlib.util
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -110,5 +111,8 @@ def test_serve_gets_its_sampler_from_it(
     served: list[Any] = []
     monkeypatch.setattr(server, "run_server", lambda app, host, port: served.append(app))
     model = str(tiny_model_dir())
-    assert server.main([f"checkpoint={model}", "engine=probe", "port=8011"]) == 0
+    with socket.socket() as free:  # a port nothing listens on, whatever this machine runs
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    assert server.main([f"checkpoint={model}", "engine=probe", f"port={port}"]) == 0
     assert probe == [("sampler", model)] and len(served) == 1
