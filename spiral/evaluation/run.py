@@ -20,6 +20,9 @@ Choices:
   games, scripted ones per game (`optimal` depends on the game).
 - Everything is validated (games, opponent specs, paths, math names) BEFORE any model is
   loaded, so a typo fails in a second with the valid choices.
+- Progress (`evaluate_candidate`): a line as each game's matches start and end (with the
+  time they took), before each exact exploitability and as its positions are scored (32
+  a call, `model_policy.SLICE`), and before the math benchmarks.
 - An API opponent's reply is a move (an invalid one loses it the game); no reply after its
   retries stops the evaluation in one line (`ApiCallError`), never a game scored as the
   API side's loss. Its calls, retries and token use go into the report.
@@ -309,16 +312,17 @@ def default_out(candidate: Candidate, a: EvalArgs) -> Path:
     return fresh((run / "eval" if run is not None else Path()) / name)
 
 
-def write_json(path: Path, data: Any) -> Path:
+def write_json(path: Path, data: Any, printed: bool = True) -> Path:
     """The result file; a write the disk or device refuses (a full disk, /dev/full) is
-    one line saying the results were printed above."""
+    one line saying whether the results were printed above (`printed`: standard output
+    took them) or are lost."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     except OSError as err:
+        where = "they are printed above" if printed else "standard output refused them too"
         raise UnwritablePath(
-            f"cannot write the results to {path}: {err.strerror or err}; they are printed "
-            "above: free space or choose another out, and run the evaluation again to keep "
-            "them as a file"
+            f"cannot write the results to {path}: {err.strerror or err}; {where}: free space "
+            "or choose another out, and run the evaluation again to keep them as a file"
         ) from None
     return path

@@ -1,13 +1,22 @@
-"""Maps game ids to State factories. Unknown ids get an error listing the known ones."""
+"""Maps game ids to State factories. Unknown ids get an error listing the known ones.
+
+Native games are the modules of `_NATIVE_MODULES`, each calling `register` on import; ids
+with a prefix (`openspiel:<name>`, `textarena:<env id>`) go to the adapters' `make`. The
+conformance suite (`tests/games/test_conformance.py`) runs over every registered id.
+`unplayable` builds a prefixed game once when a command line is parsed, so a game that
+cannot be played (unknown, one player, simultaneous moves, more than two seats) is one
+line before any model loads."""
 
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
 from collections.abc import Callable
 from typing import Any
 
-from spiral.errors import UsageError, did_you_mean
+from spiral.errors import SpiralError, UsageError, did_you_mean
+from spiral.games.adapters import UnknownGameError, first_line, quiet_native_output
 from spiral.games.base import State
 
 Factory = Callable[..., State]
@@ -67,7 +76,7 @@ def make(game_id: str, seed: int = 0, **params: Any) -> State:
         return state
     close = difflib.get_close_matches(game_id, list(_FACTORIES), n=3)
     hint = f" Did you mean {', '.join(close)}?" if close else ""
-    raise KeyError(
+    raise UnknownGameError(
         f"unknown game id {game_id!r}.{hint} Known ids: {', '.join(sorted(_FACTORIES))}; "
         "or use 'openspiel:<game>' / 'textarena:<env id>' through the adapters."
     )
@@ -82,14 +91,43 @@ def chance_outcomes(game_id: str) -> tuple[dict[str, object], ...] | None:
     return outcomes() if callable(outcomes) else None
 
 
+@functools.lru_cache(maxsize=256)
+def unplayable(game_id: str) -> str | None:
+    """Why `game_id` cannot be played here, in one line, or None when it can: an adapter
+    id is built once (seed 0), so an unknown name, a one-player, simultaneous-move or
+    three-player game, or an env that cannot be set up is found when the command line
+    is read, not after the model has loaded."""
+    if game_id in ids():
+        return None
+    prefix, _, name = game_id.partition(":")
+    if not name or prefix not in _ADAPTERS:
+        return (
+            f"{game_id!r} is not a registered game; {did_you_mean(game_id, ids())} "
+            "(or openspiel:<game> / textarena:<env id>)"
+        )
+    try:
+        adapter = importlib.import_module(_ADAPTERS[prefix])
+        with quiet_native_output():
+            adapter.make(name, seed=0)
+    except SpiralError as err:
+        return str(err)
+    except ModuleNotFoundError as err:  # the adapter's package, with its install command
+        return f"{game_id!r} cannot be played here: {first_line(err)}"
+    except Exception as err:  # whatever the library raises: said, not a traceback
+        return f"{game_id!r} cannot be set up here ({type(err).__name__}: {first_line(err)})"
+    return None
+
+
 def known_game_ids(obj: Any, attr: str) -> None:
-    """A chz validator: the field (one id or a tuple of ids) names registered games."""
+    """A chz validator: the field (one id or a tuple of ids) names games this machine can
+    play (`unplayable`)."""
     value = getattr(obj, attr)
     for game_id in value if isinstance(value, tuple) else (value,):
-        prefix, _, name = game_id.partition(":")
-        if game_id in ids() or (name and prefix in _ADAPTERS):
-            continue
-        raise UsageError(
-            f"{attr.removeprefix('X_')}={game_id!r} is not a registered game; "
-            f"{did_you_mean(game_id, ids())} (or openspiel:<game> / textarena:<env id>)"
-        )
+        check_playable(game_id, attr.removeprefix("X_"))
+
+
+def check_playable(game_id: str, key: str) -> None:
+    """Refuse, in one line naming `key`, a game id that cannot be played (`unplayable`)."""
+    problem = unplayable(game_id)
+    if problem is not None:
+        raise UsageError(f"{key}: {problem}")

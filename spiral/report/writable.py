@@ -56,6 +56,20 @@ def check_writable_folder(path: Path | str, key: str = "") -> None:
         raise UnwritablePath(_problem(Path(path), key, err)) from None
 
 
+def check_utf8_name(path: Path | str, key: str, why: str) -> None:
+    """`path` (made absolute) is text in UTF-8: some writers take only such paths (the
+    Rust code of safetensors and tokenizers), so a name holding another byte (a Latin-1
+    file name, say) would fail at the first save; `why` says which."""
+    absolute = os.path.abspath(path)
+    try:
+        absolute.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UnwritablePath(
+            f"cannot write {key}={os.fsencode(absolute)!r}: its name holds bytes that are not "
+            f"UTF-8, and {why} take UTF-8 names only; choose a name in UTF-8"
+        ) from None
+
+
 def check_run_files(folder: Path, names: Sequence[str]) -> None:
     """Each of `names` inside `folder`, where present, is a writable file of the
     folder's own, not a link (whose target a write would change)."""

@@ -26,10 +26,8 @@ config. No RNG state is needed: every seed (games, sampling) is derived from
 
 from __future__ import annotations
 
-import errno
 import json
 import os
-import re
 import shutil
 import time
 from collections.abc import Callable
@@ -45,18 +43,11 @@ from spiral.checkpoints.manifest import (
     verify_or_say,
     write_manifest,
 )
-from spiral.errors import SpiralError
+from spiral.errors import NO_SPACE, SpiralError, refused_write
 from spiral.train.model_card import write_model_cards
 
 COMPLETE = "COMPLETE"
 INDEX = "index.jsonl"
-# Write failures that are the file system's answer, not a bug: the user frees space or
-# makes the folder writable, and the run goes on from its last checkpoint.
-NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
-REFUSED = NO_SPACE | {errno.EROFS, errno.EACCES, errno.EPERM}
-# safetensors and tokenizers write from Rust and raise their own exception types, whose
-# text ends with the OS error: "... No space left on device (os error 28)".
-_RUST_OS_ERROR = re.compile(r"\(os error (\d+)\)")
 
 
 class CheckpointError(SpiralError, RuntimeError):
@@ -150,22 +141,6 @@ def save_checkpoint(
         if code is None:
             raise
         raise CheckpointWriteError(_write_refused(ckpt_dir, state.step, code)) from err
-
-
-def refused_write(err: BaseException) -> int | None:
-    """The errno of a write the file system refused (`REFUSED`), found in `err` or the
-    errors it was raised from; None for anything else."""
-    seen: BaseException | None = err
-    for _ in range(8):  # a chain of causes, never a cycle
-        if seen is None:
-            break
-        code = seen.errno if isinstance(seen, OSError) else None
-        if code is None and (found := _RUST_OS_ERROR.search(str(seen))):
-            code = int(found.group(1))
-        if code in REFUSED:
-            return code
-        seen = seen.__cause__ or seen.__context__
-    return None
 
 
 class RunWriteError(SpiralError, OSError):

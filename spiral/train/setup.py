@@ -32,7 +32,7 @@ from spiral.evaluation.model_policy import model_kuhn_exploitability, model_ledu
 from spiral.prompts.invalid import InvalidMovePolicy, invalid_policy
 from spiral.prompts.spec import PromptSpec
 from spiral.report.sinks import MetricsSink, TensorBoardSink, WandbSink, missing_sink_package
-from spiral.report.writable import check_run_files, check_writable_folder
+from spiral.report.writable import check_run_files, check_utf8_name, check_writable_folder
 from spiral.train.averaging import WeightAverage
 from spiral.train.config import ConfigError, TrainConfig
 from spiral.train.config_groups import PopulationConfig
@@ -138,6 +138,7 @@ def check_run_folder(run_dir: Path) -> None:
     (nothing is created): otherwise an unwritable folder, a folder where `metrics.jsonl`
     belongs or a link carrying a write out of the run stops it after the model loaded,
     or after its first step, with a traceback (`spiral.report.writable`)."""
+    check_utf8_name(run_dir, "log_path", "the writers of its checkpoints (safetensors, tokenizers)")
     check_writable_folder(run_dir, "log_path")
     for name in RUN_FOLDERS:
         check_writable_folder(run_dir / name)
@@ -146,9 +147,10 @@ def check_run_folder(run_dir: Path) -> None:
 
 def check_machine(cfg: TrainConfig) -> None:
     """What the run needs from this machine, checked before any model is loaded or
-    converted: the device and dtype, a local model folder that exists, and the packages
-    of the metrics sinks asked for."""
-    from spiral.engines.embedded import EMBEDDED_NAMES
+    converted: the device and dtype, a local model folder that exists, the packages of
+    the metrics sinks asked for, and a cache that can take the embedded model's
+    conversion."""
+    from spiral.engines.embedded import EMBEDDED_NAMES, check_cache
     from spiral.engines.loading import resolve_device, resolve_dtype, resolve_model_path
 
     if cfg.compute.engine == "torch" or cfg.compute.sampler_engine:
@@ -173,6 +175,8 @@ def check_machine(cfg: TrainConfig) -> None:
     )
     if problem:
         raise ConfigError(problem)
+    if cfg.model_name in EMBEDDED_NAMES:
+        check_cache()  # a cache that cannot take the conversion, before any model work
 
 
 def make_learner_factory(

@@ -60,7 +60,7 @@ def _restart(sampler: Any, group: Group, states: list[Any], params: SamplingPara
     for row, state in zip(group.rows, states, strict=True):
         row.rng.setstate(state)
         row.tokens, row.logprobs, row.stop_reason = [], [], None
-        row.constrained = sampler._constrained(group.constraint, params)
+        row.constrained = sampler._constrained(group.constraint, params, row.limit)
 
 
 def keep(logits_BV: torch.Tensor, nodes: list[list[Row]]) -> None:

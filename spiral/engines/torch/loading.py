@@ -9,8 +9,13 @@ PEFT LoRA when `lora_rank > 0`) and its tokenizer. Accepted `model` values:
   its export did not write: model_folder.py);
 - a PEFT adapter folder (adapter_config.json): its base model is resolved the same way,
   then the adapter is loaded trainable (merged into the base when `lora_rank == 0`);
-- anything else is a hub id for `from_pretrained`; offline this fails with a message
-  saying so.
+- anything else is a hub id for `from_pretrained`: the hub is asked once, briefly,
+  whether it answers; without it a cached model loads from the cache and any other is
+  refused in one line saying what to do (`engines/hub.py`).
+
+Whatever loads is checked: weights that do not fit `config.json` (layers, shapes, tensors
+it does not account for) and a tokenizer larger than the embedding are refused in one
+line (`fit.py`).
 
 The config, the model's path, device and dtype: `engines/loading.py`. Choices:
 `lora_alpha=None` means alpha = 2 * rank (the common "alpha/r = 2" scaling);
@@ -36,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import spiral.engines.embedded as embedded
+from spiral.engines.hub import hub_options
 from spiral.engines.loading import (
     LOAD_FIX,
     DamagedModelFolder,
@@ -48,6 +54,7 @@ from spiral.engines.loading import (
     resolve_model_path,
     weights_readable,
 )
+from spiral.engines.torch import fit
 from spiral.errors import SpiralError
 
 
@@ -61,11 +68,12 @@ def _from_pretrained(loader: Any, source: str, **kwargs: Any) -> Any:
     except OSError as err:
         if Path(source).is_dir():
             raise
+        cause = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
         raise ModelNotFoundError(
             f"Could not load {source!r}: it is not a local folder and the Hugging Face hub "
             "is unreachable or does not have it. Pass a local model folder, a hub id whose "
             "files are in the Hugging Face cache, or `embedded` for the built-in "
-            f"SmolLM2-135M-Instruct. Cause: {err}"
+            f"SmolLM2-135M-Instruct. Cause: {cause}"
         ) from err
 
 
@@ -88,11 +96,14 @@ def folder_reads(source: str, files: str) -> Iterator[None]:
         ) from err
 
 
-def _load_tokenizer(source: str, cfg: ModelConfig) -> Any:
+def _load_tokenizer(source: str, cfg: ModelConfig, hub: dict[str, Any] | None = None) -> Any:
+    """`source`'s tokenizer; `hub`: options for a hub id (hub.py)."""
     from transformers import AutoTokenizer
 
     with folder_reads(source, "tokenizer files (tokenizer.json, tokenizer_config.json)"):
-        tokenizer = _from_pretrained(AutoTokenizer, source, trust_remote_code=cfg.trust_remote_code)
+        tokenizer = _from_pretrained(
+            AutoTokenizer, source, trust_remote_code=cfg.trust_remote_code, **(hub or {})
+        )
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     refuse_escaping_template(tokenizer, source)
@@ -159,11 +170,11 @@ def _contiguous_args(module: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 def _load_causal_lm(source: str, kwargs: dict[str, Any]) -> Any:
-    """The causal LM of `source`, refused in one line where its weights do not read, lack
-    a tensor the model needs or hold one of another shape: transformers would initialise
-    such a tensor at random and only log a table (a name or shape changed by a rewritten
-    header). That table is held back; extra tensors (rotary buffers in older checkpoints)
-    change nothing and pass."""
+    """The causal LM of `source`, refused in one line where its weights do not read, or
+    do not fit its config.json (fit.py): tensors missing, of another shape, or that the
+    config does not account for (a config cut to fewer layers than the weights hold).
+    transformers would initialise a missing tensor at random, drop an extra one, and only
+    log a table; that table is held back."""
     from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
 
@@ -178,16 +189,16 @@ def _load_causal_lm(source: str, kwargs: dict[str, Any]) -> Any:
                 ignore_mismatched_sizes=True,
                 **kwargs,
             )
+    except DamagedModelFolder as err:
+        misfit = fit.header_misfit(source) if Path(source).is_dir() else None
+        if misfit is None:
+            raise
+        raise fit.MismatchedModelFolder(misfit) from err
     finally:
         hf_logging.set_verbosity(verbosity)
-    wrong = sorted(info["missing_keys"]) + sorted(k[0] for k in info["mismatched_keys"])
-    if wrong:
-        single = Path(source) / "model.safetensors"
-        raise DamagedModelFolder(
-            f"{single if single.is_file() else source} does not fit the model's config.json "
-            f"({len(wrong)} tensor(s) missing or of another shape: {', '.join(wrong[:3])}); "
-            f"{LOAD_FIX}"
-        )
+    misfit = fit.misfit_message(source, model, info)
+    if misfit is not None:
+        raise fit.MismatchedModelFolder(misfit)
     return model
 
 
@@ -251,13 +262,20 @@ def load_model_and_tokenizer(cfg: ModelConfig, trained: bool = True) -> tuple[An
         refuse_unsafe_folder(base_source, cfg.trust_remote_code)
     master = trained and cfg.lora_rank == 0 and dtype in (torch.bfloat16, torch.float16)
     weight_dtype = torch.float32 if master else dtype
-    kwargs = {"dtype": weight_dtype, "trust_remote_code": cfg.trust_remote_code}
+    # a hub id: asked once, briefly, whether the hub answers (hub.py)
+    hub = {} if Path(base_source).is_dir() else hub_options(base_source)
+    kwargs = {"dtype": weight_dtype, "trust_remote_code": cfg.trust_remote_code, **hub}
     model = _load_causal_lm(base_source, kwargs)
     # An adapter folder without its own tokenizer (a population-play member) uses the base's.
     has_tokenizer = any(
         (Path(source) / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json")
     )
-    tokenizer = _load_tokenizer(source if has_tokenizer else base_source, cfg)
+    tokenizer_source = source if has_tokenizer else base_source
+    from_cache = tokenizer_source == base_source and hub.get("local_files_only", False)
+    tokenizer = _load_tokenizer(
+        tokenizer_source, cfg, {"local_files_only": True} if from_cache else {}
+    )
+    fit.refuse_larger_tokenizer(model, tokenizer, tokenizer_source)
     model.to(device)
     contiguous_head_input(model)
     use_spiral_attention(model)

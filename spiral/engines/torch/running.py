@@ -61,6 +61,7 @@ class RunningRow:
     tokens: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     stop_reason: StopReason | None = None
+    limit: int | None = None  # as sampler_rows.Row; a server checks the context itself
 
 
 class RunningBatch:

@@ -56,7 +56,10 @@ shapes. Rows of one node get bit-identical log-probs (computed once).
 Stop reasons: "eos" (an eos token, kept in the tokens), "stop" (a stop string appeared in
 the decoded text: tokens are cut at the token that completes it, and `text` is always
 `decode(tokens)`, so it may run a few characters past the stop string when a token
-straddles it; also a constrained answer that completed), "length" (max_tokens reached).
+straddles it; also a constrained answer that completed), "length" (max_tokens reached,
+or the model's context: a row never runs past `max_position_embeddings` with its prompt,
+a constrained row keeping room for its marker and longest choice; a prompt that leaves
+no room for a reply is refused in one line, `sampler_rows.row_limit`).
 """
 
 from __future__ import annotations
@@ -76,7 +79,6 @@ from spiral.engines.base import (
     check_current,
 )
 from spiral.engines.torch import kept_answers
-from spiral.engines.torch.constrained import ConstrainedRow
 from spiral.engines.torch.decode import Decoder, ModelDecoder
 from spiral.engines.torch.draws import (
     draw_inverse_cdf,
@@ -102,6 +104,8 @@ from spiral.engines.torch.sampler_rows import (
     eval_mode,
     group_cost,
     group_rows,
+    model_context,
+    new_rows,
     row_budget,
 )
 from spiral.engines.torch.scoring import score_continuations
@@ -143,6 +147,7 @@ class TorchSampler:
         self.share_identical = share_identical
         self._is_current = is_current
         self.eos_ids = eos_token_ids(model, tokenizer)
+        self.context = model_context(model)  # prompt + reply never run past it
         pad = tokenizer.pad_token_id
         self.pad_id = int(pad if pad is not None else min(self.eos_ids))
         self.last_stats: dict[str, float] = {}
@@ -186,10 +191,7 @@ class TorchSampler:
         base_seed = (
             params.seed if params.seed is not None else random.SystemRandom().getrandbits(62)
         )
-        rows = [
-            Row(i, random.Random(base_seed * 1_000_003 + i), self._constrained(c, params))
-            for i, c in enumerate(cons)
-        ]
+        rows = new_rows(prompts, cons, params, base_seed, self.context, self.eos_ids)
         groups = group_rows(prompts, cons, rows, names, self.share_identical)
         self.last_stats = dict.fromkeys(STAT_KEYS, 0.0)
         groups = [g for g in groups if not kept_answers.from_kept(self, g, params)]
@@ -254,11 +256,6 @@ class TorchSampler:
         missing = sorted(names - known)
         if missing:
             raise SnapshotError(f"no LoRA adapter (pool member) named {missing[0]!r}")
-
-    def _constrained(self, c: AnswerConstraint | None, params: SamplingParams) -> Any:
-        if c is None:
-            return None
-        return ConstrainedRow(c, self.eos_ids, min(c.think_budget, params.max_tokens))
 
     def _completion(self, row: Row, constraint: AnswerConstraint | None) -> Completion:
         text = self._tokenizer.decode(row.tokens, skip_special_tokens=True)
@@ -406,7 +403,7 @@ class TorchSampler:
             row.stop_reason = "eos"
         elif params.stop and self._hits_stop(row.tokens, params.stop):
             row.stop_reason = "stop"
-        elif len(row.tokens) >= params.max_tokens:
+        elif len(row.tokens) >= (params.max_tokens if row.limit is None else row.limit):
             row.stop_reason = "length"
 
     def _hits_stop(self, tokens: list[int], stops: tuple[str, ...]) -> bool:

@@ -14,6 +14,7 @@ import torch
 from spiral.engines.base import SamplingParams
 from spiral.engines.torch.constrained import ConstrainedRow
 from spiral.engines.torch.snapshots import TRAINED
+from spiral.errors import SpiralError
 from spiral.types import AnswerConstraint, StopReason
 
 
@@ -55,6 +56,7 @@ class Row:
     stop_reason: StopReason | None = None
     kept: dict[Any, Any] | None = None  # a frozen member's store of answer distributions
     kept_key: tuple[Any, ...] = ()  # (prompt, constraint): the store's key before the tokens
+    limit: int | None = None  # new tokens the model's context leaves (None: max_tokens)
 
 
 @dataclass
@@ -87,6 +89,61 @@ def row_budget(params: SamplingParams, constraint: AnswerConstraint | None) -> i
         return params.max_tokens
     longest = max(len(c) for c in constraint.choices)
     return min(constraint.think_budget, params.max_tokens) + len(constraint.marker) + longest
+
+
+class ContextLengthError(SpiralError, ValueError):
+    """A prompt that leaves no room for a reply within the model's context length."""
+
+
+def model_context(model: Any) -> int | None:
+    """The model's context length in tokens (`max_position_embeddings`), when it says."""
+    config = getattr(model, "config", None)
+    getter = getattr(config, "get_text_config", None)
+    config = getter() if callable(getter) else config
+    value = getattr(config, "max_position_embeddings", None)
+    return value if isinstance(value, int) and value > 0 else None
+
+
+def row_limit(
+    prompt_len: int, constraint: AnswerConstraint | None, params: SamplingParams, context: int
+) -> int | None:
+    """New tokens a row may take (thinking, for a constrained row) so that prompt and reply
+    stay within `context`: None where `max_tokens` already does; refused in one line
+    where not even the shortest reply fits (one token, or a constrained row's marker and
+    longest choice)."""
+    answer = 0 if constraint is None else len(constraint.marker) + max(map(len, constraint.choices))
+    room = context - prompt_len
+    if room < max(answer, 1):
+        raise ContextLengthError(
+            f"a prompt of {prompt_len} tokens leaves {max(room, 0)} of the model's context of "
+            f"{context} tokens (max_position_embeddings in its config.json), too few for a "
+            f"reply of {max(answer, 1)}; use a model with a longer context, or shorten the "
+            "prompts (fewer max_turns, a shorter prompt_style)"
+        )
+    limit = room - answer
+    return limit if limit < params.max_tokens else None
+
+
+def new_rows(
+    prompts: Sequence[Sequence[int]],
+    constraints: Sequence[AnswerConstraint | None],
+    params: SamplingParams,
+    base_seed: int,
+    context: int | None,
+    eos_ids: frozenset[int],
+) -> list[Row]:
+    """One row per prompt: its own random stream from (base_seed, index), its answer
+    constraint's state, and the new tokens the model's context leaves it (`row_limit`;
+    a constrained row's thinking never runs past it)."""
+    rows = []
+    for i, (prompt, c) in enumerate(zip(prompts, constraints, strict=True)):
+        limit = None if context is None else row_limit(len(prompt), c, params, context)
+        constrained = None
+        if c is not None:
+            think = min(c.think_budget, params.max_tokens)
+            constrained = ConstrainedRow(c, eos_ids, think if limit is None else min(think, limit))
+        rows.append(Row(i, random.Random(base_seed * 1_000_003 + i), constrained, limit=limit))
+    return rows
 
 
 def chunk_rows(costs: Any, order: Sequence[int], budget: int) -> list[list[int]]:

@@ -23,9 +23,12 @@ Choices:
 from __future__ import annotations
 
 import copy
+import difflib
 import importlib
 from typing import Any
 
+from spiral.errors import UsageError
+from spiral.games.adapters import UnknownGameError, first_line
 from spiral.games.base import State
 from spiral.types import Move, Seat
 
@@ -150,19 +153,46 @@ class OpenSpielState(State):
         )
 
 
+def _label(name: str) -> str:
+    return repr(f"openspiel:{name}")  # control characters and quotes escaped: one line
+
+
+def _load_game(pyspiel: Any, name: str, params: dict[str, Any]) -> Any:
+    """`pyspiel.load_game`, an unknown name or a malformed parameter string refused in one
+    line (OpenSpiel raises with its whole list of games; `registry.unplayable` also holds
+    back what its C++ code prints on the way)."""
+    base = name.split("(", 1)[0]
+    known = list(pyspiel.registered_names())
+    if base not in known:
+        close = difflib.get_close_matches(base, known, n=3)
+        hint = f"did you mean {', '.join(close)}?" if close else "see pyspiel.registered_names()"
+        raise UnknownGameError(
+            f"{_label(name)} names no OpenSpiel game ({hint}); Spiral plays OpenSpiel's "
+            "two-player turn-based games"
+        )
+    try:
+        return pyspiel.load_game(name, params) if params else pyspiel.load_game(name)
+    except pyspiel.SpielError as err:
+        raise UsageError(
+            f"{_label(name)} does not load ({first_line(err)}); give the game's short name, with "
+            "parameters as name(key=value,...)"
+        ) from err
+
+
 def make(name: str, seed: int = 0, max_turns: int | None = None, **params: Any) -> OpenSpielState:
     """An OpenSpiel game by short name (e.g. "kuhn_poker"); `params` are its game parameters."""
     pyspiel = _pyspiel()
-    game = pyspiel.load_game(name, params) if params else pyspiel.load_game(name)
+    game = _load_game(pyspiel, name, params)
     game_type = game.get_type()
-    if game.num_players() != 2:
-        raise ValueError(
-            f"openspiel:{name} has {game.num_players()} players; Spiral plays 2-player games "
-            "(pass e.g. players=2 if the game takes it)"
+    n = game.num_players()
+    if n != 2:
+        raise UsageError(
+            f"{_label(name)} has {n} player{'' if n == 1 else 's'}; Spiral plays 2-player games "
+            "(pass e.g. openspiel:NAME(players=2) if the game takes it)"
         )
     if game_type.dynamics != pyspiel.GameType.Dynamics.SEQUENTIAL:
-        raise ValueError(
-            f"openspiel:{name} is a simultaneous-move game; only turn-based games are "
+        raise UsageError(
+            f"{_label(name)} is a simultaneous-move game; only turn-based games are "
             "supported (OpenSpiel's turn_based_simultaneous_game wrapper converts one)"
         )
     return OpenSpielState(game, name, seed=seed, max_turns=max_turns)

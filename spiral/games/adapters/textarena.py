@@ -36,6 +36,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from spiral.errors import UsageError
+from spiral.games.adapters import UnknownGameError, first_line
 from spiral.games.base import IllegalMoveError, State
 from spiral.types import Move, Seat
 
@@ -156,9 +158,13 @@ def make(name: str, seed: int = 0, max_turns: int | None = None, **params: Any) 
     env_id = f"{name}-raw" if f"{name}-raw" in registry else name
     if env_id not in registry:
         close = difflib.get_close_matches(name, list(registry), n=3)
-        raise KeyError(f"textarena has no env {name!r}; close matches: {close or 'none'}")
+        hint = f"did you mean {', '.join(close)}?" if close else "see textarena's env registry"
+        raise UnknownGameError(f"{repr(f'textarena:{name}')} names no TextArena env ({hint})")
     env = ta.make(env_id, **params)
     try:
         return TextArenaState(env, name, seed=seed, max_turns=max_turns)
     except AssertionError as err:  # TextArena asserts its player count in reset()
-        raise ValueError(f"textarena:{name} cannot be played by two players: {err}") from err
+        raise UsageError(
+            f"{repr(f'textarena:{name}')} cannot be played by two players ({first_line(err)}); "
+            "Spiral plays two-player envs"
+        ) from err
