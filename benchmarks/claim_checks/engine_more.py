@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
+from typing import Any
 
 from .core import Check, Row, claim, span, thousands, verdict, words
 from .engine import H200
@@ -213,4 +214,47 @@ def serve_load(row: Row) -> list[Check]:
             f"{after['seconds']:.0f} s, {after['clients']} clients",
             "metric",
         ),
+    ]
+
+
+@claim("a short request is answered promptly beside a full batch")
+def serve_admission(row: Row) -> list[Check]:
+    """p50/p99 recomputed from every small request's latency the benchmark kept."""
+    from serve_load import percentile
+
+    runs = row.json("docs/results/serve-admission/tiny-32-long-clients.json")["runs"]
+
+    def p50_p99(run: dict[str, Any], key: str) -> tuple[float, float]:
+        each = run[key]["each"]
+        return percentile(each, 0.5), percentile(each, 0.99)
+
+    def pair(run: dict[str, Any], key: str, digits: int) -> str:
+        low, high = p50_p99(run, key)
+        return f"{low:.{digits}f}/{high:.{digits}f} s"
+
+    before, after = runs["before"], runs["after"]
+    answered = {n: run["by_kind_and_status"] for n, run in runs.items()}
+    small = {n: sum(v for k, v in a.items() if k.startswith("small") and k.endswith("200"))
+             for n, a in answered.items()}  # fmt: skip
+    long = {
+        n: sum(v for k, v in a.items() if "256 tokens -> 200" in k) for n, a in answered.items()
+    }
+    errors = sum(v for a in answered.values() for k, v in a.items() if " -> 5" in k)
+    p50, p99 = p50_p99(after, "small_loaded_s")
+    return [
+        Check(
+            "before, loaded",
+            f"{pair(before, 'small_loaded_s', 2)} under load ({small['before']} answered)",
+        ),
+        Check("before, alone", f"{pair(before, 'small_idle_s', 3)} alone"),
+        Check(
+            "after, loaded",
+            f"{pair(after, 'small_loaded_s', 3)} under load ({thousands(small['after'])} answered)",
+        ),
+        Check("after, alone", f"{pair(after, 'small_idle_s', 3)} alone"),
+        verdict("target: p50 <= 1 s, p99 <= 3 s", p50 <= 1 and p99 <= 3, "(target 1/3 s: {})"),
+        Check(
+            "long replies", f"{thousands(long['before'])} before, {thousands(long['after'])} after"
+        ),
+        Check("5xx", f"{errors} 5xx"),
     ]
