@@ -16,7 +16,10 @@ elsewhere. Usage: `python benchmarks/reliability_probe.py [--json PATH] [--no-pr
 (`--no-processes` leaves out the torchrun and Ray cases, about half the time;
 `--no-generated` the property-test families). `reliability_strangers.py` holds the cases
 of careless and hostile strangers: the places commands write, values, the outside world,
-a huge request body, and the generated families with the count of cases each tried.
+a huge request body, and the generated families with the count of cases each tried;
+`reliability_clients.py` those of OpenAI clients of `spiral serve`, damaged model folders,
+game ids that cannot be played, a missing network, full devices and signals to
+`spiral seeds`.
 """
 
 from __future__ import annotations
@@ -379,6 +382,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-generated", action="store_true")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import reliability_clients as clients
     import reliability_strangers as strangers
 
     generated: dict[str, int] = {}
@@ -404,6 +408,7 @@ def main(argv: list[str] | None = None) -> int:
         cases |= strangers.value_cases(model, root)
         cases |= strangers.outside_cases(model, plain, root)
         cases |= strangers.serve_body_cases(model)
+        cases |= clients.every_case(model, root)
         if not args.no_generated:
             found, generated = strangers.generated_cases()
             cases |= found

@@ -190,6 +190,11 @@ GENERATED = {
     "damaged weights": "tests/engines/test_damaged_weights.py",
     "exports over what is already there": "tests/train/test_export_atomic.py",
     "HTTP requests": "tests/serving/test_server_fuzz.py",
+    "request bodies over every OpenAI field": "tests/serving/test_server_fields.py",
+    "guided choices of any text": "tests/serving/test_server_choice.py",
+    "model folders whose config and weights disagree": "tests/engines/test_model_folder_mismatch.py",
+    "game ids": "tests/games/test_unplayable_ids.py",
+    "signal timings against spiral seeds": "tests/train/test_seeds_signals.py",
 }
 
 

@@ -270,15 +270,33 @@ def _json_value(value: Any) -> Any:
     return to_json() if callable(to_json) else value
 
 
+def comma_list(text: str | tuple[str, ...]) -> tuple[str, ...]:
+    """A comma-separated list whose items may hold commas inside parentheses, as game ids
+    with parameters do (`openspiel:liars_dice(numdice=1,players=2),KuhnPokerSingle-v0`);
+    empty items are dropped. A tuple (a value given in Python) is kept as it is."""
+    if isinstance(text, tuple):
+        return text
+    items, depth, current = [], 0, ""
+    for char in text:
+        depth += (char == "(") - (char == ")")
+        if char == "," and depth <= 0:
+            items.append(current)
+            current = ""
+        else:
+            current += char
+    items.append(current)
+    return tuple(item.strip() for item in items if item.strip())
+
+
 def checked_value(field: Any, key: str, value: str) -> str:
     """`value` for the chz field `field` as its parser takes it (a true/false word in any
     case as `true`/`false`), or one line naming what `key` expects."""
     tp = field.final_type
     if tp is bool and value.lower() in ("true", "false", "1", "0"):
         return "true" if value.lower() in ("true", "1") else "false"
-    if get_origin(tp) is tuple:  # "a,,b," is a, b: an empty item (a stop string "") is none
-        value = ",".join(part for part in value.split(",") if part.strip())
     cast = getattr(field, "_blueprint_cast", None)
+    if get_origin(tp) is tuple and cast is not comma_list:  # "a,,b," is a, b: an empty
+        value = ",".join(part for part in value.split(",") if part.strip())  # item is none
     if cast is not None:  # a value written as one word (a schedule): its own parser
         try:
             cast(value)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,26 @@ def test_damaged_checkpoint_for_export_is_one_line(
     assert "incomplete" in err
 
 
-def test_debug_shows_the_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+def _debug_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[str, str]:
+    """`--debug`: exit 2, the traceback on stderr, then the same one line as without."""
+    assert cli.main(argv) == 2
+    line = capsys.readouterr().err.strip()
+    assert cli.main(["--debug", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("Traceback (most recent call last):"), err
+    assert err.splitlines()[-1] == line and len(line.splitlines()) == 1
+    assert err.count(line) == 1 and err.count(f"{type_name(err)}: ") == 1  # each shown once
+    return err, line
+
+
+def type_name(err: str) -> str:
+    """The refused exception's class, from its traceback's last line."""
+    return err.splitlines()[-2].partition(":")[0]
+
+
+def test_debug_shows_the_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     def boom(_: list[str]) -> int:
         raise SpiralError("bad input; do this instead")
 
@@ -52,9 +72,30 @@ def test_debug_shows_the_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
         return module
 
     monkeypatch.setattr(cli.importlib, "import_module", fake_import)
-    with pytest.raises(SpiralError):
-        cli.main(["--debug", "export"])
-    assert cli.main(["export"]) == 2
+    err, line = _debug_error(capsys, ["export"])
+    assert "in boom" in err and line == "spiral export: bad input; do this instead"
+
+
+@pytest.mark.parametrize(
+    ("argv", "raised_in"),
+    [
+        (["train", "env_ids=KuhnPokerSingle-v0", "max_steps=-5"], "spiral/args.py"),
+        (["train", "env_ids=KuhnPokerSingle-v0", "lr_schedule=step"], "legacy_keys.py"),
+        (["eval", "checkpoint=base", "math=gsm9k"], "spiral/evaluation/"),
+    ],
+)
+def test_debug_shows_the_traceback_of_train_and_eval_refusals(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+    raised_in: str,
+) -> None:
+    """train and eval catch their own refusals to print the one line: under `--debug`
+    (or SPIRAL_DEBUG=1) the traceback of what was refused comes first."""
+    monkeypatch.delenv("SPIRAL_DEBUG", raising=False)
+    err, _ = _debug_error(capsys, argv)
+    assert raised_in in err
+    assert "SPIRAL_DEBUG" not in os.environ  # the command's children had it, not the caller
 
 
 def test_ctrl_c_at_start_up_exits_quietly(

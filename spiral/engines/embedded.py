@@ -42,8 +42,8 @@ SMOLLM2_CHAT_TEMPLATE = (
 
 
 def default_cache_dir() -> Path:
-    """`$SPIRAL_CACHE` if set, else `~/.cache/spiral`."""
-    return Path(os.environ.get("SPIRAL_CACHE", Path.home() / ".cache" / "spiral"))
+    """`$SPIRAL_CACHE` if set and not empty, else `~/.cache/spiral`."""
+    return Path(os.environ.get("SPIRAL_CACHE") or Path.home() / ".cache" / "spiral")
 
 
 def find_embedded_gguf() -> Path:

@@ -19,6 +19,7 @@ from spiral.agents.scripted import optimal_problem
 from spiral.analysis.exploitability import INSTALL_HINT
 from spiral.args import (
     UsageError,
+    comma_list,
     device_name,
     non_negative,
     non_negative_or_unset,
@@ -78,6 +79,7 @@ class EvalArgs:
         doc="games, comma separated (default: the run's evaluation games; TicTacToe-v0 for "
         "a model without a run)",
         validator=known_game_ids,
+        blueprint_cast=comma_list,
     )
     opponents: tuple[str, ...] = chz.field(
         default=(),

@@ -108,13 +108,19 @@ def unplayable(game_id: str) -> str | None:
     try:
         adapter = importlib.import_module(_ADAPTERS[prefix])
         with quiet_native_output():
-            adapter.make(name, seed=0)
+            state = adapter.make(name, seed=0)
     except SpiralError as err:
         return str(err)
     except ModuleNotFoundError as err:  # the adapter's package, with its install command
         return f"{game_id!r} cannot be played here: {first_line(err)}"
     except Exception as err:  # whatever the library raises: said, not a traceback
         return f"{game_id!r} cannot be set up here ({type(err).__name__}: {first_line(err)})"
+    if not state.is_terminal() and not state.legal_actions():
+        return (
+            f"{game_id!r} lists no legal moves (it takes free-form moves, which Spiral cannot yet "
+            "check an answer against); "
+            "choose a game that lists its moves"
+        )
     return None
 
 

@@ -21,7 +21,14 @@ from spiral.agents.registry import known_opponents
 from spiral.algo import schedule
 from spiral.algo.names import KlReference, Rollout
 from spiral.algo.schedule import Schedule
-from spiral.args import UsageError, non_negative, positive, unit_interval, zero_or_unit_interval
+from spiral.args import (
+    UsageError,
+    comma_list,
+    non_negative,
+    positive,
+    unit_interval,
+    zero_or_unit_interval,
+)
 from spiral.engines.registry import known_engine, known_sampler_engine
 from spiral.games.registry import known_game_ids
 from spiral.prompts.invalid import InvalidPolicyName
@@ -424,7 +431,10 @@ class EvalConfig:
         validator=known_opponents,
     )
     eval_env_ids: tuple[str, ...] = chz.field(
-        default=(), doc="eval games; empty = env_ids", validator=known_game_ids
+        default=(),
+        doc="eval games; empty = env_ids",
+        validator=known_game_ids,
+        blueprint_cast=comma_list,
     )
     eval_exploitability: bool = chz.field(
         default=True,

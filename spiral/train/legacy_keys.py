@@ -28,6 +28,7 @@ from spiral.errors import UsageError
 from spiral.train.config_groups import AsyncConfig, PopulationConfig
 
 LR_KEYS = ("lr_schedule", "lr_step_at", "lr_step_factor")
+KINDS = ("constant", "linear", "cosine", "step")  # what lr_schedule took
 FINAL_KEYS = ("entropy_coef", "kl_coef", "private_centering")
 NAMES = frozenset({*LR_KEYS, *(f"{k}_final" for k in FINAL_KEYS), "preset"})
 
@@ -50,7 +51,7 @@ def fold(values: dict[str, Any], typed: Collection[str] = ()) -> dict[str, Any]:
                     if key in typed:
                         note(f"{key} does nothing with {group.SWITCH}=false; dropped")
     if any(k in out for k in LR_KEYS):
-        out["learning_rate"] = _learning_rate(out).to_json()
+        out["learning_rate"] = _learning_rate(out, typed).to_json()
         for key in LR_KEYS:
             out.pop(key, None)
     for key in FINAL_KEYS:
@@ -93,7 +94,10 @@ def note(line: str) -> None:
     print(f"note: {line}", file=sys.stderr)
 
 
-def _learning_rate(values: dict[str, Any]) -> schedule.Schedule:
+def _learning_rate(values: dict[str, Any], typed: Collection[str] = ()) -> schedule.Schedule:
+    """The one schedule the earlier keys stand for. A step key typed beside another kind
+    (`lr_schedule=linear lr_step_at=30`) would be dropped: refused, naming it. A saved
+    config.json wrote all three keys whatever the kind: there they fold without a word."""
     now = _schedule("learning_rate", values.get("learning_rate", 1e-4))
     if len(now.drops) > 1 or now.kind in ("linear", "cosine"):
         raise UsageError(
@@ -111,6 +115,15 @@ def _learning_rate(values: dict[str, Any]) -> schedule.Schedule:
             f"@{values.get('lr_step_at', 'STEP')}"
         )
     kind = str(values.get("lr_schedule", "step" if now.kind == "steps" else "constant"))
+    ignored = [k for k in ("lr_step_at", "lr_step_factor") if k in typed and k in values]
+    if kind != "step" and kind in KINDS and ignored:
+        key = ignored[0]
+        raise UsageError(
+            f"{key}={values[key]} does nothing with lr_schedule={kind} (lr_schedule=step "
+            f"alone reads it): drop it, or give the schedule as one key, e.g. "
+            f"learning_rate={now.start!r}*{values.get('lr_step_factor', 0.1)}"
+            f"@{values.get('lr_step_at', 'STEP')} (a drop) or {_today(kind, now.start)}"
+        )
     if kind == "step":
         at = _integer("lr_step_at", values.get("lr_step_at", at))
         if at <= 0:
@@ -129,6 +142,12 @@ def _learning_rate(values: dict[str, Any]) -> schedule.Schedule:
     raise UsageError(
         f"lr_schedule={kind!r} is not valid: expected one of constant, linear, cosine, step"
     )
+
+
+def _today(kind: str, lr: float) -> str:
+    """`lr_schedule=KIND` with `learning_rate=LR` as today's one key."""
+    forms = {"constant": f"{lr!r}", "linear": f"{lr!r}->0", "cosine": f"cosine:{lr!r}->0"}
+    return f"learning_rate={forms[kind]}"
 
 
 def _schedule(key: str, value: Any) -> schedule.Schedule:

@@ -49,6 +49,7 @@ from spiral.train.step import (
     train_step,
 )
 from spiral.train.stopping import StopRequest
+from spiral.train.weights_check import check_finite_weights
 
 __all__ = ["POLICY", "RunResult", "TrainingDivergedError", "collect", "step_specs", "train"]
 
@@ -183,6 +184,7 @@ def _begin(
     decay = cfg.learning.weight_ema_decay
     if restored is None:
         learner = make_learner()
+        check_finite_weights(learner, cfg.model_name)  # NaN from the start: not the lr's
         population = _population(cfg, run_dir, learner, {}, run_dir)
         average = WeightAverage(decay) if decay > 0 else None
         return _Start(learner, 0, Baselines({}), population, average)
@@ -193,6 +195,7 @@ def _begin(
             "finished, nothing to do (raise max_steps to train further)"
         )
         return _Start(None, state.step, Baselines({}), None)
+    check_finite_weights(restored.learner, cfg.model_name)
     log(f"resumed from {restored.folder} at step {state.step}")
     stretched = stretched_schedules(state.config, cfg, state.step)
     if stretched:

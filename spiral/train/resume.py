@@ -92,6 +92,39 @@ def remove_partial_writes(ckpt_dir: Path) -> int:
     return removed
 
 
+def named_checkpoints(named: str) -> tuple[list[Path], bool]:
+    """The checkpoints `load_checkpoint_path=` names, newest first, and whether it named
+    one checkpoint exactly. A run folder (or its `checkpoints/` folder) stands for its
+    complete checkpoints, the newest intact one used, as `spiral eval checkpoint=RUN`
+    takes it. A path that is none of these is one line saying what to pass; it is checked
+    before the run folder is touched (`run.main`)."""
+    path = Path(named).expanduser()
+    what = "name a checkpoint (RUN/checkpoints/step_N) or a run folder (RUN)"
+    if not path.exists():
+        raise ConfigError(f"load_checkpoint_path={named} does not exist; {what}")
+    if _is_checkpoint(path):
+        return [path], True
+    run = path.parent if path.name == "checkpoints" else path
+    if (run / "checkpoints").is_dir():
+        found = complete_checkpoints(run / "checkpoints")
+        if not found:
+            raise ConfigError(
+                f"load_checkpoint_path={named} is a run folder that holds no complete "
+                f"checkpoint yet; {what} with one, or leave load_checkpoint_path out to "
+                "start from the model"
+            )
+        return found, False
+    raise ConfigError(
+        f"load_checkpoint_path={named} is neither a checkpoint (loop_state.json, learner/) "
+        f"nor a run folder (checkpoints/); {what}"
+    )
+
+
+def _is_checkpoint(path: Path) -> bool:
+    """A checkpoint folder, complete or not (its own check says which)."""
+    return any((path / name).exists() for name in ("loop_state.json", "learner", "COMPLETE"))
+
+
 def check_resume_config(saved: dict[str, Any], new: dict[str, Any], same_run: bool) -> None:
     """Raise ConfigError naming the first key whose change the resume cannot honour.
     A key missing from `saved` (added to Spiral after the run) counts as its default."""
@@ -182,11 +215,14 @@ def restore(
     make_learner: Callable[[], Learner],
     log: Callable[[str], None],
 ) -> Restored | None:
-    """The newest intact checkpoint (or the named one) loaded into a new learner; None
-    when there is nothing to resume. Raises ConfigError for a refused config change and
-    DamagedCheckpointError when a named checkpoint (or every one) is damaged."""
-    named = bool(cfg.load_checkpoint_path)
-    candidates = [Path(cfg.load_checkpoint_path)] if named else complete_checkpoints(ckpt_dir)
+    """The newest intact checkpoint (of this run, or of the run `load_checkpoint_path=`
+    names), or the one named, loaded into a new learner; None when there is nothing to
+    resume. Raises ConfigError for a refused config change and DamagedCheckpointError
+    when a checkpoint named exactly (or every one) is damaged."""
+    named = False
+    candidates = complete_checkpoints(ckpt_dir)
+    if cfg.load_checkpoint_path:
+        candidates, named = named_checkpoints(cfg.load_checkpoint_path)
     damaged: list[str] = []
     for folder in candidates:
         try:
@@ -206,7 +242,7 @@ def restore(
         return Restored(folder, state, learner)
     if damaged:
         raise DamagedCheckpointError(
-            f"every checkpoint in {ckpt_dir} is damaged ({', '.join(damaged)}); move the "
-            "folder aside to start over"
+            f"every checkpoint in {candidates[0].parent} is damaged ({', '.join(damaged)}); "
+            "move the folder aside to start over"
         )
     return None

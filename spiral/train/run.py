@@ -1,4 +1,8 @@
-"""`spiral train key=value ...`: parse the config, train, print before/after numbers."""
+"""`spiral train key=value ...`: parse the config, check it and the machine, hold the run
+folder (run_lock.py) before anything is written into it, keep the console in
+`RUN/console.log` (report/console_log.py), train, and print the before -> after of the
+run's evaluations when it ends (report/summary.py). A refused command line is one line,
+exit 2; a run stopped by a signal exits 130."""
 
 from __future__ import annotations
 
@@ -14,10 +18,14 @@ from spiral.train.checkpoint import run_write_refused
 from spiral.train.config import ConfigError, TrainConfig, help_text, parse_config
 from spiral.train.data_parallel import check_config, shared_setup
 from spiral.train.loop import train
+from spiral.train.resume import named_checkpoints
+from spiral.train.run_lock import run_lock
 from spiral.train.setup import build_setup, check_run_folder, make_learner_factory
+from spiral.train.stopping import stop_with_parent
 
 
 def main(argv: Sequence[str]) -> int:
+    stop_with_parent()  # started by `spiral seeds`: never outlive it
     args = list(argv)
     if any(a in ("-h", "--help", "help") for a in args):
         print(help_text(args))
@@ -26,6 +34,8 @@ def main(argv: Sequence[str]) -> int:
         cfg = parse_config(args)
         setup = build_setup(cfg)
         check_run_folder(setup.run_dir)  # before any model work (benchmarks skip it)
+        if cfg.load_checkpoint_path:  # before the run folder is made
+            named_checkpoints(cfg.load_checkpoint_path)
     except (ConfigError, KeyError) as err:
         print(f"spiral train: {err}", file=sys.stderr)
         return 2
@@ -37,8 +47,11 @@ def main(argv: Sequence[str]) -> int:
             print(f"spiral train: {err}", file=sys.stderr)
         return 2
     setup = shared_setup(setup, ranks)
+    # The folder is held before its console.log is opened: a second process refused
+    # (RunFolderBusy) writes nothing there. The loop's own lock is this same hold.
+    held = run_lock(setup.run_dir) if ranks.main else contextlib.nullcontext()
     kept = kept_in(setup.run_dir / "console.log") if ranks.main else contextlib.nullcontext()
-    with kept, peers_watched(ranks):
+    with held, kept, peers_watched(ranks):
         if ranks.main:
             kind = "fully sharded (FSDP)" if cfg.compute.fsdp else "data-parallel"
             world = f", {ranks.world} {kind} ranks" if ranks.world > 1 else ""

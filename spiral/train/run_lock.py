@@ -8,6 +8,10 @@ holds the holder's PID and host for the message a second process gets. The kerne
 the lock when its process dies, however it dies, so a lock left by a killed run is
 simply taken over (the file's stale PID is overwritten). Under torchrun rank 0 holds it
 for the run.
+
+`spiral train` takes the lock before it keeps its console in `RUN/console.log`, so a
+refused second process writes nothing into the folder it was refused; the loop's own
+`run_lock` inside that hold is the same hold (a process holds a folder once).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from pathlib import Path
 from spiral.errors import SpiralError
 
 LOCK = ".lock"
+_HELD: set[Path] = set()  # the run folders this process holds
 
 
 class RunFolderBusy(SpiralError, RuntimeError):
@@ -30,8 +35,13 @@ class RunFolderBusy(SpiralError, RuntimeError):
 
 @contextlib.contextmanager
 def run_lock(run_dir: Path) -> Iterator[None]:
-    """Hold `run_dir`'s lock for the block; RunFolderBusy if another process holds it."""
+    """Hold `run_dir`'s lock for the block; RunFolderBusy if another process holds it.
+    Inside a block of this process that holds it already, the block goes on under it."""
     run_dir.mkdir(parents=True, exist_ok=True)
+    key = run_dir.resolve()
+    if key in _HELD:
+        yield
+        return
     path = run_dir / LOCK
     handle = path.open("a+", encoding="utf-8")
     try:
@@ -48,6 +58,10 @@ def run_lock(run_dir: Path) -> Iterator[None]:
         handle.truncate()
         handle.write(f"process {os.getpid()} on {socket.gethostname()}\n")
         handle.flush()
-        yield
+        _HELD.add(key)
+        try:
+            yield
+        finally:
+            _HELD.discard(key)
     finally:
         handle.close()  # closing the file releases the lock

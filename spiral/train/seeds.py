@@ -6,13 +6,18 @@ each run ended.
 Every key other than `seeds`, `out` and `metrics` is a `spiral train` key. Each seed runs
 as its own `spiral train` process, one after another, in `OUT/seed<S>` (a folder that
 already holds a run resumes it, so an interrupted sweep is continued by the same
-command). Then, and with `table_only=true` without training, it writes:
+command). Ctrl-C, SIGTERM or SIGHUP is passed on to the running seed's process, which
+finishes its step and saves a checkpoint as `spiral train` alone does; the sweep exits
+once it has (a second Ctrl-C abandons the step, as for `spiral train`). Killed outright,
+the sweep takes the run with it: the run is sent SIGTERM and stops the same way
+(`stopping.py`). Then, and with `table_only=true` without training, it writes:
 
 - `OUT/seeds.jsonl`: per seed, the last value of every metric matching `metrics` (glob
   patterns; by default each game's exploitability of the live policy, of the averaged
   weights and of the average of the policies it was evaluated at, and its value against
   Nash, where the run measured them), the step it was read at, and the wall time of the
-  seed's training processes;
+  seed's training processes (those that trained: one refused, say because another
+  process holds the folder, or one that found the run finished, adds nothing);
 - `OUT/seeds.md`: the command, then per metric the mean, sample standard deviation,
   minimum and maximum over the seeds, and every seed's value;
 - `OUT/curves.png` (with matplotlib): the curve of the first pattern's metric (by
@@ -25,11 +30,13 @@ they cover.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import json
 import math
+import os
+import signal
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -42,6 +49,8 @@ from spiral.args import UsageError, help_text, parse_command, wants_help
 from spiral.report.sinks import read_jsonl
 from spiral.report.writable import check_writable_file, check_writable_folder
 from spiral.train.config import parse_config
+from spiral.train.run_lock import LOCK
+from spiral.train.stopping import Forwarded
 
 DEFAULT_METRICS = (
     "eval/*/exploitability_t*,eval/*/averaged/exploitability_t*,"
@@ -157,21 +166,66 @@ def table_markdown(command: str, per_seed: list[dict[str, Any]], keys: list[str]
     return "\n".join(lines) + "\n"
 
 
-def _train(seed: int, folder: Path, train_argv: list[str]) -> float:
-    """One seed's `spiral train` in its own process; its wall time, added to what earlier
-    invocations spent on the same folder (an interrupted sweep resumed)."""
+CLOCK = "seeds_wall_s.json"
+
+
+def read_clock(folder: Path) -> float | None:
+    """The wall time `spiral seeds` counted for a run folder; None where it trained none
+    of it (or the file is unreadable)."""
+    try:
+        return float(json.loads((folder / CLOCK).read_text())["wall_s"])
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+
+
+def _metrics_mark(folder: Path) -> tuple[int, int] | None:
+    try:
+        found = (folder / "metrics.jsonl").stat()
+    except OSError:
+        return None
+    return found.st_size, found.st_mtime_ns
+
+
+def _trained(folder: Path, pid: int, before: tuple[int, int] | None) -> bool:
+    """Whether process `pid` trained in `folder`: it held the folder (its lock names it;
+    a refused process never writes there) and the metrics changed."""
+    try:
+        held = (folder / LOCK).read_text().startswith(f"process {pid} ")
+    except OSError:
+        return False
+    return held and _metrics_mark(folder) != before
+
+
+def _train(seed: int, folder: Path, train_argv: list[str], stop: Forwarded) -> None:
+    """One seed's `spiral train` in its own process, the signals `stop` receives passed on
+    to it. Its wall time is added to what earlier invocations spent training the same
+    folder (an interrupted sweep resumed) if it trained."""
     argv = [sys.executable, "-m", "spiral.cli", "train", *train_argv]
     argv += [f"seed={seed}", f"log_path={folder}"]
-    start = time.monotonic()
-    code = subprocess.call(argv)
+    before, start = _metrics_mark(folder), time.monotonic()
+    child = stop.run(argv)
     spent = time.monotonic() - start
-    clock = folder / "seeds_wall_s.json"
-    before = json.loads(clock.read_text())["wall_s"] if clock.is_file() else 0.0
-    folder.mkdir(parents=True, exist_ok=True)
-    clock.write_text(json.dumps({"wall_s": before + spent}))
-    if code != 0:
-        raise UsageError(f"seed {seed}'s run ended with exit code {code}; see {folder}/console.log")
-    return before + spent
+    if _trained(folder, child.pid, before):
+        clock, partial = folder / CLOCK, folder / f".{CLOCK}.tmp"
+        partial.write_text(json.dumps({"wall_s": (read_clock(folder) or 0.0) + spent}))
+        os.replace(partial, clock)  # whole or not at all, however the sweep ends
+    if child.returncode != 0 and not stop.received:
+        ended = _ended(child.returncode)
+        raise UsageError(f"seed {seed}'s run {ended}; see {folder}/console.log")
+
+
+def _ended(code: int) -> str:
+    """How a process with exit status `code` (negative: the signal that killed it) ended."""
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"was killed by {signal.Signals(-code).name}"
+    return f"ended with exit code {code}"
+
+
+def _say(line: str, err: bool = False) -> None:
+    """A line for the terminal, which may be gone (SIGHUP: the line is not needed)."""
+    with contextlib.suppress(OSError, ValueError):
+        print(line, file=sys.stderr if err else sys.stdout, flush=True)
 
 
 def _plot(per_seed: list[dict[str, Any]], out: Path, key: str) -> None:
@@ -204,9 +258,7 @@ def write_table(args: SeedsArgs, command: str) -> Path:
         folder = out / f"seed{seed}"
         metrics = folder / "metrics.jsonl"
         rows = read_jsonl(metrics, damaged="skip") if metrics.is_file() else []
-        clock = folder / "seeds_wall_s.json"
-        # None: the run was not trained by `spiral seeds` (its wall time is unknown here)
-        wall = json.loads(clock.read_text())["wall_s"] if clock.is_file() else None
+        wall = read_clock(folder)  # None: `spiral seeds` trained none of the run
         values = final_values(rows, patterns)
         per_seed.append({"seed": seed, "values": values, "wall_s": wall, "rows": rows})
     keys = sorted({k for r in per_seed for k in r["values"] if not k.endswith("@step")})
@@ -220,6 +272,29 @@ def write_table(args: SeedsArgs, command: str) -> Path:
     if first:
         _plot(per_seed, out, min(first, key=lambda k: (k.count("/"), k)))
     return out / "seeds.md"
+
+
+def _sweep(seeds: list[int], out: Path, train_argv: list[str]) -> int:
+    """Train every seed in turn; 0, or the exit status of a sweep stopped by a signal
+    (128 + its number) once the running seed has stopped."""
+    started: list[int] = []
+    with Forwarded() as stop:
+        for seed in seeds:
+            if stop.received:
+                break
+            started.append(seed)
+            _say(f"seeds: seed {seed} ({len(started)} of {len(seeds)})")
+            _train(seed, out / f"seed{seed}", train_argv, stop)
+    if not stop.received:
+        return 0
+    where = f"during seed {started[-1]}, whose run saved where it stopped (see its console.log)"
+    _say(
+        f"spiral seeds: stopped by {stop.signal_name} "
+        f"{where if started else 'before the first seed'}; run the same command again to "
+        "continue the sweep",
+        err=True,
+    )
+    return 128 + stop.received[0]
 
 
 def main(argv: Sequence[str]) -> int:
@@ -241,9 +316,9 @@ def main(argv: Sequence[str]) -> int:
         check_writable_file(out / name)
     out.mkdir(parents=True, exist_ok=True)
     if not args.table_only:
-        for seed in seeds:
-            print(f"seeds: seed {seed} ({seeds.index(seed) + 1} of {len(seeds)})", flush=True)
-            _train(seed, out / f"seed{seed}", train_argv)
+        stopped = _sweep(seeds, out, train_argv)
+        if stopped:
+            return stopped
     table = write_table(args, command)
     print(table.read_text(), end="")
     return 0

@@ -28,6 +28,7 @@ from spiral.algo.names import LossName
 from spiral.algo.schedule import Schedule
 from spiral.args import (
     UsageError,
+    comma_list,
     device_name,
     flat_json,
     non_negative,
@@ -104,7 +105,10 @@ class TrainConfig:
         doc="hub id (e.g. Qwen/Qwen3-4B-Base), local folder, or 'embedded' (SmolLM2-135M-Instruct)",
     )
     env_ids: tuple[str, ...] = chz.field(
-        default=("TicTacToe-v0",), doc="games, comma separated", validator=known_game_ids
+        default=("TicTacToe-v0",),
+        doc="games, comma separated",
+        validator=known_game_ids,
+        blueprint_cast=comma_list,
     )
     batch_size: int = chz.field(
         default=128,
@@ -175,7 +179,10 @@ class TrainConfig:
     log_path: str = chz.field(
         default="", doc="run folder; empty = runs/<auto name>; resumes if it exists"
     )
-    load_checkpoint_path: str = chz.field(default="", doc="checkpoint folder to resume from")
+    load_checkpoint_path: str = chz.field(
+        default="",
+        doc="checkpoint folder to start from (a run folder: its newest intact checkpoint)",
+    )
     seed: int = chz.field(default=0, doc="seed for games, sampling and initialisation")
     recipe: str = chz.field(
         default="",

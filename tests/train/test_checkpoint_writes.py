@@ -20,13 +20,12 @@ from safetensors import SafetensorError
 import spiral.train.checkpoint as checkpoint
 from spiral.checkpoints.manifest import verify_manifest
 from spiral.cli import main as cli_main
+from spiral.errors import REFUSED, refused_write
 from spiral.report.sinks import read_jsonl
 from spiral.train.checkpoint import (
-    REFUSED,
     CheckpointWriteError,
     LoopState,
     complete_checkpoints,
-    refused_write,
     save_checkpoint,
 )
 

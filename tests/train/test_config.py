@@ -304,3 +304,23 @@ def test_tinker_refuses_regularisers_before_anything_runs() -> None:
     ):
         with pytest.raises(ConfigError, match="with engine=tinker set entropy_coef=0"):
             check_machine(parse_config(base + extra))
+
+
+@pytest.mark.parametrize("kind", ["constant", "linear", "cosine"])
+@pytest.mark.parametrize("key", ["lr_step_at=30", "lr_step_factor=0.5"])
+def test_an_earlier_step_key_that_its_schedule_would_ignore_is_one_line(
+    kind: str, key: str
+) -> None:
+    """`lr_step_at` and `lr_step_factor` are read by `lr_schedule=step` alone: beside
+    another kind they were dropped without a word. Typed, they are refused in one line
+    naming the key and the form to use; a config.json of an earlier run, which wrote all
+    three keys whatever the kind, still folds."""
+    with pytest.raises(ConfigError) as refused:
+        parse_config(["learning_rate=1e-3", f"lr_schedule={kind}", key])
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith(f"{key} does nothing with lr_schedule={kind}")
+    assert "learning_rate=" in message  # the one key to use instead
+    saved = {"learning_rate": 1e-3, "lr_schedule": kind, "lr_step_at": 30, "lr_step_factor": 0.5}
+    from spiral.train.legacy_keys import fold
+
+    assert schedule.parse(fold(saved)["learning_rate"]).kind == kind

@@ -58,3 +58,36 @@ def test_absurd_learning_rate_ends_with_a_message_not_a_hang(
     cfg = _cfg(tiny_model, tmp_path / "run", 4, "learning_rate=1e30", "answer_format=constrained")
     with pytest.raises(NonFiniteLogitsError, match="learning_rate"):
         _train(cfg)
+
+
+@pytest.mark.parametrize("rollout", ["sampled", "full_width"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_a_model_whose_weights_hold_nan_is_refused_before_training(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], rollout: str, value: float
+) -> None:
+    """NaN (or inf) already in the starting weights is the model's fault, not the
+    learning rate's: the run refuses in one line naming the tensor, before any step (it
+    once said "lower learning_rate", or raised a traceback with rollout=full_width)."""
+    from safetensors.torch import load_file, save_file
+
+    from spiral.cli import main as cli_main
+    from spiral.testing import make_tiny_model
+
+    model = make_tiny_model(tmp_path / "model")
+    weights = load_file(str(model / "model.safetensors"))
+    name = "model.layers.1.mlp.up_proj.weight"
+    weights[name].view(-1)[7] = value
+    save_file(weights, str(model / "model.safetensors"), metadata={"format": "pt"})
+    capsys.readouterr()  # the maker's progress bar
+    run = tmp_path / "run"
+    argv = [
+        "train", f"model_name={model}", "env_ids=KuhnPokerSingle-v0", "batch_size=4",
+        "max_steps=2", "max_tokens=4", "lora_rank=4", "eval_every=0", "template=chat",
+        "answer_format=constrained", f"rollout={rollout}", f"log_path={run}",
+    ]  # fmt: skip
+    assert cli_main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert f"model_name={model} hold NaN or inf" in err and f"({name})" in err
+    assert "learning_rate" not in err
+    assert not (run / "metrics.jsonl").exists() and not (run / "checkpoints").exists()

@@ -236,3 +236,42 @@ def test_a_longer_run_says_how_its_spanning_schedules_move() -> None:
     assert stretched_schedules(short.to_json(), flat, step=3) is not None  # kl still spans
     plain = parse_config(["max_steps=9"])
     assert stretched_schedules(parse_config(["max_steps=3"]).to_json(), plain, 3) is None
+
+
+def test_a_run_folder_as_load_checkpoint_path_starts_from_its_newest_checkpoint(
+    tiny_model: Path,  # noqa: F811
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`load_checkpoint_path=RUN` (what `spiral eval checkpoint=RUN` takes) stands for the
+    run's newest intact checkpoint, as does RUN/checkpoints; a path that is none of a
+    checkpoint, a run folder and its checkpoints folder is one line naming what to pass,
+    before anything is written (it was "incomplete ... use one listed in index.jsonl" of
+    the folder above)."""
+    from spiral.cli import main as cli_main
+
+    source = tmp_path / "source"
+    _train(_cfg(tiny_model, source, 2, "save_every=1"))
+    newest = latest_checkpoint(source / "checkpoints")
+    assert newest is not None and newest.name == "step_000002"
+    for named in (source, source / "checkpoints"):
+        lines: list[str] = []
+        cfg = _cfg(tiny_model, tmp_path / f"from-{named.name}", 3, f"load_checkpoint_path={named}")
+        train(cfg, build_setup(cfg), make_learner_factory(cfg), log=lines.append)
+        assert f"resumed from {newest} at step 2" in lines
+        steps = [r["step"] for r in read_jsonl(tmp_path / f"from-{named.name}" / "metrics.jsonl")]
+        assert min(steps) == 2
+    empty, fresh = tmp_path / "empty", tmp_path / "fresh"
+    empty.mkdir()
+    (fresh / "checkpoints").mkdir(parents=True)
+    for named, says in (
+        (empty, "is neither a checkpoint"),
+        (tmp_path / "nowhere", "does not exist"),
+        (fresh, "holds no complete checkpoint"),
+    ):
+        target = tmp_path / "target"
+        argv = [f"load_checkpoint_path={named}", f"log_path={target}"]
+        assert cli_main(["train", *tiny_args(tiny_model, target, 3)[:-1], *argv]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and says in err and "RUN/checkpoints/step_N" in err
+        assert not target.exists()

@@ -10,7 +10,7 @@ import torch
 
 from spiral.engines.base import SamplingParams
 from spiral.engines.torch.draws import draw_kept
-from spiral.engines.torch.sampler_rows import Group, Row
+from spiral.engines.torch.sampler_rows import Group, Row, constrained_row
 
 
 def from_kept(sampler: Any, group: Group, params: SamplingParams) -> bool:
@@ -60,7 +60,7 @@ def _restart(sampler: Any, group: Group, states: list[Any], params: SamplingPara
     for row, state in zip(group.rows, states, strict=True):
         row.rng.setstate(state)
         row.tokens, row.logprobs, row.stop_reason = [], [], None
-        row.constrained = sampler._constrained(group.constraint, params, row.limit)
+        row.constrained = constrained_row(group.constraint, params, sampler.eos_ids, row.limit)
 
 
 def keep(logits_BV: torch.Tensor, nodes: list[list[Row]]) -> None:

@@ -43,6 +43,7 @@ from spiral.engines.torch.decode import (
 from spiral.engines.torch.draws import draw_inverse_cdf, mask_to_allowed, non_finite_error
 from spiral.engines.torch.kv_cache import PrefixCache
 from spiral.engines.torch.prefill import prefill, prefill_cached, supports_prefix_cache
+from spiral.engines.torch.sampler_rows import constrained_row
 from spiral.engines.torch.snapshots import TRAINED
 from spiral.types import AnswerConstraint, Completion, StopReason
 
@@ -101,7 +102,7 @@ class RunningBatch:
         for p, c, owner in zip(params, constraints, owners, strict=True):
             seed = p.seed if p.seed is not None else random.SystemRandom().getrandbits(62)
             rng = random.Random(seed * 1_000_003)  # as `sample` seeds its row 0
-            rows.append(RunningRow(owner, p, c, rng, sampler._constrained(c, p)))
+            rows.append(RunningRow(owner, p, c, rng, constrained_row(c, p, sampler.eos_ids)))
         sampler._check_current()
         adapter = sampler.adapter or TRAINED
         seqs = [list(p) for p in prompts]

@@ -101,6 +101,11 @@ def model_context(model: Any) -> int | None:
     getter = getattr(config, "get_text_config", None)
     config = getter() if callable(getter) else config
     value = getattr(config, "max_position_embeddings", None)
+    if isinstance(value, int) and not isinstance(value, bool) and value <= 0:
+        raise ContextLengthError(
+            f"the model's config.json gives max_position_embeddings={value}, no context at "
+            "all; the folder's config is damaged or hand-edited: set the model's real context"
+        )
     return value if isinstance(value, int) and value > 0 else None
 
 
@@ -124,6 +129,20 @@ def row_limit(
     return limit if limit < params.max_tokens else None
 
 
+def constrained_row(
+    c: AnswerConstraint | None,
+    params: SamplingParams,
+    eos_ids: frozenset[int],
+    limit: int | None = None,
+) -> ConstrainedRow | None:
+    """A row's answer-constraint state: thinking up to the constraint's budget, within
+    max_tokens and the `limit` the model's context leaves; None for a free row."""
+    if c is None:
+        return None
+    think = min(c.think_budget, params.max_tokens)
+    return ConstrainedRow(c, eos_ids, think if limit is None else min(think, limit))
+
+
 def new_rows(
     prompts: Sequence[Sequence[int]],
     constraints: Sequence[AnswerConstraint | None],
@@ -138,10 +157,7 @@ def new_rows(
     rows = []
     for i, (prompt, c) in enumerate(zip(prompts, constraints, strict=True)):
         limit = None if context is None else row_limit(len(prompt), c, params, context)
-        constrained = None
-        if c is not None:
-            think = min(c.think_budget, params.max_tokens)
-            constrained = ConstrainedRow(c, eos_ids, think if limit is None else min(think, limit))
+        constrained = constrained_row(c, params, eos_ids, limit)
         rows.append(Row(i, random.Random(base_seed * 1_000_003 + i), constrained, limit=limit))
     return rows
 

@@ -195,4 +195,11 @@ def make(name: str, seed: int = 0, max_turns: int | None = None, **params: Any) 
             f"{_label(name)} is a simultaneous-move game; only turn-based games are "
             "supported (OpenSpiel's turn_based_simultaneous_game wrapper converts one)"
         )
+    utility = game_type.utility
+    if utility not in (pyspiel.GameType.Utility.ZERO_SUM, pyspiel.GameType.Utility.CONSTANT_SUM):
+        raise UsageError(
+            f"{_label(name)} is not zero-sum (OpenSpiel marks its utility {utility.name}): one "
+            "policy in both seats learns only from games where one seat's gain is the other's "
+            "loss; choose a zero-sum game"
+        )
     return OpenSpielState(game, name, seed=seed, max_turns=max_turns)
