@@ -247,6 +247,21 @@ def outside_world_cases(model: Path, root: Path) -> dict[str, Outcome]:
     return out
 
 
+def _processes_in(folder: Path) -> list[int]:
+    """The processes whose command line names `folder` (a sweep's runs are given their
+    seed folders inside it), from /proc."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit() and int(proc.name) != os.getpid():
+            try:
+                words = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if any(os.fsencode(folder) in word for word in words):
+                found.append(int(proc.name))
+    return found
+
+
 def seeds_signal_cases(model: Path, root: Path) -> dict[str, Outcome]:
     """Ctrl-C, SIGTERM and SIGHUP to `spiral seeds` mid-run: no child outlives it, and the
     same command then finishes every seed."""
@@ -272,11 +287,11 @@ def seeds_signal_cases(model: Path, root: Path) -> dict[str, Outcome]:
             out[f"seeds: {sig.name} mid-run"] = Outcome("hang", "")
             continue
         time.sleep(1)
-        left = subprocess.run(["pgrep", "-f", f"log_path={folder}/seed"], capture_output=True)
+        left = _processes_in(folder)
         rc, text = run(cmd, timeout=600)
         finished = rc == 0 and all((folder / f"seed{s}" / "checkpoints").is_dir() for s in (0, 1))
-        if left.returncode == 0:
-            out[f"seeds: {sig.name} mid-run"] = Outcome("silent wrong", "a child outlived it")
+        if left:
+            out[f"seeds: {sig.name} mid-run"] = Outcome("silent wrong", f"left running: {left}")
         else:
             out[f"seeds: {sig.name} mid-run"] = Outcome(
                 "recovered" if finished else judged(rc, text, lambda t: False, "silent wrong").kind,
