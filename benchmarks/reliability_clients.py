@@ -8,6 +8,7 @@ weights disagree, game ids that cannot be played, and `spiral seeds` under signa
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -17,6 +18,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -114,9 +116,24 @@ def _hangup_case(server: subprocess.Popen[bytes], base: str) -> Outcome:
     server.send_signal(signal.SIGHUP)
     for c in clients:
         c.join(timeout=60)
-    ended = server.wait(timeout=60) is not None
+    try:
+        ended = server.wait(timeout=60) is not None
+    except subprocess.TimeoutExpired:
+        return Outcome("hang", f"answers {got}; the server still runs 60 s after SIGHUP")
     answered = all(g in (200, 503) for g in got) and len(got) == 5
     return Outcome("message" if answered and ended else "silent wrong", f"answers {got}")
+
+
+@contextlib.contextmanager
+def _hangups_delivered() -> Iterator[None]:
+    """SIGHUP at its default while a process is started: a probe run under nohup would
+    otherwise pass its ignored SIGHUP on, and the case is a hang-up as a closing terminal
+    delivers it."""
+    kept = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGHUP, kept)
 
 
 def serve_client_cases(model: Path) -> dict[str, Outcome]:
@@ -124,7 +141,8 @@ def serve_client_cases(model: Path) -> dict[str, Outcome]:
     base = f"http://127.0.0.1:{port}/v1"
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "serve.log"
-        server = start_server(str(model), port, log, limit=4000)
+        with _hangups_delivered():
+            server = start_server(str(model), port, log, limit=4000)
         try:
             out = _field_cases(base) | _choice_and_stream_cases(base)
             out["serve: SIGHUP with requests in flight"] = _hangup_case(server, base)
@@ -273,9 +291,11 @@ def seeds_signal_cases(model: Path, root: Path) -> dict[str, Outcome]:
         keys = train_args(model, folder, 6)[len(SPIRAL) + 1 :]
         keys = [k for k in keys if not k.startswith("log_path=")]
         cmd = [*SPIRAL, "seeds", "seeds=0-1", f"out={folder}", *keys]
-        sweep = subprocess.Popen(
-            cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
-        )
+        with _hangups_delivered():
+            sweep = subprocess.Popen(
+                cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )  # fmt: skip
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline and not list(folder.glob("seed0/checkpoints/step_*")):
             time.sleep(0.5)

@@ -196,6 +196,8 @@ GENERATED = {
     "game ids": "tests/games/test_unplayable_ids.py",
     "signal timings against spiral seeds": "tests/train/test_seeds_signals.py",
 }
+# Families whose generated test is slow (minutes), run by the probe all the same.
+WITH_SLOW = {"signal timings against spiral seeds"}
 
 
 def generated_cases() -> tuple[dict[str, Outcome], dict[str, int]]:
@@ -205,7 +207,8 @@ def generated_cases() -> tuple[dict[str, Outcome], dict[str, int]]:
     for family, path in GENERATED.items():
         if not (REPO / path).is_file():
             continue
-        cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+        marks = "not gpu" if family in WITH_SLOW else "not slow and not gpu"
+        cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-m", marks,
                "--hypothesis-show-statistics", str(REPO / path)]  # fmt: skip
         rc, text = run(cmd, timeout=900)
         counts[family] = sum(int(n) for n in re.findall(r"(\d+) passing\b", text))
