@@ -147,7 +147,7 @@ def _row_with_data_in(tmp_path: Path, start: str) -> Row:
 def test_a_probe_case_turned_traceback_is_a_disagreement(tmp_path: Path) -> None:
     row = _row_with_data_in(tmp_path, "damaged files, hostile folders")
     assert run_row(row, ROWS).status == "agree"
-    (path,) = (tmp_path / "docs/results/reliability-probe").glob("2026-11-28-full.json")
+    (path,) = (tmp_path / "docs/results/reliability-probe").glob("2026-12-07-full.json")
     data = json.loads(path.read_text())
     first = next(iter(data["outcomes"]))
     data["outcomes"][first]["kind"] = "traceback"  # the summary's tally left as it was

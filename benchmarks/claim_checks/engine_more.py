@@ -161,13 +161,18 @@ def fault_injection(row: Row) -> list[Check]:
 
 @claim("damaged files, hostile folders and bad requests")
 def reliability_probe(row: Row) -> list[Check]:
-    data = row.json("docs/results/reliability-probe/2026-11-28-full.json")
+    data = row.json("docs/results/reliability-probe/2026-12-07-full.json")
     tally = Counter(case["kind"] for case in data["outcomes"].values())  # case by case
     bad = sum(v for k, v in tally.items() if k not in ("recovered", "message"))
     tried = sum(data["generated_cases_tried"].values())
     return [
         Check("cases", f"outcomes of {len(data['outcomes'])} cases", "metric"),
         Check("generated", f"{tried} generated inputs", "metric"),
+        Check(
+            "families",
+            f"{sum(n.startswith('generated:') for n in data['outcomes'])} of them families",
+            "metric",
+        ),
         Check(
             "tally",
             f"{tally['recovered']} recovered, {tally['message']} one-line refusals; {bad} tracebacks",
