@@ -28,20 +28,44 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from types import FrameType, TracebackType
-from typing import Any
+from typing import Any, Self
 
 PARENT_ENV = "SPIRAL_STOP_WITH_PARENT"  # the PID of the process a run stops with
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
-class StopRequest:
-    """Install with `with StopRequest(log) as stop:`; `stop.requested` turns true on the
-    first SIGINT/SIGTERM/SIGHUP. Handlers are installed only in the main thread (signals
-    reach no other) and the previous ones come back on exit."""
+class _Caught:
+    """Within `with`, SIGINT, SIGTERM and SIGHUP go to `self._handle`. Handlers are
+    installed only in the main thread (signals reach no other); the previous ones come
+    back on exit."""
 
     SIGNALS = tuple(
         getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
     )
+    _previous: dict[int, Any]
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        if threading.current_thread() is threading.main_thread():
+            for signum in self.SIGNALS:
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+
+class StopRequest(_Caught):
+    """Install with `with StopRequest(log) as stop:`; `stop.requested` turns true on the
+    first SIGINT/SIGTERM/SIGHUP."""
 
     def __init__(self, log: Callable[[str], None] = print) -> None:
         self.log = log
@@ -65,23 +89,8 @@ class StopRequest:
         except (OSError, ValueError):
             pass  # no terminal to tell (SIGHUP): the step and the save matter, not the line
 
-    def __enter__(self) -> StopRequest:
-        if threading.current_thread() is threading.main_thread():
-            for signum in self.SIGNALS:
-                self._previous[signum] = signal.signal(signum, self._handle)
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
-
-
-class Forwarded:
+class Forwarded(_Caught):
     """The signals of a process that runs others one at a time (`spiral seeds`). Within
     `with Forwarded() as stop:`, SIGINT, SIGTERM and SIGHUP are recorded, not acted on;
     `stop.run(argv)` passes each one on to the process it runs, as it comes, and returns
@@ -120,21 +129,6 @@ class Forwarded:
             child.wait()
             raise
         return child
-
-    def __enter__(self) -> Forwarded:
-        if threading.current_thread() is threading.main_thread():
-            for signum in StopRequest.SIGNALS:
-                self._previous[signum] = signal.signal(signum, self._handle)
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
 
 
 def stop_with_parent() -> None:
