@@ -1,13 +1,9 @@
 """The groups of `spiral train`'s keys beyond the core: one typed sub-config each, with
-its own checks (`validate`), nested in `TrainConfig` (spiral/train/train_config.py). Every
-key keeps its flat name on the command line, in config.json and in the code
-(`fsp_pool_size=5` reaches `cfg.population.fsp_pool_size`; `spiral.args` flattens the
-groups and refuses a name two groups share).
-
-`prompts`, `learning`, `regularizer`, `compute`, `evaluation` and `logging` always exist.
-The two modes exist only when on: `population: PopulationConfig | None`
-(`fsp_enabled=true`) and `actors: AsyncConfig | None` (`use_async_actor_learner=true`),
-the original's flat switches. A mode's key without its switch is refused in one line;
+its own checks (`validate`), nested in `TrainConfig` (train_config.py). Every key keeps its
+flat name on the command line, in config.json and in the code (`fsp_pool_size=5` reaches
+`cfg.population.fsp_pool_size`; `spiral.args` flattens the groups, refusing a name two
+share). The two modes exist only when on (`population`: `fsp_enabled=true`; `actors`:
+`use_async_actor_learner=true`); a mode's key without its switch is refused in one line,
 beside its switch set to false it is dropped with a note, as the original ignored it."""
 
 from __future__ import annotations
@@ -21,14 +17,8 @@ from spiral.agents.registry import known_opponents
 from spiral.algo import schedule
 from spiral.algo.names import KlReference, Rollout
 from spiral.algo.schedule import Schedule
-from spiral.args import (
-    UsageError,
-    comma_list,
-    non_negative,
-    positive,
-    unit_interval,
-    zero_or_unit_interval,
-)
+from spiral.args import UsageError, non_negative, positive, unit_interval, zero_or_unit_interval
+from spiral.args import comma_list as game_id_list
 from spiral.engines.registry import known_engine, known_sampler_engine
 from spiral.games.registry import known_game_ids
 from spiral.prompts.invalid import InvalidPolicyName
@@ -434,7 +424,7 @@ class EvalConfig:
         default=(),
         doc="eval games; empty = env_ids",
         validator=known_game_ids,
-        blueprint_cast=comma_list,
+        blueprint_cast=game_id_list,
     )
     eval_exploitability: bool = chz.field(
         default=True,
