@@ -297,6 +297,27 @@ def _sweep(seeds: list[int], out: Path, train_argv: list[str]) -> int:
     return 128 + stop.received[0]
 
 
+def _table_only(out: Path, seeds: list[int]) -> str | None:
+    """Before a table is rewritten from OUT alone: refuse an OUT that holds no run of these
+    seeds, name the seeds it lacks, and give back the command that trained the sweep (the
+    one its table records) so the rewritten table keeps it."""
+    missing = [s for s in seeds if not (out / f"seed{s}" / "metrics.jsonl").is_file()]
+    if len(missing) == len(seeds):
+        raise UsageError(
+            f"table_only=true: {out} holds no run of seeds {seeds[0]}-{seeds[-1]} (no "
+            "seedS/metrics.jsonl); pass the sweep's out=, or drop table_only=true to train them"
+        )
+    if missing:
+        _say(
+            f"spiral seeds: no run of seed(s) {missing} under {out}; their columns are empty", True
+        )
+    table = out / "seeds.md"
+    lines = table.read_text(encoding="utf-8").splitlines() if table.is_file() else []
+    recorded = lines[2].strip() if len(lines) > 2 else ""
+    trained = recorded.startswith("spiral seeds ") and "table_only=true" not in recorded
+    return recorded if trained else None
+
+
 def main(argv: Sequence[str]) -> int:
     if wants_help(argv):
         print(help_text(SeedsArgs, "seeds"))
@@ -314,6 +335,8 @@ def main(argv: Sequence[str]) -> int:
     check_writable_folder(out, "out")  # the runs' folders are checked as each starts
     for name in ("seeds.jsonl", "seeds.md", "curves.png"):
         check_writable_file(out / name)
+    if args.table_only:
+        command = _table_only(out, seeds) or command
     out.mkdir(parents=True, exist_ok=True)
     if not args.table_only:
         stopped = _sweep(seeds, out, train_argv)

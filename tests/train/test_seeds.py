@@ -103,3 +103,26 @@ def test_a_two_seed_sweep_writes_one_table(
 
 def test_seed_and_log_path_belong_to_the_sweep(tmp_path: Path) -> None:
     assert cli_main(["seeds", "seeds=0", f"out={tmp_path}", "seed=3"]) == 2
+
+
+def test_a_table_from_a_folder_without_runs_is_refused(tmp_path: Path) -> None:
+    from spiral.errors import UsageError
+    from spiral.train.seeds import main as seeds_main
+
+    with pytest.raises(UsageError, match="holds no run"):
+        seeds_main(["seeds=0-1", f"out={tmp_path / 'nope'}", "table_only=true"])
+    assert not (tmp_path / "nope").exists()
+
+
+def test_a_rewritten_table_keeps_the_command_that_trained_the_sweep(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from spiral.train.seeds import main as seeds_main
+
+    (tmp_path / "seed0").mkdir()
+    (tmp_path / "seed0" / "metrics.jsonl").write_text('{"step": 1, "train/loss": 0.5}\n')
+    trained = f"spiral seeds seeds=0-1 out={tmp_path} max_steps=3 learning_rate=1e-3"
+    (tmp_path / "seeds.md").write_text(f"# 2 seeds\n\n    {trained}\n")
+    assert seeds_main(["seeds=0-1", f"out={tmp_path}", "table_only=true"]) == 0
+    assert (tmp_path / "seeds.md").read_text().splitlines()[2].strip() == trained
+    assert "no run of seed(s) [1]" in capsys.readouterr().err
