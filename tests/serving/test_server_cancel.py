@@ -112,9 +112,15 @@ def test_sigterm_ends_the_server_promptly_mid_request(tmp_path: Path) -> None:
         + textwrap.dedent(
             f"""
             import sys
+            import signal
+
             from spiral.agents.model_agent import load_sampler, resolve_source
             from spiral.serving.server import create_app, run_server
 
+            # As a terminal's session starts it, whatever this suite was started under
+            # (`nohup` and `&` leave SIGHUP or SIGINT ignored in what they start).
+            signal.signal(signal.SIGHUP, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
             log = lambda word: print(word, flush=True)
             real = load_sampler(resolve_source({str(tiny_model_dir())!r}), device="cpu")
             run_server(create_app(Blocking(real, log), "tiny"), "127.0.0.1", {port})
@@ -208,9 +214,15 @@ def _serve_logged(tmp_path: Path, port: int) -> subprocess.Popen[bytes]:
         LOGGED_SAMPLER
         + textwrap.dedent(
             f"""
+            import signal
+
             from spiral.agents.model_agent import load_sampler, resolve_source
             from spiral.serving.server import create_app, run_server
 
+            # As a terminal's session starts it, whatever this suite was started under
+            # (`nohup` and `&` leave SIGHUP or SIGINT ignored in what they start).
+            signal.signal(signal.SIGHUP, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
             log = lambda word: print(word, flush=True)
             real = load_sampler(resolve_source({str(tiny_model_dir())!r}), device="cpu")
             try:
