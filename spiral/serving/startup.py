@@ -9,9 +9,8 @@ import socket
 from typing import Any
 
 from spiral.engines.base import Sampler, SamplingParams
+from spiral.engines.torch.finite import non_finite_parameters
 from spiral.errors import SpiralError, UsageError
-
-CHUNK = 1 << 24  # elements checked at once (a bounded temporary, whatever the tensor)
 
 
 class NonFiniteWeights(SpiralError, ValueError):
@@ -38,19 +37,8 @@ def refuse_unusable_address(host: str, port: int) -> None:
 def first_non_finite(model: Any) -> tuple[str, int, int] | None:
     """(name, non-finite count, size) of the first floating-point parameter of `model`
     that holds NaN or inf, or None (a torch module; anything else is not looked at)."""
-    import torch
-
-    if not isinstance(model, torch.nn.Module):
-        return None
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            if not param.is_floating_point():
-                continue
-            flat = param.detach().reshape(-1)
-            bad = sum(int((~torch.isfinite(part)).sum()) for part in flat.split(CHUNK))
-            if bad:
-                return name, bad, flat.numel()
-    return None
+    found = non_finite_parameters(model)
+    return found[0] if found else None
 
 
 def refuse_broken_model(sampler: Sampler, name: str) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from spiral.engines.torch.finite import non_finite_parameters
 from spiral.errors import SpiralError
 
 
@@ -38,23 +39,7 @@ def _module(learner: Any) -> Any:
 def non_finite_tensors(learner: Any) -> list[str]:
     """The names of the learner's parameters that hold NaN or inf (none for an engine
     that keeps its weights elsewhere)."""
-    model = _module(learner)
-    if model is None:
-        return []
-    import torch
-
-    named = []
-    for name, param in model.named_parameters():
-        local = param.to_local() if hasattr(param, "to_local") else param  # a sharded DTensor
-        if local.is_floating_point() and not local.is_meta and local.numel():
-            named.append((name, local.detach()))
-    if not named:
-        return []
-    home = named[0][1].device
-    sums = torch.stack([torch.sum(t, dtype=torch.float32).to(home) for _, t in named])
-    suspects = [i for i, ok in enumerate(torch.isfinite(sums).tolist()) if not ok]
-    found = [named[i][0] for i in suspects if not bool(torch.isfinite(named[i][1]).all())]
-    return [_file_name(name) for name in found]
+    return [_file_name(name) for name, _, _ in non_finite_parameters(_module(learner))]
 
 
 def _file_name(name: str) -> str:
