@@ -48,11 +48,11 @@ def test_a_game_that_is_not_zero_sum_is_refused_when_read() -> None:
     assert registry.unplayable("openspiel:tic_tac_toe") is None
 
 
-def test_a_textarena_game_that_lists_no_moves_is_refused_when_read() -> None:
+def test_a_textarena_game_that_lists_no_moves_is_played_free_form() -> None:
     pytest.importorskip("textarena")
-    problem = registry.unplayable("textarena:ConnectFour-v0")
-    assert problem is not None and "lists no legal moves" in problem
-    assert registry.unplayable("textarena:TicTacToe-v0") is None
+    assert registry.unplayable("textarena:ConnectFour-v0") is None
+    assert registry.takes_free_moves("textarena:ConnectFour-v0")
+    assert not registry.takes_free_moves("textarena:TicTacToe-v0")
 
 
 @pytest.mark.parametrize("value", [0, -1])

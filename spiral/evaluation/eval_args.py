@@ -31,7 +31,7 @@ from spiral.args import help_text as command_help
 from spiral.engines.registry import known_engine
 from spiral.evaluation.mathbench.data import math_source_problem
 from spiral.evaluation.model_policy import EXACT_EXPLOITABILITY
-from spiral.games.registry import check_playable, known_game_ids
+from spiral.games.registry import check_playable, free_form_problem, known_game_ids
 from spiral.prompts.invalid import InvalidPolicyName
 from spiral.prompts.spec import AnswerFormat, PromptStyle, TemplateName
 from spiral.types import DTypeName
@@ -213,6 +213,9 @@ def validate(a: EvalArgs) -> None:
         raise EvalError("opponents is empty; e.g. opponents=random,optimal")
     for game_id in a.env_ids:  # inherited from a run too: each one playable here
         check_playable(game_id, "env_ids")
+    problem = free_form_problem(a.env_ids, a.answer_format, a.opponents)
+    if problem:
+        raise EvalError(problem)
     for key, values in (("env_ids", a.env_ids), ("opponents", a.opponents)):
         twice = sorted({v for v in values if values.count(v) > 1})
         if twice:

@@ -18,13 +18,14 @@ docs/games.md.
 from __future__ import annotations
 
 from spiral.games.base import IllegalMoveError, ObsStyle, State, normalize_move_text
-from spiral.games.registry import chance_outcomes, ids, make, register
+from spiral.games.registry import chance_outcomes, free_form_problem, ids, make, register
 
 __all__ = [
     "IllegalMoveError",
     "ObsStyle",
     "State",
     "chance_outcomes",
+    "free_form_problem",
     "ids",
     "make",
     "normalize_move_text",

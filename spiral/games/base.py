@@ -113,6 +113,13 @@ class State(ABC):
                 return move
         return None
 
+    def move_example(self) -> Move:
+        """A well-formed move for the seat to move, shown in prompts as the pattern to
+        answer in: the first legal move, or a placeholder in a game that lists none
+        (adapters of such games give the game's own example)."""
+        legal = self.legal_actions()
+        return legal[0] if legal else "[move]"
+
     def apply_action(self, move: Move) -> None:
         if self.is_terminal():
             raise IllegalMoveError(f"{self.game_id}: the game is over; no move can be applied")

@@ -5,7 +5,9 @@ with a prefix (`openspiel:<name>`, `textarena:<env id>`) go to the adapters' `ma
 conformance suite (`tests/games/test_conformance.py`) runs over every registered id.
 `unplayable` builds a prefixed game once when a command line is parsed, so a game that
 cannot be played (unknown, one player, simultaneous moves, more than two seats) is one
-line before any model loads."""
+line before any model loads. A game that lists no moves takes free-form ones
+(`takes_free_moves`): what needs a move list (a constrained answer, the random opponent)
+is refused for it by `free_form_problem`."""
 
 from __future__ import annotations
 
@@ -115,11 +117,44 @@ def unplayable(game_id: str) -> str | None:
         return f"{game_id!r} cannot be played here: {first_line(err)}"
     except Exception as err:  # whatever the library raises: said, not a traceback
         return f"{game_id!r} cannot be set up here ({type(err).__name__}: {first_line(err)})"
-    if not state.is_terminal() and not state.legal_actions():
+    if state.is_terminal():
+        return f"{game_id!r} is over before its first move; there is nothing to play"
+    return None
+
+
+@functools.lru_cache(maxsize=256)
+def takes_free_moves(game_id: str) -> bool:
+    """True for a game that gives the seat to move no list of moves (a TextArena env that
+    prints none, e.g. `textarena:Nim-v0`): the model's answer goes to the game, which judges
+    it, as the original SPIRAL plays TextArena. Read off the first position (seed 0) of a
+    playable id; native games always list their moves."""
+    if game_id in ids() or unplayable(game_id) is not None:
+        return False
+    with quiet_native_output():
+        state = make(game_id, seed=0)
+    return not state.legal_actions()
+
+
+def free_form_problem(
+    game_ids: tuple[str, ...] | list[str], answer_format: str | None, opponents: tuple[str, ...]
+) -> str | None:
+    """Why games that take free-form moves cannot be played this way, in one line, or
+    None: a constrained answer needs a move list, and so does the `random` opponent."""
+    free = [g for g in game_ids if takes_free_moves(g)]
+    if not free:
+        return None
+    names = ", ".join(free)
+    takes, lists = ("takes", "lists") if len(free) == 1 else ("take", "list")
+    if answer_format == "constrained":
         return (
-            f"{game_id!r} lists no legal moves (it takes free-form moves, which Spiral cannot yet "
-            "check an answer against); "
-            "choose a game that lists its moves"
+            f"{names} {takes} free-form moves (the game prints no list of them), so there is no "
+            "list to constrain the answer to: use answer_format=bracket or answer_format=boxed"
+        )
+    if any(spec.partition(":")[0] == "random" for spec in opponents):
+        return (
+            f"the random opponent draws from the listed moves and {names} {lists} none (free-form "
+            "moves, judged by the game): play against checkpoint:base, checkpoint:PATH or "
+            "api:MODEL instead"
         )
     return None
 

@@ -74,12 +74,12 @@ def _without_rules(observation: str, rules: str) -> str:
 
 def build_prompt(state: State, seat: Seat, spec: PromptSpec, tokenizer: Any = None) -> str:
     """The full prompt text `seat` sees for its turn in `state` under `spec`."""
-    legal = state.legal_actions()
-    if not legal:
+    if state.is_terminal():
         raise ValueError(
-            f"{state.game_id}: no legal moves (is the game over?); build prompts only for "
-            "a seat that still has a move to make"
+            f"{state.game_id}: the game is over; build prompts only for a seat that still "
+            "has a move to make"
         )
+    legal = state.legal_actions()  # empty in a game that takes free-form moves
     observation = state.observation(seat, spec.obs_style)
     system = None
     if spec.system_rules:
@@ -89,13 +89,13 @@ def build_prompt(state: State, seat: Seat, spec: PromptSpec, tokenizer: Any = No
     brief = state.brief(seat) if spec.style == "brief" else None
     if brief is not None:
         observation, system = brief, None  # the brief line is the rules and the situation
-    if spec.style in ("focused", "brief"):
+    if spec.style in ("focused", "brief") and legal:
         situation = state.situation(seat) if brief is None else None
         instruction = focused_instruction(spec.answer_format, legal, spec.think_budget)
         if situation and situation not in observation:  # a latest view may end with it
             instruction = f"{situation}\n{instruction}"
-    else:
-        instruction = instruction_for(spec.answer_format, legal[0], spec.think_budget)
+    else:  # free-form moves have no list to focus on: the game's own example instead
+        instruction = instruction_for(spec.answer_format, state.move_example(), spec.think_budget)
     text = render(spec.template, observation, instruction, system=system, tokenizer=tokenizer)
     if spec.answer_format == "constrained" and spec.think_budget == 0:
         text += answer_marker(spec)

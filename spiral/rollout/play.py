@@ -4,7 +4,8 @@ All live games advance together. In each wave the games are grouped by the playe
 seat is to move, and each player gets ONE `take_turns` call for its whole group (for a
 model-backed player that is one batched sampler call); seat labels bound to one joint
 agent (the policy and its pool members, adapters of one model) share one call. A turn whose text did not parse
-to a legal move ends its game under the declared invalid-move policy; the state's own
+to a legal move, or whose move the game rejected when played (free-form moves are judged
+then), ends its game under the declared invalid-move policy; the state's own
 rules decide every other ending (turn limits included). Nothing here knows about
 training: the same function serves self-play, population play and evaluation.
 `play_with_draw_retry` re-plays drawn games with fresh seeds (`filter_draw`), draws
@@ -14,14 +15,14 @@ read from the outcomes.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from spiral import games
 from spiral.agents.base import Agent
-from spiral.games.base import State
+from spiral.games.base import IllegalMoveError, State
 from spiral.prompts.invalid import InvalidMovePolicy
-from spiral.types import Episode, Outcome, Turn
+from spiral.types import Episode, Outcome, ParseFailure, ParseResult, Turn
 
 _MIX = 1_000_003  # odd multiplier for deriving per-wave seeds from a base seed
 
@@ -115,13 +116,25 @@ def play_games(
             else:
                 new_turns = agent.take_turns(wave_states, wave_seed)
             for i, turn in zip(idxs, new_turns, strict=True):
+                if turn.move is not None:
+                    turn = _applied(states[i], turn)
                 turns[i].append(turn)
                 if turn.move is None:
                     episodes[i] = _finish(specs[i], states[i], turns[i], invalid, turn.seat)
-                else:
-                    states[i].apply_action(turn.move)
         wave += 1
     return [ep for ep in episodes if ep is not None]
+
+
+def _applied(state: State, turn: Turn) -> Turn:
+    """Play `turn`'s move; a move the game itself rejects (a game that takes free-form
+    moves judges them only when they are played) comes back as the turn's parse failure,
+    so it ends the game as any illegal answer does."""
+    try:
+        state.apply_action(turn.move)
+    except IllegalMoveError as err:
+        rejected = ParseFailure("not_legal", str(err).splitlines()[0] if str(err) else "")
+        return replace(turn, parse=ParseResult(move=None, failure=rejected, answer=turn.move))
+    return turn
 
 
 def _calls(

@@ -87,6 +87,23 @@ def default_run_name(cfg: TrainConfig) -> str:
     return f"{model}-{envs}-{cfg.batch_size}batch-{cfg.learning_rate.start:g}lr-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
+def _check_free_form(cfg: TrainConfig, eval_games: tuple[str, ...]) -> None:
+    """Games that take free-form moves (no move list) against what needs a list: a
+    constrained answer, and the random opponent in evaluation or in the population."""
+    played = tuple(dict.fromkeys((*cfg.env_ids, *eval_games)))
+    problem = games.free_form_problem(played, cfg.answer_format, ())
+    if problem:
+        raise ConfigError(f"answer_format: {problem}")
+    if cfg.eval_every > 0:
+        problem = games.free_form_problem(eval_games, None, cfg.evaluation.eval_opponent_names)
+        if problem:
+            raise ConfigError(f"eval_opponent_names: {problem} (or eval_every=0)")
+    fixed = cfg.population.fsp_fixed_opponents if cfg.population else ()
+    problem = games.free_form_problem(cfg.env_ids, None, fixed)
+    if problem:
+        raise ConfigError(f"fsp_fixed_opponents: {problem}")
+
+
 def build_setup(cfg: TrainConfig) -> RunSetup:
     """Validate everything that needs the registries, then build the run's pieces."""
     known = set(games.ids())
@@ -98,6 +115,7 @@ def build_setup(cfg: TrainConfig) -> RunSetup:
         problem = optimal_problem(name, eval_games)
         if problem:
             raise ConfigError(f"eval_opponent_names: {problem}")
+    _check_free_form(cfg, eval_games)
     try:
         spec = PromptSpec(
             template=cfg.template,

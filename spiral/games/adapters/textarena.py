@@ -6,9 +6,10 @@ Choices:
   LLMObservationWrapper (`[GAME] ...`, `[Player k] ...`).
 - Legal moves: TextArena has no move-list API. `legal_actions()` reads the bracketed
   tokens of the newest `Available Moves:`-style line the seat to move was told (TicTacToe,
-  ConnectFour...). Where an env prints none the game is *open*: `legal_actions()` is empty
-  and `parse_action` accepts any text holding a bracketed token, leaving the verdict to
-  the env.
+  ConnectFour...). Where an env prints none the game takes *free-form* moves (Nim-v0):
+  `legal_actions()` is empty, `parse_action` accepts any text holding a bracketed token,
+  leaving the verdict to the env, and `move_example` is the rules' own example, for the
+  prompt.
 - Invalid moves are detected explicitly, never from turn order (a repeat mover is normal
   in many games): during `env.step` the state's `set_invalid_move` is observed. An invalid
   move raises IllegalMoveError with the env's reason, and the env is restored from a
@@ -46,6 +47,7 @@ _MOVES_MARKER_RE = re.compile(
     r"(?:available|valid|legal|possible)\s+(?:moves|actions)\s*(?:are)?\s*:", re.IGNORECASE
 )
 _BRACKET_RE = re.compile(r"\[[^\[\]\n]{1,200}\]")
+_EXAMPLE_RE = re.compile(r"(?:e\.g\.|for example)[,:]?\s*['\"`]?(\[[^\[\]\n]{1,200}\])", re.I)
 
 
 def _textarena() -> Any:
@@ -91,6 +93,16 @@ class TextArenaState(State):
             return super().parse_action(text)
         stripped = text.strip()
         return stripped if _BRACKET_RE.search(stripped) else None
+
+    def move_example(self) -> Move:
+        """The move the rules give as an example (`e.g. '[0 3]'`), else the first bracketed
+        token the seat to move was told, for a game that lists no moves."""
+        legal = self._legal_actions()
+        if legal or self.is_terminal():
+            return super().move_example()
+        told = "\n".join(text for _, text in self._messages[self._current_player()])
+        example = _EXAMPLE_RE.search(told) or _BRACKET_RE.search(told)
+        return example.group(example.lastindex or 0) if example else super().move_example()
 
     def _apply(self, move: Move) -> None:
         snapshot = (copy.deepcopy(self._env), self._env_random_state)
