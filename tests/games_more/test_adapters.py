@@ -85,6 +85,19 @@ def test_openspiel_kuhn_hides_the_other_card() -> None:
     assert a.observation(1) != b.observation(1)  # seat 1's own card differs
 
 
+@pytest.mark.parametrize("name", ["phantom_ttt", "dark_hex"])
+def test_openspiel_hidden_moves_stay_hidden(name: str) -> None:
+    """In a game whose moves are hidden, the seat that did not move is never told them:
+    every move seat 0 could make leaves seat 1's observation (both styles) the same."""
+    seen = set()
+    for move in make(f"openspiel:{name}", seed=0).legal_actions():
+        state = make(f"openspiel:{name}", seed=0)
+        state.apply_action(move)
+        seen.add(tuple(state.observation(1, style) for style in ("history", "latest")))
+        assert move in state.observation(0, "history")  # the mover is told its own move
+    assert len(seen) == 1
+
+
 def test_openspiel_moves_illegal_moves_and_observation() -> None:
     state = make("openspiel:tic_tac_toe", seed=0)
     assert state.legal_actions()[4] == "[x(1,1)]"

@@ -6,7 +6,9 @@ Choices:
   its action id appended (`[<text> #<id>]`) so canonical strings stay unique per state.
 - Chance nodes are resolved inside the state, at once, by sampling `chance_outcomes()`
   with `self.rng`, so the same seed deals the same cards; chance outcomes are never told.
-- What a seat is told after every move: the move (as `[Player k] [move]`), then its own
+- What a seat is told after every move: the move (as `[Player k] [move]`; in an
+  imperfect-information game only the mover is told it, since moves may be hidden, as in
+  phantom_ttt or dark_hex, and the other seat's view says what it may know), then its own
   view: the information-state string where the game provides one, else the observation
   string (always the observation string, e.g. the board, in perfect-information games),
   and for the seat to move an `Available Moves:` line. Default style is "latest":
@@ -79,7 +81,10 @@ class OpenSpielState(State):
         action = self._action_map()[move]
         self._ps.apply_action(action)
         self._resolve_chance()
-        self._broadcast(move, sender=f"Player {seat}")
+        if self._perfect_info:
+            self._broadcast(move, sender=f"Player {seat}")
+        else:  # a move may be hidden (phantom_ttt, dark_hex): the other seat's view says
+            self._tell(seat, move, sender=f"Player {seat}")  # what it may know of it
         self._tell_views()
 
     def _game_over(self) -> bool:
