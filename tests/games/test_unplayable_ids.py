@@ -1,5 +1,5 @@
 """A game id that cannot be played (an unknown OpenSpiel or TextArena name, one-player,
-simultaneous-move or three-player games) is refused in one line when the command line is
+general-sum or three-player games) is refused in one line when the command line is
 read, before any model loads; any string given as a game id is either a playable game
 or such a refusal."""
 
@@ -24,7 +24,7 @@ UNPLAYABLE = {
     "unknown OpenSpiel name": ("openspiel:no_such_game", "names no OpenSpiel game"),
     "unicode in the name": ("openspiel:tic_tac_töe", "did you mean tic_tac_toe"),
     "one player": ("openspiel:catch", "has 1 player;"),
-    "simultaneous moves": ("openspiel:goofspiel", "simultaneous-move"),
+    "not zero-sum": ("openspiel:first_sealed_auction", "not zero-sum"),
     "three players": ("openspiel:kuhn_poker(players=3)", "has 3 players"),
     "unknown TextArena id": ("textarena:NoSuchGame-v0", "names no TextArena env"),
     "TextArena, five players or more": ("textarena:SecretMafia-v0", "two players"),
@@ -56,7 +56,7 @@ def test_an_unplayable_game_stops_eval_before_the_model_loads(
     assert said in err and "env_ids" in err
 
 
-@pytest.mark.parametrize("case", ["one player", "simultaneous moves", "unknown TextArena id"])
+@pytest.mark.parametrize("case", ["one player", "not zero-sum", "unknown TextArena id"])
 def test_an_unplayable_game_stops_training_before_the_model_loads(
     tiny_llama: Path,
     tmp_path: Path,

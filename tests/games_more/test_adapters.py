@@ -85,7 +85,7 @@ def test_openspiel_kuhn_hides_the_other_card() -> None:
     assert a.observation(1) != b.observation(1)  # seat 1's own card differs
 
 
-@pytest.mark.parametrize("name", ["phantom_ttt", "dark_hex"])
+@pytest.mark.parametrize("name", ["phantom_ttt", "dark_hex", "matrix_rps", "goofspiel"])
 def test_openspiel_hidden_moves_stay_hidden(name: str) -> None:
     """In a game whose moves are hidden, the seat that did not move is never told them:
     every move seat 0 could make leaves seat 1's observation (both styles) the same."""
@@ -125,8 +125,10 @@ def test_openspiel_params_max_turns_and_refusals() -> None:
     truncated = make("openspiel:tic_tac_toe", seed=0, max_turns=2)
     _play(truncated, 0)
     assert truncated.truncated() and truncated.returns() == (0.0, 0.0)
-    with pytest.raises(ValueError, match="simultaneous"):
-        make("openspiel:matrix_rps")
+    rps = make("openspiel:matrix_rps", seed=0)  # simultaneous moves, taken in turn
+    assert "simultaneous moves taken here in turn" in rps.observation(0)
+    _play(rps, 0)
+    assert rps.is_terminal() and sum(rps.returns()) == 0
     with pytest.raises(ValueError, match="3 players"):
         make("openspiel:kuhn_poker", players=3)
 

@@ -2,7 +2,8 @@
 
 Choices:
 - A move is `[<action_to_string>]` for the seat to move, e.g. `[x(1,1)]` in tic_tac_toe or
-  `[Bet]` in kuhn_poker. Should two legal actions print the same, every colliding move gets
+  `[Bet]` in kuhn_poker (brackets inside the text become parentheses). Should two legal
+  actions print the same, every colliding move gets
   its action id appended (`[<text> #<id>]`) so canonical strings stay unique per state.
 - Chance nodes are resolved inside the state, at once, by sampling `chance_outcomes()`
   with `self.rng`, so the same seed deals the same cards; chance outcomes are never told.
@@ -17,7 +18,11 @@ Choices:
   information games (coarse but exact: the observation is a function of it) and () for
   perfect-information games.
 - Returns are OpenSpiel's own (e.g. +-2 after a called bet in Kuhn poker), not clipped to
-  +-1: they are the game's payoffs. Simultaneous-move and n != 2 player games are refused.
+  +-1: they are the game's payoffs. Games for other than two players are refused.
+- A simultaneous-move game (goofspiel, matrix games) is played through OpenSpiel's
+  turn-based wrapper: the seats move one after the other, and neither view shows the
+  other's move until both are in (moves of imperfect-information games are not broadcast).
+- Parameters ride in the id with OpenSpiel's own syntax: `openspiel:liars_dice(numdice=2)`.
 - pyspiel is imported lazily, so this module loads without OpenSpiel installed and only
   `make` fails, with the install command.
 """
@@ -35,6 +40,7 @@ from spiral.games.base import State
 from spiral.types import Move, Seat
 
 INSTALL_HINT = "pip install 'spiral-selfplay[openspiel]'"
+TURN_BASED = "turn_based_simultaneous_game"
 
 
 def _pyspiel() -> Any:
@@ -118,7 +124,11 @@ class OpenSpielState(State):
         """Canonical move string -> OpenSpiel action id, for the seat to move."""
         player = self._ps.current_player()
         actions = list(self._ps.legal_actions())
-        texts = [self._ps.action_to_string(player, a) for a in actions]
+        # Brackets inside an action's text ("[P0]Bid: 1") would nest in the move's own.
+        texts = [
+            self._ps.action_to_string(player, a).replace("[", "(").replace("]", ")")
+            for a in actions
+        ]
         clashes = {t for t in texts if texts.count(t) > 1}
         return {
             (f"[{t} #{a}]" if t in clashes else f"[{t}]"): a
@@ -151,10 +161,17 @@ class OpenSpielState(State):
             self._tell(seat, text)
 
     def _rules(self, seat: Seat, game_type: Any) -> str:
+        title = f"{game_type.long_name} (OpenSpiel '{game_type.short_name}')"
+        if game_type.short_name == TURN_BASED:
+            inner = str(self._game).partition("game=")[2].partition("(")[0]
+            title = (
+                f"OpenSpiel's '{inner}', a game of simultaneous moves taken here in turn: "
+                "neither player sees the other's move before both have moved"
+            )
         return (
-            f"You are Player {seat} in the two-player game {game_type.long_name} "
-            f"(OpenSpiel '{game_type.short_name}').\nOn your turn, answer with exactly one of the Available Moves, "
-            "written as listed, e.g. '[move]'. You only see your own view of the game."
+            f"You are Player {seat} in the two-player game {title}.\nOn your turn, answer with "
+            "exactly one of the Available Moves, written as listed, e.g. '[move]'. You only "
+            "see your own view of the game."
         )
 
 
@@ -196,10 +213,9 @@ def make(name: str, seed: int = 0, max_turns: int | None = None, **params: Any) 
             "(pass e.g. openspiel:NAME(players=2) if the game takes it)"
         )
     if game_type.dynamics != pyspiel.GameType.Dynamics.SEQUENTIAL:
-        raise UsageError(
-            f"{_label(name)} is a simultaneous-move game; only turn-based games are "
-            "supported (OpenSpiel's turn_based_simultaneous_game wrapper converts one)"
-        )
+        # Simultaneous moves taken in turn: each seat's view hides a move not yet revealed.
+        game = pyspiel.load_game_as_turn_based(game.get_type().short_name, game.get_parameters())
+        game_type = game.get_type()
     utility = game_type.utility
     if utility not in (pyspiel.GameType.Utility.ZERO_SUM, pyspiel.GameType.Utility.CONSTANT_SUM):
         raise UsageError(

@@ -33,6 +33,7 @@ import difflib
 import importlib
 import random
 import re
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -172,11 +173,40 @@ def make(name: str, seed: int = 0, max_turns: int | None = None, **params: Any) 
         close = difflib.get_close_matches(name, list(registry), n=3)
         hint = f"did you mean {', '.join(close)}?" if close else "see textarena's env registry"
         raise UnknownGameError(f"{repr(f'textarena:{name}')} names no TextArena env ({hint})")
-    env = ta.make(env_id, **params)
     try:
+        env = ta.make(env_id, **params)
         return TextArenaState(env, name, seed=seed, max_turns=max_turns)
     except AssertionError as err:  # TextArena asserts its player count in reset()
         raise UsageError(
             f"{repr(f'textarena:{name}')} cannot be played by two players ({first_line(err)}); "
             "Spiral plays two-player envs"
         ) from err
+    except (LookupError, SyntaxError, OSError, ImportError, ValueError) as err:
+        need = _setup_need(err, ta)
+        if need is None:
+            raise
+        raise UsageError(
+            f"{repr(f'textarena:{name}')} cannot be set up here ({type(err).__name__}: "
+            f"{first_line(err)}); {need}"
+        ) from err
+
+
+def _setup_need(err: BaseException, ta: Any) -> str | None:
+    """What a TextArena env that fails while it is built would need, in words, for the
+    failures seen across its registry; None for anything else."""
+    version = getattr(ta, "__version__", "?")
+    said = str(err)
+    if isinstance(err, LookupError) and "Resource" in said:  # NLTK data, fetched on first use
+        resource = re.search(r"Resource\W+(\w+)", said)
+        name = resource.group(1) if resource else "the named resource"
+        return f"it needs NLTK's {name!r} data: with network, python -m nltk.downloader {name}"
+    if "API key" in said or "API_KEY" in said:
+        return "it plays against a hosted model and needs that service's API key in the environment"
+    if isinstance(err, SyntaxError):
+        return (
+            f"textarena {version}'s code for this env needs a newer Python than "
+            f"{sys.version_info.major}.{sys.version_info.minor}"
+        )
+    if isinstance(err, (OSError, ImportError)) and "textarena" in said:
+        return f"the textarena {version} package lacks this env's files (a packaging gap)"
+    return None
