@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from spiral import games
+from spiral.errors import UsageError
 from spiral.games.base import State
 from spiral.prompts.spec import ANSWER_FORMATS, PromptSpec, TemplateName, answer_marker
 from spiral.prompts.templates import focused_instruction, instruction_for, render
@@ -161,8 +162,12 @@ def constraint_for(state: State, spec: PromptSpec, tokenizer: Any) -> AnswerCons
     if spec.answer_format != "constrained":
         return None
     legal = state.legal_actions()
-    if not legal:
-        raise ValueError(f"{state.game_id}: no legal moves to constrain the answer to")
+    if not legal:  # a UsageError is also the ValueError it was: one line, not a traceback
+        raise UsageError(
+            f"{state.game_id} lists no moves at this position (its moves are free-form here, "
+            f"after {len(state.move_history)} moves), so answer_format=constrained has nothing "
+            "to constrain the answer to: use answer_format=bracket or boxed for this game"
+        )
     marker_text = answer_marker(spec)
     raw = [_ids_after(marker_text, " " + move, tokenizer) for move in legal]
     choices = prefix_free(raw, tokenizer.eos_token_id, legal)

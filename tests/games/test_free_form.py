@@ -133,3 +133,40 @@ def test_a_free_form_game_is_still_a_game_with_a_random_opponent_elsewhere() -> 
     assert make_agent("random", seed=0).act(registry.make("textarena:TicTacToe-v0")) in {
         f"[{k}]" for k in range(9)
     }
+
+
+def test_a_constrained_answer_where_no_moves_are_listed_is_one_line() -> None:
+    from spiral.errors import UsageError
+    from spiral.prompts.render import constraint_for
+
+    spec = PromptSpec(template="plain", answer_format="constrained")
+    with pytest.raises(UsageError, match="answer_format=bracket") as refused:
+        constraint_for(registry.make(NIM, seed=0), spec, tokenizer=None)
+    assert "\n" not in str(refused.value)
+
+
+def test_a_listed_pattern_is_not_a_move() -> None:
+    """IndianPoker lists '[bet X]': a pattern, so its moves are free-form and the env
+    judges '[bet 3]'."""
+    state = registry.make("textarena:IndianPoker-v0", seed=0)
+    assert state.legal_actions() == [] and registry.takes_free_moves("textarena:IndianPoker-v0")
+    state.apply_action("[bet 1]")
+    assert state.move_history[-1][1] == "[bet 1]"
+
+
+def test_an_env_that_breaks_in_its_own_step_is_one_line_and_changes_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from spiral.games.adapters import LibraryFailure
+
+    state = registry.make("textarena:TicTacToe-v0", seed=0)
+    before = state.observation(0)
+
+    def broken(move: str) -> None:
+        raise TypeError("'NoneType' object is not subscriptable")
+
+    monkeypatch.setattr(state._env, "step", broken)  # noqa: SLF001
+    with pytest.raises(LibraryFailure, match="failed inside its own step on '\\[4\\]'") as broke:
+        state.apply_action("[4]")
+    assert "\n" not in str(broke.value) and "TypeError" in str(broke.value)
+    assert state.move_history == [] and state.observation(0) == before

@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Iterator
 
-from spiral.errors import UsageError
+from spiral.errors import SpiralError, UsageError
 
 
 class UnknownGameError(UsageError, KeyError):
@@ -15,6 +15,11 @@ class UnknownGameError(UsageError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0]) if self.args else ""
+
+
+class LibraryFailure(SpiralError, RuntimeError):
+    """A game library failed inside its own code while playing a move (a bug of that
+    library, not a bad answer): said in one line, with the game and the move."""
 
 
 @contextlib.contextmanager

@@ -6,7 +6,8 @@ Choices:
   LLMObservationWrapper (`[GAME] ...`, `[Player k] ...`).
 - Legal moves: TextArena has no move-list API. `legal_actions()` reads the bracketed
   tokens of the newest `Available Moves:`-style line the seat to move was told (TicTacToe,
-  ConnectFour...). Where an env prints none the game takes *free-form* moves (Nim-v0):
+  ConnectFour...). Where an env prints none, or a list holding a pattern rather than moves
+  (`[bet X]` in IndianPoker), the game takes *free-form* moves (Nim-v0):
   `legal_actions()` is empty, `parse_action` accepts any text holding a bracketed token,
   leaving the verdict to the env, and `move_example` is the rules' own example, for the
   prompt.
@@ -39,7 +40,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from spiral.errors import UsageError
-from spiral.games.adapters import UnknownGameError, first_line
+from spiral.games.adapters import LibraryFailure, UnknownGameError, first_line
 from spiral.games.base import IllegalMoveError, State
 from spiral.types import Move, Seat
 
@@ -48,6 +49,8 @@ _MOVES_MARKER_RE = re.compile(
     r"(?:available|valid|legal|possible)\s+(?:moves|actions)\s*(?:are)?\s*:", re.IGNORECASE
 )
 _BRACKET_RE = re.compile(r"\[[^\[\]\n]{1,200}\]")
+# A listed token that is a pattern: "[bet X]", "[raise <amount>]", "[give N wood]".
+_PLACEHOLDER_RE = re.compile(r"\[\S.*\s(?:[A-Z]|<[^<>]*>|amount|quantity|number)(?:\s.*)?\]")
 _EXAMPLE_RE = re.compile(r"(?:e\.g\.|for example)[,:]?\s*['\"`]?(\[[^\[\]\n]{1,200}\])", re.I)
 
 
@@ -84,6 +87,8 @@ class TextArenaState(State):
             found = _MOVES_MARKER_RE.search(text)
             if found:
                 tokens = _BRACKET_RE.findall(text[found.end() :])
+                if any(_PLACEHOLDER_RE.search(t) for t in tokens):
+                    return []  # "[bet X]" is a pattern, not a move: the env judges answers
                 return list(dict.fromkeys(tokens))  # unique, in the order shown
         return []
 
@@ -107,10 +112,16 @@ class TextArenaState(State):
 
     def _apply(self, move: Move) -> None:
         snapshot = (copy.deepcopy(self._env), self._env_random_state)
-        reasons = self._step_watching_invalid(move)
-        if reasons:
+        broke: LibraryFailure | None = None
+        try:
+            reasons = self._step_watching_invalid(move)
+        except LibraryFailure as err:
+            broke, reasons = err, []
+        if reasons or broke:  # rejected, or the env broke: the state is as before the move
             self._env, self._env_random_state = snapshot
             self.move_history.pop()  # the base class recorded the move before applying it
+            if broke:
+                raise broke
             raise IllegalMoveError(f"{self.game_id}: the env rejected {move!r}: {reasons[0]}")
         self._drain_messages()
 
@@ -149,6 +160,12 @@ class TextArenaState(State):
         try:
             with self._env_random():
                 self._env.step(move)
+        except Exception as err:  # the env's own code broke: not the answer's fault
+            raise LibraryFailure(
+                f"{self.game_id}: TextArena's env failed inside its own step on {move!r} "
+                f"({type(err).__name__}: {first_line(err)}) after {len(self.move_history) - 1} "
+                "moves; the game cannot go on"
+            ) from err
         finally:
             del state.set_invalid_move  # back to the class's method
         return reasons
