@@ -16,7 +16,8 @@ count):
   32,768 tokens, as the models people train have, since long games' histories grow) against `random`
   (against itself for free-form games), one game a seat, and one `spiral train` step,
   both in this process through `spiral.cli.main`, each with its exit status.
-An id that passes all of them "plays" (or plays with a remark: its list of moves is a menu
+`spiral eval` plays with `max_turns=40` and the train step with `max_turns=20`, so that a
+long game costs seconds. An id that passes all of them "plays" (or plays with a remark: its list of moves is a menu
 the game then narrows, or random play needs a turn limit to end); an id whose library
 raises inside its own code is marked so; "fails" is left for Spiral's own failures.
 Each id runs under a time limit (`--limit`, seconds). Takes about 15 minutes on 2 cores.
@@ -165,7 +166,7 @@ def model_runs(game_id: str, free: bool, tiny: Path, work: Path) -> str | None:
     opponent = f"checkpoint:{tiny}" if free else "random"
     code, said = through_cli(
         ["eval", f"checkpoint={tiny}", f"env_ids={game_id}", f"opponents={opponent}",
-         "games=1", "max_tokens=8", fmt, f"out={work / 'eval'}"]  # fmt: skip
+         "games=1", "max_tokens=8", "max_turns=40", fmt, f"out={work / 'eval'}"]  # fmt: skip
     )
     if code != 0:
         return f"spiral eval exit {code}: {said}"

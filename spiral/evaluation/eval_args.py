@@ -103,6 +103,12 @@ class EvalArgs:
         doc="max new tokens per move (None: the run's max_tokens)",
         validator=positive_or_unset,
     )
+    max_turns: int | None = chz.field(
+        default=None,
+        doc="turn limit per game, both seats' moves, a game reaching it a draw; 0 = none "
+        "(None: the run's max_turns)",
+        validator=non_negative_or_unset,
+    )
     template: TemplateName | None = chz.field(
         default=None, doc="prompt template (None: the run's template)"
     )

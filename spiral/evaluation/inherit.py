@@ -49,7 +49,7 @@ AGENT_KEYS: dict[str, str | None] = {
     "max_tokens": "max_tokens",
     "top_p": None,
     "stop": None,
-    "max_turns": None,
+    "max_turns": "max_turns",
     "dtype": "dtype",
     "invalid_move_policy": "invalid_policy",
 }

@@ -128,7 +128,7 @@ def _play(
     """Every (game, opponent, seat) matchup: MatchResults and their JSON rows."""
     source = _source(candidate)
     config = source.config if source else {}
-    max_turns = int(config.get("max_turns", 0) or 0)
+    max_turns = a.max_turns if a.max_turns is not None else int(config.get("max_turns", 0) or 0)
     games = a.games_per_seat
     results: list[MatchResult] = []
     rows: list[dict[str, Any]] = []

@@ -139,3 +139,12 @@ def test_what_the_run_asked_for_gives_way_where_it_cannot_run(
     assert league.args.env_ids == (KUHN,) and league.args.games == 3
     assert league.args.opponents == ("random",) and not league.args.exploitability
     assert not any(t.startswith(("opponents=", "exploitability=")) for t in league.taken)
+
+
+def test_a_turn_limit_given_to_eval_ends_every_game_there(tmp_path: Path) -> None:
+    out = tmp_path / "limit.json"
+    argv = ["eval", f"checkpoint={tiny_model_dir()}", "env_ids=TicTacToe-v0", "games=2"]
+    argv += ["answer_format=constrained", "max_tokens=4", "max_turns=2", f"out={out}"]
+    assert cli_main(argv) == 0
+    rows = json.loads(out.read_text())["results"]
+    assert [(r["mean_game_length"], r["draws"]) for r in rows] == [(2.0, 2), (2.0, 2)]
