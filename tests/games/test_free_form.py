@@ -170,3 +170,17 @@ def test_an_env_that_breaks_in_its_own_step_is_one_line_and_changes_nothing(
         state.apply_action("[4]")
     assert "\n" not in str(broke.value) and "TypeError" in str(broke.value)
     assert state.move_history == [] and state.observation(0) == before
+
+
+def test_a_list_the_env_rejects_throughout_is_not_the_moves() -> None:
+    """TwoDollar lists '[Propose]', '[Accept]', '[Reject]', but a proposal's amount follows
+    the bracket and there is nothing to accept yet: tried on copies, every listed move is
+    rejected, so the position is free-form and the env judges the whole answer."""
+    game = "textarena:TwoDollar-v0"
+    state = registry.make(game, seed=0)
+    assert state.legal_actions() == [] and registry.takes_free_moves(game)
+    assert state.move_history == []  # the trials left the game as it was
+    state.apply_action("I think this is fair. [Propose] $1.20")
+    assert len(state.move_history) == 1 and "1.20" in state.observation(1)
+    ttt = registry.make("textarena:TicTacToe-v0", seed=0)
+    assert len(ttt.legal_actions()) == 9  # a list the env takes stays the list

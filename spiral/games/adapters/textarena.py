@@ -7,7 +7,9 @@ Choices:
 - Legal moves: TextArena has no move-list API. `legal_actions()` reads the bracketed
   tokens of the newest `Available Moves:`-style line the seat to move was told (TicTacToe,
   ConnectFour...). Where an env prints none, or a list holding a pattern rather than moves
-  (`[bet X]` in IndianPoker), the game takes *free-form* moves (Nim-v0):
+  (`[bet X]` in IndianPoker), or one whose first `TRIALS` moves the env rejects when tried
+  on copies of it (TwoDollar's `[Propose]`, whose amount follows the bracket), the game
+  takes *free-form* moves there (Nim-v0):
   `legal_actions()` is empty, `parse_action` accepts any text holding a bracketed token,
   leaving the verdict to the env, and `move_example` is the rules' own example, for the
   prompt.
@@ -49,6 +51,7 @@ _MOVES_MARKER_RE = re.compile(
     r"(?:available|valid|legal|possible)\s+(?:moves|actions)\s*(?:are)?\s*:", re.IGNORECASE
 )
 _BRACKET_RE = re.compile(r"\[[^\[\]\n]{1,200}\]")
+TRIALS = 3  # listed moves tried on copies before a list is judged not to be the moves
 # A listed token that is a pattern: "[bet X]", "[raise <amount>]", "[give N wood]".
 _PLACEHOLDER_RE = re.compile(r"\[\S.*\s(?:[A-Z]|<[^<>]*>|amount|quantity|number)(?:\s.*)?\]")
 _EXAMPLE_RE = re.compile(r"(?:e\.g\.|for example)[,:]?\s*['\"`]?(\[[^\[\]\n]{1,200}\])", re.I)
@@ -72,6 +75,8 @@ class TextArenaState(State):
         super().__init__(seed=seed, max_turns=max_turns)
         self.game_id = f"textarena:{name}"
         self._env = env
+        self._listed: list[Move] = []
+        self._listed_at = -1  # the position (moves played) `_listed` was read at
         # The global-`random` state the env sees; seeded like TextArena's own reset does.
         self._env_random_state = random.Random(seed).getstate()
         with self._env_random():
@@ -83,14 +88,35 @@ class TextArenaState(State):
         return int(self._env.state.current_player_id)
 
     def _legal_actions(self) -> list[Move]:
+        position = len(self.move_history)
+        if self._listed_at != position:  # read once per position: a trial step is costly
+            self._listed, self._listed_at = self._read_list(), position
+        return list(self._listed)
+
+    def _read_list(self) -> list[Move]:
         for _, text in reversed(self._messages[self._current_player()]):
             found = _MOVES_MARKER_RE.search(text)
             if found:
                 tokens = _BRACKET_RE.findall(text[found.end() :])
                 if any(_PLACEHOLDER_RE.search(t) for t in tokens):
                     return []  # "[bet X]" is a pattern, not a move: the env judges answers
-                return list(dict.fromkeys(tokens))  # unique, in the order shown
+                moves = list(dict.fromkeys(tokens))  # unique, in the order shown
+                return moves if self._takes_one(moves) else []
         return []
+
+    def _takes_one(self, moves: list[Move]) -> bool:
+        """Whether the env accepts one of the first `TRIALS` listed moves, each tried on a
+        copy: a list it rejects throughout is not this position's moves (another seat's
+        list, or verbs whose arguments follow outside the brackets: `[Propose] $1.20`)."""
+        for move in moves[:TRIALS]:
+            trial = copy.copy(self)
+            trial._env = copy.deepcopy(self._env)
+            try:
+                if not trial._step_watching_invalid(move):
+                    return True
+            except LibraryFailure:
+                return True  # the env's own failure: said when the move is really played
+        return False
 
     def parse_action(self, text: str) -> Move | None:
         if self.is_terminal():
