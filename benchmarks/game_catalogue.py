@@ -94,8 +94,9 @@ def two_player_ids() -> list[str]:
 
 
 def cause(line: str) -> str:
+    said = re.sub(r"^'[^']*' ", "", line)  # what is said of the id, not the id itself
     for pattern, name in CAUSES:
-        if re.search(pattern, line):
+        if re.search(pattern, said):
             return name
     return "other"
 
