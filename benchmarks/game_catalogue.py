@@ -43,6 +43,7 @@ from typing import Any
 
 from spiral.cli import main as cli_main
 from spiral.games import registry
+
 try:
     from spiral.games.adapters import LibraryFailure
 except ImportError:  # an older checkout, read with --read-only
@@ -130,9 +131,11 @@ def random_games(game_id: str) -> tuple[list[dict[str, Any]], str, str]:
                     state.apply_action(move)
                     break
                 except IllegalMoveError as err:
-                    rejected = rejected or f"it lists moves it then rejects, e.g. {move!r}: " + str(
-                        err
-                    ).partition(": ")[2].partition(": ")[2][:120]
+                    rejected = (
+                        rejected
+                        or f"it lists moves it then rejects, e.g. {move!r}: "
+                        + str(err).partition(": ")[2].partition(": ")[2][:120]
+                    )
             else:
                 return played, "fails", f"every listed move was rejected after {moves} moves"
             moves += 1
@@ -141,7 +144,11 @@ def random_games(game_id: str) -> tuple[list[dict[str, Any]], str, str]:
         if exact and state.is_terminal() and abs(sum(returns)) > 1e-9:
             return played, "fails", f"returns {returns} are not zero-sum"
     if any(g["moves"] >= MOVE_CAP for g in played):
-        return played, NEEDS_LIMIT, f"random play did not end within {MOVE_CAP} moves: give max_turns"
+        return (
+            played,
+            NEEDS_LIMIT,
+            f"random play did not end within {MOVE_CAP} moves: give max_turns",
+        )
     return played, (MENU if rejected else PLAYS), rejected
 
 
@@ -166,15 +173,34 @@ def model_runs(game_id: str, free: bool, tiny: Path, work: Path) -> str | None:
     fmt = "answer_format=bracket" if free else "answer_format=constrained"
     opponent = f"checkpoint:{tiny}" if free else "random"
     code, said = through_cli(
-        ["eval", f"checkpoint={tiny}", f"env_ids={game_id}", f"opponents={opponent}",
-         "games=1", "max_tokens=8", "max_turns=40", fmt, f"out={work / 'eval'}"]  # fmt: skip
+        [
+            "eval",
+            f"checkpoint={tiny}",
+            f"env_ids={game_id}",
+            f"opponents={opponent}",
+            "games=1",
+            "max_tokens=8",
+            "max_turns=40",
+            fmt,
+            f"out={work / 'eval'}",
+        ]  # fmt: skip
     )
     if code != 0:
         return f"spiral eval exit {code}: {said}"
     code, said = through_cli(
-        ["train", f"env_ids={game_id}", f"model_name={tiny}", "max_steps=1", "batch_size=2",
-         "max_tokens=8", "lora_rank=4", "eval_every=0", "max_turns=20", fmt,
-         f"log_path={work / 'train'}"]  # fmt: skip
+        [
+            "train",
+            f"env_ids={game_id}",
+            f"model_name={tiny}",
+            "max_steps=1",
+            "batch_size=2",
+            "max_tokens=8",
+            "lora_rank=4",
+            "eval_every=0",
+            "max_turns=20",
+            fmt,
+            f"log_path={work / 'train'}",
+        ]  # fmt: skip
     )
     return f"spiral train exit {code}: {said}" if code != 0 else None
 
@@ -257,7 +283,9 @@ def render(record: dict[str, Any]) -> str:
         "|---|" + "---|" * len(libs),
     ]
     for state in states:
-        counts = [sum(1 for r in rows if r["state"] == state and library(r["id"]) == lib) for lib in libs]
+        counts = [
+            sum(1 for r in rows if r["state"] == state and library(r["id"]) == lib) for lib in libs
+        ]
         out.append(f"| {state} | " + " | ".join(str(c) for c in counts) + " |")
     totals = [sum(1 for r in rows if library(r["id"]) == lib) for lib in libs]
     out += ["| all | " + " | ".join(str(t) for t in totals) + " |", ""]

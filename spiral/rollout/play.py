@@ -116,8 +116,7 @@ def play_games(
             else:
                 new_turns = agent.take_turns(wave_states, wave_seed)
             for i, turn in zip(idxs, new_turns, strict=True):
-                if turn.move is not None:
-                    turn = _applied(states[i], turn)
+                turn = _applied(states[i], turn)
                 turns[i].append(turn)
                 if turn.move is None:
                     episodes[i] = _finish(specs[i], states[i], turns[i], invalid, turn.seat)
@@ -129,11 +128,14 @@ def _applied(state: State, turn: Turn) -> Turn:
     """Play `turn`'s move; a move the game itself rejects (a game that takes free-form
     moves judges them only when they are played) comes back as the turn's parse failure,
     so it ends the game as any illegal answer does."""
+    move = turn.move
+    if move is None:
+        return turn
     try:
-        state.apply_action(turn.move)
+        state.apply_action(move)
     except IllegalMoveError as err:
         rejected = ParseFailure("not_legal", str(err).splitlines()[0] if str(err) else "")
-        return replace(turn, parse=ParseResult(move=None, failure=rejected, answer=turn.move))
+        return replace(turn, parse=ParseResult(move=None, failure=rejected, answer=move))
     return turn
 
 

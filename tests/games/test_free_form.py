@@ -128,7 +128,9 @@ def test_spiral_train_refuses_the_random_evaluator_before_loading() -> None:
 
 def test_a_free_form_game_is_still_a_game_with_a_random_opponent_elsewhere() -> None:
     # The refusal is about the free-form game only: listed-move games keep `random`.
-    args = parse_eval_args(["checkpoint=base", "env_ids=textarena:TicTacToe-v0", "opponents=random"])
+    args = parse_eval_args(
+        ["checkpoint=base", "env_ids=textarena:TicTacToe-v0", "opponents=random"]
+    )
     validate(args)
     assert make_agent("random", seed=0).act(registry.make("textarena:TicTacToe-v0")) in {
         f"[{k}]" for k in range(9)
