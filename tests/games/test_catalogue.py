@@ -24,7 +24,9 @@ GAMES_MD = ROOT / "docs/games.md"
 
 
 def _catalogue_module() -> Any:
-    spec = importlib.util.spec_from_file_location("game_catalogue", ROOT / "benchmarks/game_catalogue.py")
+    spec = importlib.util.spec_from_file_location(
+        "game_catalogue", ROOT / "benchmarks/game_catalogue.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
