@@ -77,6 +77,8 @@ def test_the_before_record_is_the_same_catalogue() -> None:
 
 
 def _same_versions() -> bool:
+    if not RECORD.exists():
+        return False
     stored = _record()["versions"]
     try:
         here = {"textarena": version("textarena"), "open_spiel": version("open-spiel")}
