@@ -160,7 +160,7 @@ def through_cli(argv: list[str]) -> tuple[int, str]:
             code = cli_main(argv)
         except SystemExit as stop:
             code = stop.code if isinstance(stop.code, int) else 1
-        except Exception as crash:  # a traceback is a failure the table must show
+        except Exception as crash:  # a traceback: a failure, recorded as one
             return 1, f"traceback: {type(crash).__name__}: {str(crash).splitlines()[0][:200]}"
     lines = [line for line in err.getvalue().splitlines() if line.strip()]
     return code, (lines[-1][:300] if lines else "")
