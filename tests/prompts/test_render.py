@@ -85,7 +85,7 @@ def test_chat_template_prompt(grid: State, tokenizer: Any) -> None:
 def test_build_prompt_refuses_a_finished_game(make_menu: Any) -> None:
     state = make_menu(["[a]"])
     state.apply_action("[a]")
-    with pytest.raises(ValueError, match="no legal moves"):
+    with pytest.raises(ValueError, match="the game is over"):
         build_prompt(state, 0, PromptSpec(template="plain"))
 
 
