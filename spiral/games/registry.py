@@ -4,8 +4,8 @@ Native games are the modules of `_NATIVE_MODULES`, each calling `register` on im
 with a prefix (`openspiel:<name>`, `textarena:<env id>`) go to the adapters' `make`. The
 conformance suite (`tests/games/test_conformance.py`) runs over every registered id.
 `unplayable` builds a prefixed game once when a command line is parsed, so a game that
-cannot be played (unknown, one player, simultaneous moves, more than two seats) is one
-line before any model loads. A game that lists no moves takes free-form ones
+cannot be played (unknown, one player, more than two seats, general-sum) is one line
+before any model loads. A game that lists no moves takes free-form ones
 (`takes_free_moves`): what needs a move list (a constrained answer, the random opponent)
 is refused for it by `free_form_problem`."""
 
@@ -96,8 +96,8 @@ def chance_outcomes(game_id: str) -> tuple[dict[str, object], ...] | None:
 @functools.lru_cache(maxsize=256)
 def unplayable(game_id: str) -> str | None:
     """Why `game_id` cannot be played here, in one line, or None when it can: an adapter
-    id is built once (seed 0), so an unknown name, a one-player, simultaneous-move or
-    three-player game, or an env that cannot be set up is found when the command line
+    id is built once (seed 0), so an unknown name, a one-player, three-player or
+    general-sum game, or an env that cannot be set up is found when the command line
     is read, not after the model has loaded."""
     if game_id in ids():
         return None
