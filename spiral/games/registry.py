@@ -93,46 +93,47 @@ def chance_outcomes(game_id: str) -> tuple[dict[str, object], ...] | None:
     return outcomes() if callable(outcomes) else None
 
 
-@functools.lru_cache(maxsize=256)
 def unplayable(game_id: str) -> str | None:
     """Why `game_id` cannot be played here, in one line, or None when it can: an adapter
     id is built once (seed 0), so an unknown name, a one-player, three-player or
     general-sum game, or an env that cannot be set up is found when the command line
     is read, not after the model has loaded."""
+    return _first_look(game_id)[0]
+
+
+@functools.lru_cache(maxsize=256)
+def _first_look(game_id: str) -> tuple[str | None, bool]:
+    """(`unplayable`'s line, whether the first position lists no moves), from one build of
+    the game at seed 0."""
     if game_id in ids():
-        return None
+        return None, False
     prefix, _, name = game_id.partition(":")
     if not name or prefix not in _ADAPTERS:
-        return (
-            f"{game_id!r} is not a registered game; {did_you_mean(game_id, ids())} "
-            "(or openspiel:<game> / textarena:<env id>)"
-        )
+        line = f"{game_id!r} is not a registered game; {did_you_mean(game_id, ids())} "
+        return line + "(or openspiel:<game> / textarena:<env id>)", False
     try:
         adapter = importlib.import_module(_ADAPTERS[prefix])
         with quiet_native_output():
             state = adapter.make(name, seed=0)
+            free = not state.legal_actions()
     except SpiralError as err:
-        return str(err)
+        return str(err), False
     except ModuleNotFoundError as err:  # the adapter's package, with its install command
-        return f"{game_id!r} cannot be played here: {first_line(err)}"
+        return f"{game_id!r} cannot be played here: {first_line(err)}", False
     except Exception as err:  # whatever the library raises: said, not a traceback
-        return f"{game_id!r} cannot be set up here ({type(err).__name__}: {first_line(err)})"
+        return f"{game_id!r} cannot be set up here ({type(err).__name__}: {first_line(err)})", False
     if state.is_terminal():
-        return f"{game_id!r} is over before its first move; there is nothing to play"
-    return None
+        return f"{game_id!r} is over before its first move; there is nothing to play", False
+    return None, free
 
 
-@functools.lru_cache(maxsize=256)
 def takes_free_moves(game_id: str) -> bool:
     """True for a game that gives the seat to move no list of moves (a TextArena env that
     prints none, e.g. `textarena:Nim-v0`): the model's answer goes to the game, which judges
     it, as the original SPIRAL plays TextArena. Read off the first position (seed 0) of a
     playable id; native games always list their moves."""
-    if game_id in ids() or unplayable(game_id) is not None:
-        return False
-    with quiet_native_output():
-        state = make(game_id, seed=0)
-    return not state.legal_actions()
+    problem, free = _first_look(game_id)
+    return problem is None and free
 
 
 def free_form_problem(
