@@ -69,6 +69,12 @@ CAUSES = (  # refusal line -> cause, first match wins
 )
 RANDOM_GAMES, MOVE_CAP = 3, 1000
 CONTEXT = 32_768  # the tiny model's context, as long as the models people train
+_INSTALLED = re.compile(r"(?:[A-Za-z]:)?(?:[\\/][^\s'\"\\/]+)+[\\/]site-packages(?=[\\/])")
+
+
+def portable(note: str) -> str:
+    """A note as any machine would write it: where packages are installed is `<site-packages>`."""
+    return _INSTALLED.sub("<site-packages>", note)
 
 
 class TimeLimit(Exception):
@@ -210,7 +216,7 @@ def try_game(game_id: str, tiny: Path | None, work: Path) -> dict[str, Any]:
     with contextlib.redirect_stdout(io.StringIO()):
         refused = registry.unplayable(game_id)
     if refused is not None:
-        return {**row, "state": f"refused: {cause(refused)}", "note": refused}
+        return {**row, "state": f"refused: {cause(refused)}", "note": portable(refused)}
     if tiny is None:  # --read-only: what the command line's check says, nothing played
         return {**row, "state": ACCEPTED, "note": ""}
     free_check = getattr(registry, "takes_free_moves", None)  # absent in older checkouts
@@ -220,7 +226,7 @@ def try_game(game_id: str, tiny: Path | None, work: Path) -> dict[str, Any]:
         try:
             row["random_games"], state, note = random_games(game_id)
         except LibraryFailure as err:
-            return {**row, "state": BREAKS, "note": str(err)}
+            return {**row, "state": BREAKS, "note": portable(str(err))}
         if state == "fails":
             return {**row, "state": state, "note": note}
     problem = model_runs(game_id, free or state == MIXED, tiny, work)
