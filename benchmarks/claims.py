@@ -8,6 +8,10 @@ One line per row: "agree", "DISAGREE" with what the data gives and what the tabl
 function is registered for the row: add one to benchmarks/claim_checks/). Exits 1 unless
 every row and headline agrees.
 
+The numbers docs/results.md states outside the table are checked against their pins
+(`claim_checks/prose.py`: each pinned to where its value is in the data the text cites);
+`--pin` pins new numbers and drops the pins of numbers the text no longer has.
+
 A recompute function per row (`benchmarks/claim_checks/`, registered with `@claim(start
 of the claim's text)`) returns (label, value formatted as the table writes it) pairs.
 Each value must appear in the row's cell, and every decimal number of the claim and value
@@ -35,18 +39,19 @@ from claim_checks import (  # noqa: E402,F401
     misc,
 )
 from claim_checks.core import ROWS, Outcome, read_table, run_row  # noqa: E402
+from claim_checks.prose import check_prose, pin  # noqa: E402
 from claim_checks.readme import check_readme  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def check(results: Path, readme: Path | None = None, root: Path = ROOT) -> list[Outcome]:
-    """The outcome of every claims row, then of every README headline."""
+    """The outcome of every claims row, then of every README headline, then the prose's."""
     table = read_table(results, root)
     outcomes = [run_row(row, ROWS) for row in table.rows]
     if readme is not None:
         outcomes += check_readme(readme, table)
-    return outcomes
+    return [*outcomes, check_prose(results, root)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,11 +59,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", type=Path, default=ROOT / "docs" / "results.md")
     parser.add_argument("--readme", type=Path, default=ROOT / "README.md")
     parser.add_argument("--root", type=Path, default=ROOT, help="where the cited paths live")
+    parser.add_argument(
+        "--pin", action="store_true", help="pin the prose's new numbers (see claim_checks/prose.py)"
+    )
     args = parser.parse_args(argv)
     for name, path in (("--results", args.results), ("--readme", args.readme)):
         if not path.is_file():
             print(f"claims: {name} {path} is not a file; pass the markdown file to check")
             return 2
+    if args.pin:
+        added, dropped = pin(args.results, args.root)
+        print(f"claims: {added} number(s) pinned, {dropped} pin(s) dropped")
     outcomes = check(args.results, args.readme, args.root)
     for o in outcomes:
         print(f"{o.status:<11} {o.name}" + ("".join(f"\n{'':12}{d}" for d in o.details)))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -187,7 +188,9 @@ def test_a_missing_data_folder_is_no_data(tmp_path: Path) -> None:
     outcomes = claims.check(RESULTS, root=tmp_path)
     found = _outcome(outcomes, "packing the learner's rows")
     assert found.status == "no data" and "docs/results/learner-packing/" in found.details[0]
-    others = [o.name for o in outcomes if o.status != "agree" and o.name != found.name]
+    prose_outcome = outcomes[-1]  # numbers pinned in that folder, if any: no longer held
+    assert all("docs/results/learner-packing/" in d for d in prose_outcome.details)
+    others = [o.name for o in outcomes if o.status != "agree" and o not in (found, prose_outcome)]
     assert all(any(n.startswith(s) for s in AWAITING_DATA) for n in others), others
     assert claims.main(["--root", str(tmp_path)]) == 1
 
@@ -252,3 +255,110 @@ def test_a_missing_table_file_is_one_line(
     assert claims.main(["--results", str(tmp_path / "nowhere.md")]) == 2
     out = capsys.readouterr().out
     assert out.count("\n") == 1 and "--results" in out and "is not a file" in out
+
+
+# ---- the numbers of docs/results.md outside the claims table ---------------------------
+
+from claim_checks import prose  # noqa: E402
+from claim_checks.core import DECIMAL  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+MINI = """# Results
+
+## Claims
+
+| claim |
+|---|
+| 0.5 |
+
+## A run
+
+It ended at 0.061 from 0.052 (`docs/results/run.jsonl`), against a known value of 0.0556.
+
+- A later note: 0.052 again.
+"""
+
+
+def _mini(tmp_path: Path) -> Path:
+    (tmp_path / "docs/results").mkdir(parents=True)
+    rows = [{"step": 1, "x": 0.05234}, {"step": 2, "x": 0.0612}]
+    (tmp_path / "docs/results/run.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "docs/results.md").write_text(MINI)
+    assert prose.pin(tmp_path / "docs/results.md", tmp_path) == (4, 0)
+    return tmp_path
+
+
+def test_prose_numbers_are_pinned_to_the_data_they_cite(tmp_path: Path) -> None:
+    root = _mini(tmp_path)
+    pins = json.loads((root / prose.PINS).read_text())
+    by_value = {p["value"]: p for p in pins.values()}
+    assert by_value["0.061"] == {
+        "value": "0.061", "file": "docs/results/run.jsonl", "line": 2, "raw": "0.0612"
+    }  # fmt: skip
+    assert by_value["0.052"]["line"] == 1 and by_value["0.0556"] == {
+        "value": "0.0556", "stated": True
+    }  # fmt: skip
+    # the list item cites nothing itself: its section's citation is where its number is
+    assert sum(1 for p in pins.values() if p.get("line") == 1) == 2
+    outcome = prose.check_prose(root / "docs/results.md", root)
+    assert outcome.status == "agree" and "4 numbers, 3 found in the data they cite, 1 stated" in (
+        outcome.name
+    )
+
+
+def test_a_changed_prose_number_or_datum_is_a_disagreement(tmp_path: Path) -> None:
+    root = _mini(tmp_path)
+    md = root / "docs/results.md"
+    md.write_text(MINI.replace("ended at 0.061", "ended at 0.071"))
+    (detail,) = prose.check_prose(md, root).details
+    assert "text has 0.071, its pin 0.061" in detail
+    md.write_text(MINI)
+    data = root / "docs/results/run.jsonl"
+    data.write_text(data.read_text().replace("0.0612", "0.0712"))
+    (detail,) = prose.check_prose(md, root).details
+    assert "docs/results/run.jsonl:2 no longer holds it" in detail
+
+
+def test_new_numbers_need_a_pin_and_gone_ones_leave_none(tmp_path: Path) -> None:
+    root = _mini(tmp_path)
+    md = root / "docs/results.md"
+    md.write_text(MINI.replace("- A later note: 0.052 again.", "- A new note: 1.25 now."))
+    details = prose.check_prose(md, root).details
+    assert any("1.25 has no pin" in d and "--pin" in d for d in details)
+    assert any("1 pin(s) no number of the text has" in d for d in details)
+    assert prose.pin(md, root) == (1, 1)
+    assert prose.check_prose(md, root).status == "agree"
+
+
+def _masked_lines() -> list[str]:
+    """docs/results.md's lines with code spans blanked (a span may cross a line)."""
+    return prose._masked(RESULTS.read_text(encoding="utf-8")).replace("**", "  ").splitlines()
+
+
+def _planted_lines() -> list[int]:
+    """Lines of docs/results.md outside the claims table with a number outside code."""
+    lines = _masked_lines()
+    start = lines.index("## Claims")
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith("## "))
+    return [i for i, line in enumerate(lines) if not start <= i < end and DECIMAL.search(line)]
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(i=st.sampled_from(_planted_lines()), bump=st.integers(1, 9))
+def test_any_number_changed_in_the_prose_is_a_disagreement(i: int, bump: int) -> None:
+    lines = RESULTS.read_text(encoding="utf-8").splitlines(keepends=True)
+    m = DECIMAL.search(_masked_lines()[i])
+    assert m is not None
+    old = m.group()
+    new = old[:-1] + str((int(old[-1]) + bump) % 10)
+    lines[i] = lines[i][: m.start()] + new + lines[i][m.end() :]
+    with tempfile.TemporaryDirectory() as tmp:  # the text only: its citations stay in ROOT
+        planted = Path(tmp) / "results.md"
+        planted.write_text("".join(lines), encoding="utf-8")
+        outcome = prose.check_prose(planted, ROOT)
+    assert outcome.status == "DISAGREE"
+    assert any(
+        f"text has {new.replace(',', '')}, its pin {old.replace(',', '')}" in d
+        for d in outcome.details
+    ), outcome.details
