@@ -4,8 +4,9 @@ hosted Tinker API), with the original Tinker port's datum layout and loss names.
     forward_backward(datums, loss)  -> TrainingClient.forward_backward(data, "ppo" | ...)
     optim_step(lr)                  -> TrainingClient.optim_step(AdamParams(lr, 0.9, 0.95, 1e-8))
     sampler()                       -> save_weights_for_sampler + a SamplingClient
-    save(path) / load(path)         -> save_state / load_state_with_optimizer (a pointer
-                                       file in the checkpoint folder: the weights stay hosted)
+    save(path) / load(path)         -> save_state / a new training client from that state
+                                       with its optimizer (a pointer file in the checkpoint
+                                       folder: the weights stay on the service)
 
 Choices:
 - **The datum** is the original's (docs/original.md, "Losses"): `model_input` = prompt +
@@ -25,7 +26,8 @@ Choices:
 - Contract tests use the SDK's own types and a stand-in service.
 - `TINKER_API_KEY` must be set; without it building the engine stops with that message.
   Every service call blocks on its future (`.result()`), so errors surface where they
-  happen.
+  happen; the SDK's client constructors return futures too (tinker >= 0.38) and are awaited
+  the same way, never used as clients.
 """
 
 from __future__ import annotations
@@ -201,7 +203,7 @@ class TinkerLearner:
             self.service = service if service is not None else service_client()
             self.client = self.service.create_lora_training_client(
                 base_model=cfg.model, rank=cfg.lora_rank, seed=cfg.seed
-            )
+            ).result()
             self.tokenizer = self.client.get_tokenizer()
         self.max_grad_norm = max_grad_norm
         self.version = 0
@@ -267,7 +269,8 @@ class TinkerLearner:
         return [out["logprobs"].tolist() for out in output.loss_fn_outputs]
 
     def sampler(self) -> Sampler:
-        client = self.client.save_weights_and_get_sampling_client(name=f"v{self.version:06d}")
+        name = f"v{self.version:06d}"
+        client = self.client.save_weights_and_get_sampling_client(name=name).result()
         return TinkerSampler(client, self.tokenizer, self.version)
 
     def save(self, path: Path) -> None:
@@ -275,13 +278,24 @@ class TinkerLearner:
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         saved = self.client.save_state(name=f"state-{self.version:06d}").result()
-        pointer = {"path": saved.path, "version": self.version, "base_model": self.cfg.model}
+        weights = self.client.save_weights_for_sampler(name=f"sampler-{self.version:06d}").result()
+        pointer = {
+            "path": saved.path,  # weights and optimizer: what a resume reads
+            "sampler_path": weights.path,  # weights for a SamplingClient: what eval reads
+            "version": self.version,
+            "base_model": self.cfg.model,
+        }
         (path / POINTER_FILE).write_text(json.dumps(pointer, indent=2), encoding="utf-8")
         self.tokenizer.save_pretrained(str(path))
 
     def load(self, path: Path) -> None:
+        """A new training client from the saved state, optimizer included (the SDK's way to
+        resume: a client does not load a state into itself)."""
         pointer = json.loads((Path(path) / POINTER_FILE).read_text(encoding="utf-8"))
-        self.client.load_state_with_optimizer(pointer["path"]).result()
+        with starting():
+            self.client = self.service.create_training_client_from_state_with_optimizer(
+                pointer["path"]
+            ).result()
         self.version = int(pointer["version"])
 
     # ----- what the hosted engine does not offer ------------------------------------
@@ -310,12 +324,28 @@ class TinkerLearner:
     frozen = None
 
 
+def sampler_path(folder: Path) -> str:
+    """The sampler weights a checkpoint folder's pointer names (a state path is for
+    resuming; a SamplingClient reads sampler weights)."""
+    pointer = json.loads((folder / POINTER_FILE).read_text(encoding="utf-8"))
+    if not pointer.get("sampler_path"):
+        raise SpiralError(
+            f"{folder / POINTER_FILE} names no sampler weights (saved by an older Spiral): "
+            "resume the run for one step with engine=tinker to save them"
+        )
+    return str(pointer["sampler_path"])
+
+
 def tinker_sampler(cfg: ModelConfig, version: int = 0) -> Sampler:
-    """A sampler over a base model or a saved `tinker://` path (eval, serve, agents)."""
+    """A sampler over a base model, a saved `tinker://` path, or a checkpoint folder of an
+    engine=tinker run (its pointer file) (eval, serve, agents)."""
+    model = cfg.model
+    if (Path(model) / POINTER_FILE).is_file():
+        model = sampler_path(Path(model))
     with starting():
         service = service_client()
-        if cfg.model.startswith("tinker://"):
-            client = service.create_sampling_client(model_path=cfg.model)
+        if model.startswith("tinker://"):
+            client = service.create_sampling_client(model_path=model).result()
         else:
-            client = service.create_sampling_client(base_model=cfg.model)
+            client = service.create_sampling_client(base_model=cfg.model).result()
         return TinkerSampler(client, client.get_tokenizer(), version)

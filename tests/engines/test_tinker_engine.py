@@ -154,18 +154,26 @@ class _TrainingClient:
         self.calls.append(("save_state", name))
         return _Future(types.SaveWeightsResponse(path=f"tinker://run/{name}"))
 
-    def load_state_with_optimizer(self, path: str) -> _Future:
-        self.calls.append(("load_state_with_optimizer", path))
-        return _Future(None)
+    def save_weights_for_sampler(self, name: str) -> _Future:
+        self.calls.append(("save_weights_for_sampler", name))
+        return _Future(types.SaveWeightsForSamplerResponse(path=f"tinker://run/{name}"))
 
 
 class _Service:
+    """Client constructors return futures of clients, as tinker >= 0.38 does."""
+
     def __init__(self) -> None:
         self.client = _TrainingClient()
+        self.resumed: list[str] = []
 
-    def create_lora_training_client(self, base_model: str, rank: int, seed: int) -> Any:
+    def create_lora_training_client(self, base_model: str, rank: int, seed: int) -> _Future:
         self.args = (base_model, rank, seed)
-        return self.client
+        return _Future(self.client)
+
+    def create_training_client_from_state_with_optimizer(self, path: str) -> _Future:
+        self.resumed.append(path)
+        self.client = _TrainingClient()
+        return _Future(self.client)
 
 
 def test_the_learner_sends_datums_by_loss_name_and_adam_with_our_betas(tmp_path: Path) -> None:
@@ -191,13 +199,15 @@ def test_the_learner_sends_datums_by_loss_name_and_adam_with_our_betas(tmp_path:
     pointer = json.loads((tmp_path / "ckpt" / POINTER_FILE).read_text())
     assert pointer == {
         "path": "tinker://run/state-000001",
+        "sampler_path": "tinker://run/sampler-000001",
         "version": 1,
         "base_model": "Qwen/Qwen3-4B-Base",
     }
     learner.version = 0
     learner.load(tmp_path / "ckpt")
     assert learner.version == 1
-    assert ("load_state_with_optimizer", "tinker://run/state-000001") in service.client.calls
+    assert service.resumed == ["tinker://run/state-000001"]
+    assert learner.client is service.client  # the new client trains from here on
 
 
 def test_what_tinker_does_not_offer_is_refused_with_the_reason() -> None:
@@ -244,3 +254,28 @@ def test_live_service_trains_a_step_and_samples() -> None:  # pragma: no cover -
     assert abs(metrics["ratio_mean"] - 1.0) < 0.05
     learner.optim_step(1e-5)
     assert learner.version == 1
+
+
+class _SamplingService:
+    def create_sampling_client(self, model_path: str) -> _Future:
+        self.model_path = model_path
+        return _Future(type("Client", (), {"get_tokenizer": lambda self: _Tokenizer()})())
+
+
+def test_a_checkpoint_folder_samples_from_its_sampler_weights(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """eval reads a checkpoint's sampler weights, not the state a resume reads (a
+    SamplingClient does not take a state path)."""
+    from spiral.engines import tinker as engine
+
+    service = _SamplingService()
+    monkeypatch.setattr(engine, "service_client", lambda: service)
+    pointer = {"path": "tinker://run/state-000004", "version": 4, "base_model": "m"}
+    (tmp_path / POINTER_FILE).write_text(json.dumps(pointer))
+    with pytest.raises(SpiralError, match="names no sampler weights.*resume the run"):
+        engine.tinker_sampler(ModelConfig(model=str(tmp_path)))
+    pointer["sampler_path"] = "tinker://run/sampler-000004"
+    (tmp_path / POINTER_FILE).write_text(json.dumps(pointer))
+    sampler = engine.tinker_sampler(ModelConfig(model=str(tmp_path)), version=4)
+    assert service.model_path == "tinker://run/sampler-000004" and sampler.version == 4
