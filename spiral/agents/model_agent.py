@@ -116,10 +116,16 @@ def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
     return sorted(found.items())
 
 
+HOSTED_POINTER = "tinker_state.json"  # engine=tinker's checkpoint: the weights stay hosted
+
+
 def _model_folder(learner_dir: Path) -> Path:
-    """The HF/PEFT folder inside a checkpoint's learner/ (itself, or one level down)."""
+    """The HF/PEFT folder inside a checkpoint's learner/ (itself, or one level down), or
+    the folder of a pointer to weights held by the Tinker service."""
     for folder in (learner_dir, *sorted(p for p in learner_dir.glob("*") if p.is_dir())):
         if (folder / "adapter_config.json").is_file() or (folder / "config.json").is_file():
+            return folder
+        if (folder / HOSTED_POINTER).is_file():
             return folder
     raise CheckpointNotFound(
         f"{learner_dir} holds no model (no adapter_config.json or config.json); the "
@@ -232,6 +238,11 @@ def load_sampler(
     from spiral.engines import registry
     from spiral.engines.loading import ModelConfig
 
+    if (Path(source.model) / HOSTED_POINTER).is_file() and engine != "tinker":
+        raise CheckpointNotFound(
+            f"{source.name} was trained with engine=tinker and its weights are on the Tinker "
+            "service: add engine=tinker (with TINKER_API_KEY set)"
+        )
     is_adapter = (Path(source.model) / "adapter_config.json").is_file()
     cfg = ModelConfig(
         model=source.model,

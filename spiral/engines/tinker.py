@@ -34,7 +34,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
+import sys
+import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -49,7 +52,7 @@ from spiral.errors import SpiralError
 from spiral.types import AnswerConstraint, Completion, Datum, StopReason
 
 API_KEY_ENV = "TINKER_API_KEY"
-POINTER_FILE = "tinker_state.json"
+POINTER_FILE = "tinker_state.json"  # spiral.agents.model_agent.HOSTED_POINTER
 PPO_CLIP = 0.2  # fixed by the service
 TINKER_LOSSES = ("importance_sampling", "ppo")  # ours that the service computes by name
 ADAM = {"beta1": 0.9, "beta2": 0.95, "eps": 1e-8}
@@ -115,7 +118,7 @@ def to_tinker_sampling(params: SamplingParams) -> Any:
         temperature=params.temperature,
         top_p=params.top_p,
         stop=list(params.stop) or None,
-        seed=params.seed,
+        seed=None if params.seed is None else params.seed % 2**31,  # servers on JAX take int32
     )
 
 
@@ -128,6 +131,17 @@ def from_tinker_sequence(sequence: Any, tokenizer: Any) -> Completion:
         reason = "eos"
     text = tokenizer.decode(list(tokens), skip_special_tokens=True)
     return Completion(tokens=tokens, logprobs=logprobs, stop_reason=reason, text=text)
+
+
+def aligned(prompt_logprobs: Sequence[float | None], length: int) -> list[float | None]:
+    """Prompt log-probs one per token, the first None (nothing predicts it): a server that
+    leaves that None out (SkyRL's 0.4.0) would shift every later one by a token."""
+    values = list(prompt_logprobs)
+    if len(values) == length - 1:
+        values = [None, *values]
+    if len(values) != length:
+        raise SpiralError(f"the service scored {len(values)} positions of {length} tokens")
+    return values
 
 
 # ---- the sampler ---------------------------------------------------------------------
@@ -175,8 +189,10 @@ class TinkerSampler:
         out = []
         for prompt, cont in zip(prompts, continuations, strict=True):
             whole = types.ModelInput.from_ints([*prompt, *cont])
-            logprobs = self.client.compute_logprobs(whole).result()
-            out.append([float(x) for x in logprobs[len(prompt) :]])
+            logprobs = aligned(
+                self.client.compute_logprobs(whole).result(), len(prompt) + len(cont)
+            )
+            out.append([float(x or 0.0) for x in logprobs[len(prompt) :]])  # None: position 0
         return out
 
     def counters(self) -> dict[str, float]:
@@ -206,6 +222,7 @@ class TinkerLearner:
             ).result()
             self.tokenizer = self.client.get_tokenizer()
         self.max_grad_norm = max_grad_norm
+        self._said_unclipped = False
         self.version = 0
         self.temperature = 1.0
 
@@ -248,9 +265,11 @@ class TinkerLearner:
 
         weight = torch.tensor([d.weight for d in datums for _ in d.mask], dtype=torch.float32)
         mask = flat("mask") * weight
-        _, diagnostics = loss_fn(new, flat("sampler_logprobs"), flat("advantages"), mask)
+        ours, diagnostics = loss_fn(new, flat("sampler_logprobs"), flat("advantages"), mask)
         metrics = {k: float(v) for k, v in diagnostics.items()}
-        metrics["loss"] = float(output.metrics.get("loss:sum", 0.0))
+        # the service's loss where it reports one (the hosted service does); else ours,
+        # from the same log-probs (a self-hosted server may report none)
+        metrics["loss"] = float(output.metrics.get("loss:sum", ours))
         metrics["num_tokens"] = float(mask.sum())
         return metrics
 
@@ -261,7 +280,21 @@ class TinkerLearner:
         output = self.client.optim_step(params).result()
         self.version += 1
         metrics = {k: float(v) for k, v in (getattr(output, "metrics", None) or {}).items()}
+        self._notice_unclipped(metrics)
         return {**metrics, "lr": learning_rate, "skipped_nonfinite": 0.0}
+
+    def _notice_unclipped(self, metrics: dict[str, float]) -> None:
+        """Say once when the service reports a gradient norm above the clip it was sent: a
+        server that ignores `grad_clip_norm` (SkyRL's 0.4.0 does) steps unclipped."""
+        norms = [v for k, v in metrics.items() if k.endswith("grad_norm")]
+        if norms and max(norms) > self.max_grad_norm and not self._said_unclipped:
+            self._said_unclipped = True
+            print(
+                f"engine=tinker: the service reports a gradient norm of {max(norms):.3g} "
+                f"against max_grad_norm={self.max_grad_norm}; a server that does not clip "
+                "steps with the whole gradient (lower learning_rate if training diverges)",
+                file=sys.stderr,
+            )
 
     def logprobs(self, datums: Sequence[Datum]) -> list[list[float]]:
         data = [to_tinker_datum(d) for d in datums]
@@ -269,8 +302,7 @@ class TinkerLearner:
         return [out["logprobs"].tolist() for out in output.loss_fn_outputs]
 
     def sampler(self) -> Sampler:
-        name = f"v{self.version:06d}"
-        client = self.client.save_weights_and_get_sampling_client(name=name).result()
+        client = self.client.save_weights_and_get_sampling_client().result()
         return TinkerSampler(client, self.tokenizer, self.version)
 
     def save(self, path: Path) -> None:
@@ -292,10 +324,32 @@ class TinkerLearner:
         """A new training client from the saved state, optimizer included (the SDK's way to
         resume: a client does not load a state into itself)."""
         pointer = json.loads((Path(path) / POINTER_FILE).read_text(encoding="utf-8"))
-        with starting():
+        tinker = _tinker()
+        try:
             self.client = self.service.create_training_client_from_state_with_optimizer(
                 pointer["path"]
             ).result()
+        except (tinker.BadRequestError, tinker.UnprocessableEntityError) as err:
+            # a server without the current call (SkyRL's 0.4.0 wants the model to load into):
+            # a fresh client whose first request loads the state, the older way to resume
+            print(
+                f"engine=tinker: the service cannot start a client from a saved state "
+                f"({type(err).__name__}); loading it into a fresh client instead",
+                file=sys.stderr,
+            )
+            client = self.service.create_lora_training_client(
+                base_model=self.cfg.model, rank=self.cfg.lora_rank, seed=self.cfg.seed
+            ).result()
+            said = logging.getLogger("tinker.lib.public_interfaces.training_client")
+            level = said.level
+            with warnings.catch_warnings():  # deprecated in the SDK (said above), served here
+                warnings.simplefilter("ignore", FutureWarning)
+                said.setLevel(logging.CRITICAL)
+                try:
+                    client.load_state_with_optimizer(pointer["path"]).result()
+                finally:
+                    said.setLevel(level)
+            self.client = client
         self.version = int(pointer["version"])
 
     # ----- what the hosted engine does not offer ------------------------------------

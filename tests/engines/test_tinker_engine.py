@@ -26,6 +26,7 @@ from spiral.engines.tinker import (  # noqa: E402
     TinkerLearner,
     TinkerSampler,
     TinkerUnsupported,
+    aligned,
     from_tinker_sequence,
     to_tinker_datum,
     to_tinker_sampling,
@@ -154,6 +155,10 @@ class _TrainingClient:
         self.calls.append(("save_state", name))
         return _Future(types.SaveWeightsResponse(path=f"tinker://run/{name}"))
 
+    def load_state_with_optimizer(self, path: str) -> _Future:  # the older way to resume
+        self.calls.append(("load_state_with_optimizer", path))
+        return _Future(None)
+
     def save_weights_for_sampler(self, name: str) -> _Future:
         self.calls.append(("save_weights_for_sampler", name))
         return _Future(types.SaveWeightsForSamplerResponse(path=f"tinker://run/{name}"))
@@ -168,6 +173,7 @@ class _Service:
 
     def create_lora_training_client(self, base_model: str, rank: int, seed: int) -> _Future:
         self.args = (base_model, rank, seed)
+        self.client = _TrainingClient()
         return _Future(self.client)
 
     def create_training_client_from_state_with_optimizer(self, path: str) -> _Future:
@@ -279,3 +285,50 @@ def test_a_checkpoint_folder_samples_from_its_sampler_weights(
     (tmp_path / POINTER_FILE).write_text(json.dumps(pointer))
     sampler = engine.tinker_sampler(ModelConfig(model=str(tmp_path)), version=4)
     assert service.model_path == "tinker://run/sampler-000004" and sampler.version == 4
+
+
+def test_prompt_logprobs_align_whether_or_not_the_first_none_is_sent() -> None:
+    assert aligned([-1.0, -2.0], 3) == [None, -1.0, -2.0]  # a server that leaves it out
+    assert aligned([None, -1.0, -2.0], 3) == [None, -1.0, -2.0]  # the hosted service
+    with pytest.raises(SpiralError, match="scored 1 positions of 3 tokens"):
+        aligned([-1.0], 3)
+
+
+def test_seeds_fold_into_31_bits() -> None:
+    assert to_tinker_sampling(SamplingParams(seed=2**40 + 5)).seed == 5
+    assert to_tinker_sampling(SamplingParams(seed=None)).seed is None
+
+
+class _OlderServer(_Service):
+    """A server without the current resume call (SkyRL's 0.4.0 answers 422)."""
+
+    def create_training_client_from_state_with_optimizer(self, path: str) -> _Future:
+        import httpx
+        import tinker
+
+        reply = httpx.Response(422, request=httpx.Request("POST", "http://server/load"))
+        raise tinker.UnprocessableEntityError("model_id required", response=reply, body=None)
+
+
+def test_resume_on_a_server_without_the_current_call_loads_into_a_fresh_client(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    service = _OlderServer()
+    learner = TinkerLearner(ModelConfig(model="m", lora_rank=8, seed=3), service=service)
+    learner.optim_step(1e-3)
+    learner.save(tmp_path / "ckpt")
+    first = learner.client
+    learner.load(tmp_path / "ckpt")
+    assert learner.client is service.client and learner.client is not first  # a fresh one
+    assert ("load_state_with_optimizer", "tinker://run/state-000001") in learner.client.calls
+    assert "loading it into a fresh client" in capsys.readouterr().err
+
+
+def test_a_gradient_norm_above_the_clip_is_said_once(capsys: pytest.CaptureFixture[str]) -> None:
+    learner = TinkerLearner(ModelConfig(model="m", lora_rank=8), service=_Service())
+    learner._notice_unclipped({"server/grad_norm": 0.5})
+    assert capsys.readouterr().err == ""
+    learner._notice_unclipped({"server/grad_norm": 17.0})
+    learner._notice_unclipped({"server/grad_norm": 18.0})
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "gradient norm of 17" in err and "max_grad_norm=1.0" in err
