@@ -8,7 +8,7 @@ import statistics
 from spiral.args import flat_json
 from spiral.train.recipes import RECIPES
 
-from .core import AVERAGED, LIVE, Check, NoData, Row, claim, f, mean_sd, span, words
+from .core import AVERAGED, LIVE, Check, NoData, Row, claim, f, mean_sd, span, verdict, words
 from .engine import elapsed_min, peak_gb_of
 
 # `make train` since 2026-12-07: full width, its seeds on the AVX2 CPU.
@@ -131,6 +131,38 @@ def native_time(row: Row) -> list[Check]:
         Check("median step", f"{span([median_step(row, t) for t in alone], 1)} s"),
         Check("peak", f"peak {span([peak_gb(row, t) for t in timed], 2)} GB"),
         Check("alone", f"seed {', '.join(t.rsplit('seed', 1)[1] for t in alone)} alone"),
+        Check("targets (not data)", "<= 30 min", "claim"),
+    ]
+
+
+NATIVE_BF16 = "make train natively on a 2-core AVX512-BF16 CPU"
+BF16_RUN = "docs/results/kuhn-full-width/native-avx512-bf16"
+
+
+def bf16_native(row: Row) -> dict[str, float]:
+    """The bf16 run's cost and end, beside the fp32 seed 0 on the AVX2 CPU."""
+    metrics, fp32 = f"{BF16_RUN}/metrics.jsonl", f"{FULL_WIDTH}/seed0/metrics.jsonl"
+    return {
+        "minutes": wall_minutes(row, BF16_RUN),
+        "step": median_step(row, BF16_RUN),
+        "peak": peak_gb(row, BF16_RUN),
+        "live": row.final(metrics, LIVE, step=FULL_WIDTH_STEPS),
+        "averaged": row.final(metrics, AVERAGED, step=FULL_WIDTH_STEPS),
+        "fp32 live": row.final(fp32, LIVE, step=FULL_WIDTH_STEPS),
+        "fp32 averaged": row.final(fp32, AVERAGED, step=FULL_WIDTH_STEPS),
+    }
+
+
+@claim(NATIVE_BF16)
+def native_bf16_time(row: Row) -> list[Check]:
+    got = bf16_native(row)
+    return [
+        Check("minutes", f"{got['minutes']:.1f} min"),
+        Check("median step", f"{got['step']:.1f} s"),
+        Check("peak", f"peak {got['peak']:.2f} GB"),
+        Check("end", f"live {f(got['live'])}, averaged {f(got['averaged'])}"),
+        Check("fp32 seed 0", f"{f(got['fp32 live'])}, {f(got['fp32 averaged'])}"),
+        verdict("<= 30 min (the target)", got["minutes"] <= 30, "time target {}"),
         Check("targets (not data)", "<= 30 min", "claim"),
     ]
 

@@ -38,8 +38,10 @@ from .kuhn import (
     FLOOR_RUNS,
     FULL_WIDTH_STEPS,
     NATIVE,
+    NATIVE_BF16,
     PRESET_RUNS,
     SAMPLED,
+    bf16_native,
     config_of,
     finals,
     full_width_runs,
@@ -180,7 +182,19 @@ def make_train_cost(table: Table) -> list[Check]:
         Check("minutes", f"{span([wall_minutes(row, t) for t in alone], 0)} minutes"),
         Check("step", f"a step {span([median_step(row, t) for t in alone], 1)} s"),
         Check("memory", f"peak {span([peak_gb(row, t) for t in timed], 1)} GB"),
-        Check("bf16 class", "not yet measured on a CPU with AVX512-BF16"),
+        *bf16_class(table),
+    ]
+
+
+def bf16_class(table: Table) -> list[Check]:
+    got = bf16_native(table.find(NATIVE_BF16))
+    return [
+        Check("bf16 minutes", f"natively: {got['minutes']:.0f} minutes"),
+        Check("bf16 step", f"a step {got['step']:.1f} s, peak {got['peak']:.1f} GB"),
+        Check(
+            "bf16 end", f"seed 0 ended at {f(got['live'])} (averaged weights {f(got['averaged'])})"
+        ),
+        Check("fp32 end", f"against {f(got['fp32 live'])} ({f(got['fp32 averaged'])}) in fp32"),
     ]
 
 
