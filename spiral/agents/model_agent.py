@@ -318,7 +318,7 @@ def make_checkpoint_agent(
 
     params: template, answer_format, system_rules, think_budget, prompt_style, obs_style,
     temperature, max_tokens, top_p, stop (override the checkpoint's config), model_name (for "base"),
-    device, dtype, engine (a registered engine, default torch), name. `game_id` is
+    device, dtype, engine (a registered engine; default the run's, else torch), name. `game_id` is
     unused: one policy plays every game.
     """
     unknown = set(params) - _KNOWN_PARAMS
@@ -332,7 +332,9 @@ def make_checkpoint_agent(
         source,
         str(params.get("device", "auto")),
         str(params.get("dtype", "")),
-        str(params.get("engine", "torch")),
+        # the engine the run trained with where none is given (a Tinker run's weights are
+        # on the service)
+        str(params.get("engine") or source.config.get("engine") or "torch"),
     )
     name = str(params.get("name") or source.name)
     params_ = sampling_params(source.config, params)

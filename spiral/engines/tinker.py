@@ -48,6 +48,15 @@ from spiral.algo.losses import loss_name
 from spiral.algo.regularizers import Regularizer
 from spiral.engines.base import LossFn, Sampler, SamplingParams
 from spiral.engines.loading import ModelConfig
+from spiral.engines.tinker_checks import (
+    model_id,
+    offered,
+    probe_row,
+    probe_tokens,
+    reachable,
+    same_weights,
+    without_sequence_ids,
+)
 from spiral.errors import SpiralError
 from spiral.types import AnswerConstraint, Completion, Datum, StopReason
 
@@ -79,6 +88,7 @@ def service_client() -> Any:
             f"engine=tinker needs {API_KEY_ENV} set to your Tinker API key (the hosted "
             "service trains and samples); or train locally with engine=torch"
         )
+    reachable()
     return _tinker().ServiceClient()
 
 
@@ -175,7 +185,11 @@ class TinkerSampler:
         futures = [
             self.client.sample(types.ModelInput.from_ints(list(p)), 1, sampling) for p in prompts
         ]
-        return [from_tinker_sequence(f.result().sequences[0], self.tokenizer) for f in futures]
+        try:
+            done = [f.result() for f in futures]
+        except AssertionError as err:
+            raise (without_sequence_ids(err) or err) from None
+        return [from_tinker_sequence(d.sequences[0], self.tokenizer) for d in done]
 
     def score(
         self,
@@ -184,7 +198,7 @@ class TinkerSampler:
         temperature: float = 1.0,
     ) -> list[list[float]]:
         if temperature > 0 and temperature != 1.0:
-            raise TinkerUnsupported("Tinker scores at temperature 1 only")
+            raise TinkerUnsupported("Tinker scores at temperature 1 only: set temperature=1")
         types = _tinker().types
         out = []
         for prompt, cont in zip(prompts, continuations, strict=True):
@@ -217,8 +231,10 @@ class TinkerLearner:
         self.cfg = cfg
         with starting():
             self.service = service if service is not None else service_client()
+            self.model = model_id(cfg.model)
+            offered(self.model)
             self.client = self.service.create_lora_training_client(
-                base_model=cfg.model, rank=cfg.lora_rank, seed=cfg.seed
+                base_model=self.model, rank=cfg.lora_rank, seed=cfg.seed
             ).result()
             self.tokenizer = self.client.get_tokenizer()
         self.max_grad_norm = max_grad_norm
@@ -311,11 +327,14 @@ class TinkerLearner:
         path.mkdir(parents=True, exist_ok=True)
         saved = self.client.save_state(name=f"state-{self.version:06d}").result()
         weights = self.client.save_weights_for_sampler(name=f"sampler-{self.version:06d}").result()
+        probe = probe_tokens(self.tokenizer)
         pointer = {
             "path": saved.path,  # weights and optimizer: what a resume reads
             "sampler_path": weights.path,  # weights for a SamplingClient: what eval reads
             "version": self.version,
             "base_model": self.cfg.model,
+            # the saved weights' log-probs of a fixed row: a resume must give them again
+            "probe": {"tokens": probe, "logprobs": self.logprobs([probe_row(probe)])[0]},
         }
         (path / POINTER_FILE).write_text(json.dumps(pointer, indent=2), encoding="utf-8")
         self.tokenizer.save_pretrained(str(path))
@@ -338,7 +357,7 @@ class TinkerLearner:
                 file=sys.stderr,
             )
             client = self.service.create_lora_training_client(
-                base_model=self.cfg.model, rank=self.cfg.lora_rank, seed=self.cfg.seed
+                base_model=self.model, rank=self.cfg.lora_rank, seed=self.cfg.seed
             ).result()
             said = logging.getLogger("tinker.lib.public_interfaces.training_client")
             level = said.level
@@ -350,6 +369,9 @@ class TinkerLearner:
                 finally:
                     said.setLevel(level)
             self.client = client
+        if "probe" in pointer:
+            row = probe_row(pointer["probe"]["tokens"])
+            same_weights(pointer["probe"]["logprobs"], self.logprobs([row])[0], str(path))
         self.version = int(pointer["version"])
 
     # ----- what the hosted engine does not offer ------------------------------------
@@ -401,5 +423,7 @@ def tinker_sampler(cfg: ModelConfig, version: int = 0) -> Sampler:
         if model.startswith("tinker://"):
             client = service.create_sampling_client(model_path=model).result()
         else:
-            client = service.create_sampling_client(base_model=cfg.model).result()
+            model = model_id(model)
+            offered(model)
+            client = service.create_sampling_client(base_model=model).result()
         return TinkerSampler(client, client.get_tokenizer(), version)

@@ -188,6 +188,11 @@ def check_machine(cfg: TrainConfig) -> None:
             "entropy, KL and move-floor regularisers are computed by engine=torch; with "
             "engine=tinker set entropy_coef=0 kl_coef=0 move_floor=0 move_floor_coef=0"
         )
+    if cfg.compute.engine == "tinker" and cfg.temperature != 1.0:
+        raise ConfigError(
+            "engine=tinker trains on the service's log-probs, which are at temperature 1: "
+            "set temperature=1, or use engine=torch to train at another temperature"
+        )
     problem = missing_sink_package(
         tensorboard=cfg.logging.tensorboard, wandb=bool(cfg.logging.wandb_project)
     )

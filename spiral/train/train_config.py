@@ -267,6 +267,11 @@ class TrainConfig:
 
     def _check_full_width(self) -> None:
         """What `rollout=full_width` needs from the keys (the games: `train.full_width`)."""
+        if self.compute.engine == "tinker":
+            raise ConfigError(
+                "rollout=full_width scores and trains on this machine's learner; "
+                "engine=tinker takes sampled games: use rollout=sampled"
+            )
         if self.answer_format != "constrained" or self.prompts.think_budget > 0:
             raise ConfigError(
                 "rollout=full_width expands every legal move, so answers must be the moves "
@@ -283,11 +288,6 @@ class TrainConfig:
             raise ConfigError(
                 "rollout=full_width plays every game to its end with the policy's whole "
                 "distribution: leave max_turns=0 and top_p=1, or rollout=sampled"
-            )
-        if self.compute.engine == "tinker":
-            raise ConfigError(
-                "rollout=full_width scores and trains on this machine's learner; "
-                "engine=tinker takes sampled games: use rollout=sampled"
             )
         learning = self.learning
         if learning.num_substeps > 1 or learning.gamma < 1 or learning.filter_zero_adv:

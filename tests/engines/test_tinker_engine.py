@@ -7,9 +7,11 @@ from __future__ import annotations
 import functools
 import json
 import os
+import socket
 from pathlib import Path
 from typing import Any, get_args
 
+import numpy as np
 import pytest
 
 tinker = pytest.importorskip("tinker")
@@ -95,6 +97,9 @@ class _Tokenizer:
     def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
         return " ".join(str(i) for i in ids if not (skip_special_tokens and i == 9))
 
+    def encode(self, text: str) -> list[int]:
+        return [3 + i for i in range(min(len(text.split()), 16))]
+
     def save_pretrained(self, path: str) -> None:
         (Path(path) / "tokenizer.json").write_text("{}")
 
@@ -127,8 +132,14 @@ class _Future:
 class _TrainingClient:
     """Answers as the service would, in the SDK's types; records the calls."""
 
-    def __init__(self) -> None:
+    saved: dict[str, int] = {}  # state path -> the optimizer steps it holds (all services)
+
+    def __init__(self, restored: int = 0) -> None:
         self.calls: list[tuple[str, Any]] = []
+        self.restored = restored
+
+    def steps(self) -> int:
+        return self.restored + sum(1 for call, _ in self.calls if call == "optim_step")
 
     def get_tokenizer(self) -> _Tokenizer:
         return _Tokenizer()
@@ -147,16 +158,37 @@ class _TrainingClient:
             )
         )
 
+    def forward(self, data: list[Any], loss_fn: str) -> _Future:
+        """Log-probs that move with the optimizer steps taken: a state is its step count."""
+        steps = self.steps()
+        outputs = [
+            {
+                "logprobs": types.TensorData.from_numpy(
+                    np.full(
+                        len(d.loss_fn_inputs["target_tokens"].tolist()), -1.0 - steps, np.float32
+                    )
+                )
+            }
+            for d in data
+        ]
+        return _Future(
+            types.ForwardBackwardOutput(
+                loss_fn_output_type="TensorData", loss_fn_outputs=outputs, metrics={}
+            )
+        )
+
     def optim_step(self, params: Any) -> _Future:
         self.calls.append(("optim_step", params))
         return _Future(types.OptimStepResponse(metrics={}))
 
     def save_state(self, name: str) -> _Future:
         self.calls.append(("save_state", name))
+        _TrainingClient.saved[f"tinker://run/{name}"] = self.steps()
         return _Future(types.SaveWeightsResponse(path=f"tinker://run/{name}"))
 
     def load_state_with_optimizer(self, path: str) -> _Future:  # the older way to resume
         self.calls.append(("load_state_with_optimizer", path))
+        self.restored = _TrainingClient.saved.get(path, 0)  # a lost file: fresh weights
         return _Future(None)
 
     def save_weights_for_sampler(self, name: str) -> _Future:
@@ -178,7 +210,7 @@ class _Service:
 
     def create_training_client_from_state_with_optimizer(self, path: str) -> _Future:
         self.resumed.append(path)
-        self.client = _TrainingClient()
+        self.client = _TrainingClient(restored=_TrainingClient.saved[path])
         return _Future(self.client)
 
 
@@ -203,6 +235,7 @@ def test_the_learner_sends_datums_by_loss_name_and_adam_with_our_betas(tmp_path:
     assert learner.version == 1
     learner.save(tmp_path / "ckpt")
     pointer = json.loads((tmp_path / "ckpt" / POINTER_FILE).read_text())
+    assert pointer.pop("probe")["logprobs"] == [-2.0] * 9  # the saved weights' fingerprint
     assert pointer == {
         "path": "tinker://run/state-000001",
         "sampler_path": "tinker://run/sampler-000001",
@@ -332,3 +365,58 @@ def test_a_gradient_norm_above_the_clip_is_said_once(capsys: pytest.CaptureFixtu
     learner._notice_unclipped({"server/grad_norm": 18.0})
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "gradient norm of 17" in err and "max_grad_norm=1.0" in err
+
+
+def test_a_resume_that_restores_other_weights_is_refused(tmp_path: Path) -> None:
+    """A server that lost a checkpoint's files may answer the load with fresh weights: the
+    probe saved beside the pointer catches it."""
+    service = _OlderServer()
+    learner = TinkerLearner(ModelConfig(model="m", lora_rank=8), service=service)
+    learner.optim_step(1e-3)
+    learner.save(tmp_path / "ckpt")
+    pointer = json.loads((tmp_path / "ckpt" / POINTER_FILE).read_text())
+    _TrainingClient.saved[pointer["path"]] = 0  # the server kept nothing of it
+    with pytest.raises(SpiralError, match="restored weights that differ.*earlier checkpoint"):
+        learner.load(tmp_path / "ckpt")
+
+
+def test_checks_before_the_service_is_trusted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from spiral.engines import tinker_checks as checks
+
+    listed = types.GetServerCapabilitiesResponse(
+        supported_models=[types.SupportedModel(model_name="/models/local/tiny")]
+    )
+    rest = type("Rest", (), {"get_server_capabilities": lambda self: _Future(listed)})()
+    checks.offered("/models/local/tiny", rest)
+    with pytest.raises(
+        SpiralError, match="does not offer /models/local/other; it offers /models/local/tiny"
+    ):
+        checks.offered("/models/local/other", rest)
+    deep = tmp_path / "a" / "b"
+    deep.mkdir(parents=True)
+    assert checks.model_id(str(deep)) == str(deep.resolve())
+    assert checks.model_id("Qwen/Qwen3-4B") == "Qwen/Qwen3-4B"  # not a folder: a hub id
+    with pytest.raises(SpiralError, match="has 1 slashes.*deeper path"):
+        checks.model_id(tmp_path.anchor)  # the root folder: one slash
+    with socket.socket() as s:  # a port nothing listens on once this closes
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv(checks.BASE_URL_ENV, f"http://127.0.0.1:{port}")
+    with pytest.raises(
+        SpiralError, match=f"no Tinker-API server answers at http://127.0.0.1:{port}"
+    ):
+        checks.reachable()
+    gap = AssertionError("asample promises always carry sample_sequence_ids")
+    assert "tinker_bridge.py" in str(checks.without_sequence_ids(gap))
+    assert checks.without_sequence_ids(AssertionError("other")) is None
+
+
+def test_a_tinker_checkpoint_is_not_loaded_as_local_weights(tmp_path: Path) -> None:
+    """export and warm starts read weights here; a Tinker checkpoint holds a pointer."""
+    from spiral.engines.torch.checkpoint_io import load_weights
+
+    (tmp_path / POINTER_FILE).write_text("{}")
+    with pytest.raises(ValueError, match="held by the Tinker service.*engine=tinker"):
+        load_weights(object(), tmp_path)

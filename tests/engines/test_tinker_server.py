@@ -33,6 +33,7 @@ from spiral.cli import main as cli_main
 from spiral.engines import registry
 from spiral.engines.base import SamplingParams
 from spiral.engines.loading import ModelConfig
+from spiral.errors import SpiralError
 from spiral.types import Datum
 
 from .tinker_bridge import Bridge
@@ -199,6 +200,13 @@ def test_a_step_trains_samples_and_resumes_exactly(through_bridge: Served, tmp_p
             each.optim_step(1e-2)
         assert resumed.logprobs([row]) == learner.logprobs([row])
     assert not _ours(caught), _ours(caught)
+
+    # a server that has lost the files answers the load with fresh weights: refused
+    pointer = json.loads((tmp_path / "ckpt" / "tinker_state.json").read_text())
+    files = through_bridge.work / "checkpoints" / pointer["path"].split("/")[2]
+    files.rename(files.with_name(files.name + "-gone"))
+    with pytest.raises(SpiralError, match="restored weights that differ"):
+        registry.learner("tinker", cfg).load(tmp_path / "ckpt")
 
 
 def test_spiral_train_resumes_and_its_checkpoint_evaluates(

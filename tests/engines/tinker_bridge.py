@@ -61,6 +61,10 @@ class Bridge:
                         status, reply_headers, data = up.status, up.headers, up.read()
                 except urllib.error.HTTPError as err:
                     status, reply_headers, data = err.code, err.headers, err.read()
+                except OSError as err:  # the server is down: say so rather than hang up
+                    detail = f"the Tinker-API server at {bridge.upstream} is unreachable: {err}"
+                    data = json.dumps({"detail": detail}).encode()
+                    status, reply_headers = 502, {"Content-Type": "application/json"}
                 if self.path.startswith("/api/v1/asample") and status == 200 and body:
                     reply = json.loads(data)
                     if add_sequence_ids(json.loads(body), reply):

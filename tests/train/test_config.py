@@ -304,6 +304,8 @@ def test_tinker_refuses_regularisers_before_anything_runs() -> None:
     ):
         with pytest.raises(ConfigError, match="with engine=tinker set entropy_coef=0"):
             check_machine(parse_config(base + extra))
+    with pytest.raises(ConfigError, match="at temperature 1: set temperature=1"):
+        check_machine(parse_config([*base, "temperature=0.5"]))
 
 
 @pytest.mark.parametrize("kind", ["constant", "linear", "cosine"])

@@ -142,6 +142,7 @@ def test_a_full_width_run_trains_checkpoints_and_resumes_exactly(
         (("max_turns=1",), "leave max_turns=0 and top_p=1"),  # a cut tree: no values at all
         (("top_p=0.5",), "leave max_turns=0 and top_p=1"),
         (("engine=tinker",), "engine=tinker takes sampled games"),
+        (("engine=tinker", "answer_format=bracket"), "engine=tinker takes sampled games"),
     ],
 )
 def test_what_cannot_be_expanded_is_refused_in_one_line(

@@ -154,6 +154,11 @@ def save_trained(model: Any, path: Path, weights: dict[str, torch.Tensor] | None
 def load_weights(model: Any, folder: Path) -> None:
     """A PEFT adapter or full weights from `folder` into `model` (in place); ValueError
     where the folder's kind (adapter or full) is not the model's."""
+    if (folder / "tinker_state.json").is_file():  # spiral.engines.tinker.POINTER_FILE
+        raise ValueError(
+            f"{folder} points to weights held by the Tinker service (an engine=tinker run); "
+            "they are not here to load: continue that run with engine=tinker"
+        )
     if (folder / "adapter_model.safetensors").is_file():
         from peft import set_peft_model_state_dict
 
