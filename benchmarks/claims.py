@@ -39,7 +39,7 @@ from claim_checks import (  # noqa: E402,F401
     misc,
 )
 from claim_checks.core import ROWS, Outcome, read_table, run_row  # noqa: E402
-from claim_checks.prose import check_prose, pin  # noqa: E402
+from claim_checks.prose import check_prose, described, pin  # noqa: E402
 from claim_checks.readme import check_readme  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,7 +69,10 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     if args.pin:
         added, dropped = pin(args.results, args.root)
-        print(f"claims: {added} number(s) pinned, {dropped} pin(s) dropped")
+        for sign, pins in (("-", dropped), ("+", added)):
+            for key, value in pins:
+                print(f"{sign} {described(key, value)}")
+        print(f"claims: {len(added)} number(s) pinned, {len(dropped)} pin(s) dropped; read them")
     outcomes = check(args.results, args.readme, args.root)
     for o in outcomes:
         print(f"{o.status:<11} {o.name}" + ("".join(f"\n{'':12}{d}" for d in o.details)))

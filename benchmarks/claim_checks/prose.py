@@ -1,8 +1,10 @@
 """The numbers docs/results.md states outside the claims table, each pinned to where its
 value is in the data the text cites.
 
-The prose is read as blocks (a paragraph, a list item, a table row) under their headings.
-Every decimal number of a block (outside code spans) has a key: its headings and the
+The prose is read as blocks (a paragraph, a list item, a table row) under their headings
+(the claims table's own rows are left to its recompute functions). Every number of a block
+that states a result (a decimal, a count with thousands separators, a whole percentage;
+outside code spans) has a key: its headings and the
 words before it in its block, numbers in those words masked, so that one changed number
 does not move another's key. A pin (`docs/results/prose-pins.json`) holds, per key, the
 number as the text prints it and where that value was found: the first line of a file the
@@ -33,6 +35,12 @@ from typing import Any
 
 from .core import DECIMAL, Outcome
 
+# What the prose states as a result: decimals (as the claims table reads them), counts
+# written with thousands separators (9,271) and whole percentages (60%).
+NUMBER = re.compile(
+    DECIMAL.pattern + r"|(?<![\w.,])\d{1,3}(?:,\d{3})+(?![\d.,]\d)|(?<![\w.])\d+(?=%)"
+)
+
 PINS = Path("docs/results/prose-pins.json")
 CITED = re.compile(r"`((?:docs/results|benchmarks)/[^`*<> ]+)`")  # data, not other pages
 RAW = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
@@ -61,7 +69,7 @@ def blocks(markdown: str) -> Iterator[tuple[list[str], str]]:
     fenced = skipping = False
 
     def flush() -> Iterator[tuple[list[str], str]]:
-        if block and not skipping:
+        if block and not (skipping and block[0].lstrip().startswith("|")):
             yield list(heads), " ".join(s.strip() for s in block)
         block.clear()
 
@@ -100,8 +108,8 @@ def numbers(markdown: str) -> list[Number]:
         around = section_cites[tuple(heads)]
         cited = tuple(dict.fromkeys(own + around))
         masked = _masked(text).replace("**", "  ")
-        for m in DECIMAL.finditer(masked):
-            before = DECIMAL.sub("#", masked[max(0, m.start() - CONTEXT) : m.start()])
+        for m in NUMBER.finditer(masked):
+            before = NUMBER.sub("#", masked[max(0, m.start() - CONTEXT) : m.start()])
             base = " > ".join(heads) + " | " + " ".join(before.split())
             seen[base] = seen.get(base, 0) + 1
             key = base if seen[base] == 1 else f"{base} ({seen[base]})"
@@ -155,7 +163,7 @@ def _indexed(path: Path, _mtime: int, _size: int) -> dict[str, tuple[int, str]]:
             x = abs(float(raw))
             if not math.isfinite(x):
                 continue
-            for digits in range(1, 7):
+            for digits in range(0, 7):
                 out.setdefault(f"{x:.{digits}f}", (n, raw))
             for digits in range(0, 3):
                 out.setdefault(_sci(x, digits), (n, raw))
@@ -223,19 +231,26 @@ def check_prose(results: Path, root: Path, pins_path: Path | None = None) -> Out
     return Outcome(name, "DISAGREE" if details else "agree", details)
 
 
-def pin(results: Path, root: Path, pins_path: Path | None = None) -> tuple[int, int]:
-    """Pin the numbers without a pin, drop pins no number has; (added, dropped)."""
+def pin(
+    results: Path, root: Path, pins_path: Path | None = None
+) -> tuple[list[tuple[str, dict[str, Any]]], list[tuple[str, dict[str, Any]]]]:
+    """Pin the numbers without a pin, drop pins no number has; (added, dropped), each
+    (key, pin), for a person to read: a number whose words changed is dropped and added
+    again, and only a reader can tell a moved sentence from a changed result."""
     path = pins_path or root / PINS
     pins = read_pins(path)
     found = numbers(results.read_text(encoding="utf-8"))
     keys = {n.key for n in found}
-    dropped = [k for k in pins if k not in keys]
-    for k in dropped:
-        del pins[k]
-    added = 0
+    dropped = [(k, pins.pop(k)) for k in list(pins) if k not in keys]
+    added = []
     for number in found:
         if number.key not in pins:
             pins[number.key] = find(root, number)
-            added += 1
+            added.append((number.key, pins[number.key]))
     path.write_text(json.dumps(pins, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    return added, len(dropped)
+    return added, dropped
+
+
+def described(key: str, pin: dict[str, Any]) -> str:
+    where = "stated" if pin.get("stated") else f"{pin['file']}:{pin['line']} ({pin['raw']})"
+    return f"{pin['value']} at {key!r}: {where}"
