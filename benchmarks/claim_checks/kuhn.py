@@ -310,3 +310,41 @@ def tabular_twin(row: Row) -> list[Check]:
         Check("no regulariser, max", f"(max {span([r[top] for r in free], 2)})"),
         Check("no regulariser, half", f"second-half average {span([r[half] for r in free])}"),
     ]
+
+
+SAMPLED_BESIDE = "the recipe's keys with sampled games"
+SAMPLED_SEEDS = "docs/results/kuhn-full-width/sampled-seeds"
+
+
+def sampled_beside_full_width(row: Row) -> dict[str, list[float]]:
+    """Step-200 live and averaged exploitability of every sampled seed and of the same
+    seeds with full width."""
+    runs = [
+        p.removesuffix("/metrics.jsonl") for p in row.glob(SAMPLED_SEEDS, "seed*/metrics.jsonl")
+    ]
+    names = [r.rsplit("/", 1)[1] for r in runs]
+    twins = [f"{FULL_WIDTH}/{n}" for n in names]
+    out: dict[str, list[float]] = {"seeds": [float(n.removeprefix("seed")) for n in names]}
+    for label, folders in (("sampled", runs), ("full width", twins)):
+        for key, which in (("live", LIVE), ("averaged", AVERAGED)):
+            out[f"{label} {key}"] = [
+                row.final(f"{r}/metrics.jsonl", which, step=FULL_WIDTH_STEPS) for r in folders
+            ]
+    return out
+
+
+@claim(SAMPLED_BESIDE)
+def sampled_beside(row: Row) -> list[Check]:
+    got = sampled_beside_full_width(row)
+    seeds = ", ".join(str(int(s)) for s in got["seeds"])
+    checks = [Check("seeds", f"seed{'s' if len(got['seeds']) > 1 else ''} {seeds}")]
+    for label in ("sampled", "full width"):
+        live, avg = got[f"{label} live"], got[f"{label} averaged"]
+        checks.append(
+            Check(
+                label, f"{label} {', '.join(f(x) for x in live)} ({', '.join(f(x) for x in avg)})"
+            )
+        )
+    gap = [s - w for s, w in zip(got["sampled live"], got["full width live"], strict=True)]
+    checks.append(Check("sampling's cost", f"{', '.join(f'{x:+.3f}' for x in gap)}"))
+    return checks
