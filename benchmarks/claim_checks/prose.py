@@ -216,7 +216,10 @@ def check_prose(results: Path, root: Path, pins_path: Path | None = None) -> Out
         if pin is None:
             details.append(f"{number.value} has no pin ({number.key!r}): run claims.py --pin")
         elif pin["value"] != number.value:
-            details.append(f"text has {number.value}, its pin {pin['value']} ({number.key!r})")
+            details.append(
+                f"text has {number.value}, its pin {pin['value']} ({number.key!r}); if the text "
+                f"is the new result, delete that pin from {PINS} and run claims.py --pin"
+            )
         elif not pin.get("stated") and not _holds(root, pin):
             where = f"{pin['file']}:{pin['line']}"
             details.append(f"{number.value}: {where} no longer holds it ({number.key!r})")
