@@ -41,6 +41,7 @@ from .kuhn import (
     NATIVE_BF16,
     PRESET_RUNS,
     SAMPLED,
+    SAMPLED_BESIDE,
     bf16_native,
     config_of,
     finals,
@@ -48,6 +49,7 @@ from .kuhn import (
     median_step,
     mixtures,
     peak_gb,
+    sampled_beside_full_width,
     seeds,
     timed_runs,
     wall_minutes,
@@ -150,6 +152,18 @@ def make_train_table(table: Table) -> list[Check]:
             "sampled preset",
             f"{mean_sd(sampled)} ({f(min(sampled))} to {f(max(sampled))}, seeds {seed_span()}",
         ),
+        *recipe_sampled(table),
+    ]
+
+
+def recipe_sampled(table: Table) -> list[Check]:
+    """The recipe's keys with sampled games, beside full width on the same seed."""
+    got = sampled_beside_full_width(table.find(SAMPLED_BESIDE))
+    if got["seeds"] != [0.0]:
+        raise NoData("the README states seed 0 alone; the data holds other seeds now")
+    return [
+        Check("sampled recipe", f"ends seed 0 at {f(got['sampled live'][0])}"),
+        Check("full width", f"against full width's {f(got['full width live'][0])}"),
     ]
 
 
