@@ -38,7 +38,7 @@ from typing import Any
 
 from spiral.agents.llm_policy import LLMPolicy
 from spiral.checkpoints.manifest import in_checkpoints, verify_or_say
-from spiral.engines.base import SamplingParams
+from spiral.engines.base import HOSTED_POINTER, SamplingParams
 from spiral.errors import SpiralError
 from spiral.prompts.spec import PromptSpec
 
@@ -114,9 +114,6 @@ def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
         if digits.isdigit() and _is_complete(folder):
             found.setdefault(int(digits), folder)
     return sorted(found.items())
-
-
-HOSTED_POINTER = "tinker_state.json"  # engine=tinker's checkpoint: the weights stay hosted
 
 
 def _model_folder(learner_dir: Path) -> Path:

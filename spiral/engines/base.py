@@ -126,6 +126,8 @@ LossFn = Callable[..., tuple[Any, dict[str, float]]]
 
 MAGNET = "magnet"  # the frozen copy the KL term pulls towards (kl_reference=snapshot)
 AVERAGED = "averaged"  # the weight average's folder inside a checkpoint's learner/
+# an engine=tinker checkpoint's learner/ holds this pointer: the weights stay on the service
+HOSTED_POINTER = "tinker_state.json"
 
 
 @runtime_checkable

@@ -46,9 +46,10 @@ import torch
 
 from spiral.algo.losses import loss_name
 from spiral.algo.regularizers import Regularizer
-from spiral.engines.base import LossFn, Sampler, SamplingParams
+from spiral.engines.base import HOSTED_POINTER, LossFn, Sampler, SamplingParams
 from spiral.engines.loading import ModelConfig
 from spiral.engines.tinker_checks import (
+    aligned,
     model_id,
     offered,
     probe_row,
@@ -61,7 +62,7 @@ from spiral.errors import SpiralError
 from spiral.types import AnswerConstraint, Completion, Datum, StopReason
 
 API_KEY_ENV = "TINKER_API_KEY"
-POINTER_FILE = "tinker_state.json"  # spiral.agents.model_agent.HOSTED_POINTER
+POINTER_FILE = HOSTED_POINTER
 PPO_CLIP = 0.2  # fixed by the service
 TINKER_LOSSES = ("importance_sampling", "ppo")  # ours that the service computes by name
 ADAM = {"beta1": 0.9, "beta2": 0.95, "eps": 1e-8}
@@ -141,17 +142,6 @@ def from_tinker_sequence(sequence: Any, tokenizer: Any) -> Completion:
         reason = "eos"
     text = tokenizer.decode(list(tokens), skip_special_tokens=True)
     return Completion(tokens=tokens, logprobs=logprobs, stop_reason=reason, text=text)
-
-
-def aligned(prompt_logprobs: Sequence[float | None], length: int) -> list[float | None]:
-    """Prompt log-probs one per token, the first None (nothing predicts it): a server that
-    leaves that None out (SkyRL's 0.4.0) would shift every later one by a token."""
-    values = list(prompt_logprobs)
-    if len(values) == length - 1:
-        values = [None, *values]
-    if len(values) != length:
-        raise SpiralError(f"the service scored {len(values)} positions of {length} tokens")
-    return values
 
 
 # ---- the sampler ---------------------------------------------------------------------
@@ -349,30 +339,33 @@ class TinkerLearner:
                 pointer["path"]
             ).result()
         except (tinker.BadRequestError, tinker.UnprocessableEntityError) as err:
-            # a server without the current call (SkyRL's 0.4.0 wants the model to load into):
-            # a fresh client whose first request loads the state, the older way to resume
-            print(
-                f"engine=tinker: the service cannot start a client from a saved state "
-                f"({type(err).__name__}); loading it into a fresh client instead",
-                file=sys.stderr,
-            )
-            client = self.service.create_lora_training_client(
-                base_model=self.model, rank=self.cfg.lora_rank, seed=self.cfg.seed
-            ).result()
-            said = logging.getLogger("tinker.lib.public_interfaces.training_client")
-            level = said.level
-            with warnings.catch_warnings():  # deprecated in the SDK (said above), served here
-                warnings.simplefilter("ignore", FutureWarning)
-                said.setLevel(logging.CRITICAL)
-                try:
-                    client.load_state_with_optimizer(pointer["path"]).result()
-                finally:
-                    said.setLevel(level)
-            self.client = client
+            self.client = self._load_into_fresh_client(pointer["path"], err)
         if "probe" in pointer:
             row = probe_row(pointer["probe"]["tokens"])
             same_weights(pointer["probe"]["logprobs"], self.logprobs([row])[0], str(path))
         self.version = int(pointer["version"])
+
+    def _load_into_fresh_client(self, state: str, refused: Exception) -> Any:
+        """A server without the current resume call (SkyRL's 0.4.0 wants the model to load
+        into): a fresh client whose first request loads the state, the SDK's older way."""
+        print(
+            f"engine=tinker: the service cannot start a client from a saved state "
+            f"({type(refused).__name__}); loading it into a fresh client instead",
+            file=sys.stderr,
+        )
+        client = self.service.create_lora_training_client(
+            base_model=self.model, rank=self.cfg.lora_rank, seed=self.cfg.seed
+        ).result()
+        said = logging.getLogger("tinker.lib.public_interfaces.training_client")
+        level = said.level
+        with warnings.catch_warnings():  # deprecated in the SDK (said above), served here
+            warnings.simplefilter("ignore", FutureWarning)
+            said.setLevel(logging.CRITICAL)
+            try:
+                client.load_state_with_optimizer(state).result()
+            finally:
+                said.setLevel(level)
+        return client
 
     # ----- what the hosted engine does not offer ------------------------------------
     def _unsupported(self, what: str) -> TinkerUnsupported:

@@ -103,13 +103,24 @@ def probe_row(tokens: Sequence[int]) -> Datum:
 
 def same_weights(saved: Sequence[float], restored: Sequence[float], where: str) -> None:
     """The restored state scores the probe as the saved one did, or one line."""
-    worst = max((abs(a - b) for a, b in zip(saved, restored, strict=True)), default=0.0)
+    worst = max((abs(a - b) for a, b in zip(saved, restored, strict=False)), default=0.0)
     if len(saved) != len(restored) or worst > RESTORE_TOLERANCE:
         raise SpiralError(
             f"engine=tinker: the service restored weights that differ from those saved in "
             f"{where} (log-probs differ by up to {worst:.3g}); its checkpoint files may be "
             "gone: resume from an earlier checkpoint or start the run again"
         )
+
+
+def aligned(prompt_logprobs: Sequence[float | None], length: int) -> list[float | None]:
+    """Prompt log-probs one per token, the first None (nothing predicts it): a server that
+    leaves that None out (SkyRL's 0.4.0) would shift every later one by a token."""
+    values = list(prompt_logprobs)
+    if len(values) == length - 1:
+        values = [None, *values]
+    if len(values) != length:
+        raise SpiralError(f"the service scored {len(values)} positions of {length} tokens")
+    return values
 
 
 def without_sequence_ids(err: AssertionError) -> SpiralError | None:

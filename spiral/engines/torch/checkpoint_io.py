@@ -25,6 +25,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 import spiral.engines.torch.snapshots as snapshots
+from spiral.engines.base import HOSTED_POINTER
 
 OPTIMIZER_TENSORS = "optimizer.safetensors"
 OPTIMIZER_JSON = "optimizer.json"
@@ -154,7 +155,7 @@ def save_trained(model: Any, path: Path, weights: dict[str, torch.Tensor] | None
 def load_weights(model: Any, folder: Path) -> None:
     """A PEFT adapter or full weights from `folder` into `model` (in place); ValueError
     where the folder's kind (adapter or full) is not the model's."""
-    if (folder / "tinker_state.json").is_file():  # spiral.engines.tinker.POINTER_FILE
+    if (folder / HOSTED_POINTER).is_file():
         raise ValueError(
             f"{folder} points to weights held by the Tinker service (an engine=tinker run); "
             "they are not here to load: continue that run with engine=tinker"
